@@ -1,0 +1,44 @@
+# The two commands in the README. Each sets itself up: a .venv with jobq installed.
+# Without JOBQ_DATABASE_URL both use an embedded PostgreSQL kept in .jobq/ (JOBQ_DATA_DIR).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint openapi bench clean
+
+run: $(VENV)/.installed
+	$(BIN)/jobq serve
+
+test: $(VENV)/.installed-dev
+	$(BIN)/pytest
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check app tests alembic bench
+	$(BIN)/ruff format --check app tests alembic bench
+	$(BIN)/mypy
+
+openapi: $(VENV)/.installed
+	$(BIN)/jobq openapi
+
+# The benchmark (bench/): its own jobq serve on a recreated jobq_bench database.
+# Options: make bench BENCH_ARGS='--quick --json out.json'  (python -m bench --help)
+bench: $(VENV)/.installed-dev
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+$(VENV)/.python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "jobq needs Python 3.11 or newer; set PYTHON=python3.X")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	@touch $@
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.python
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@ $(VENV)/.installed
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,49 @@
+"""Alembic environment: jobq's schema lives in the `jobq` schema, migrated with plain SQL."""
+
+from __future__ import annotations
+
+import asyncio
+from logging.config import fileConfig
+
+from alembic import context
+from sqlalchemy import Connection
+
+SCHEMA = "jobq"
+config = context.config
+
+
+def run_with(connection: Connection) -> None:
+    """Run the migrations on an open connection (the one `jobq migrate` holds the lock on)."""
+    connection.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+    context.configure(
+        connection=connection,
+        version_table_schema=SCHEMA,
+        transactional_ddl=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_standalone() -> None:
+    """`alembic upgrade head` typed by hand: same lock, same database as the service."""
+    from app.core.config import get_settings
+    from app.db.engine import resolve_database_url
+    from app.db.migrate import upgrade
+
+    if config.config_file_name is not None:
+        fileConfig(config.config_file_name)
+
+    async def run() -> None:
+        await upgrade(await resolve_database_url(get_settings()))
+
+    asyncio.run(run())
+
+
+if context.is_offline_mode():
+    raise SystemExit("jobq migrations need a database connection; offline mode is not supported")
+
+connection = config.attributes.get("connection")
+if connection is None:
+    run_standalone()
+else:
+    run_with(connection)

@@ -1,0 +1,1 @@
+"""HTTP: routes, request limits, and the translation of errors into problem+json."""

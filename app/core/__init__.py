@@ -1,0 +1,1 @@
+"""Settings, limits and the error types shared by every layer."""

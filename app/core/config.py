@@ -1,0 +1,128 @@
+"""Settings: one pydantic-settings class, every field read from a `JOBQ_` variable.
+
+Defaults are named constants with their unit in the name, so the README, the
+OpenAPI schema and the code agree on one number.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Self
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_DATA_DIR = Path(".jobq")
+
+DEFAULT_REAPER_INTERVAL_SECONDS = 5.0
+DEFAULT_REAPER_BATCH_SIZE = 1000
+
+DEFAULT_RETAIN_SUCCEEDED_SECONDS = 24 * 3600.0
+DEFAULT_RETAIN_FAILED_SECONDS = 7 * 24 * 3600.0
+DEFAULT_PRUNE_INTERVAL_SECONDS = 60.0
+DEFAULT_PRUNE_BATCH_SIZE = 1000
+
+DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_LEASE_SECONDS = 60
+MAX_LEASE_SECONDS = 43_200
+DEFAULT_BACKOFF_BASE_SECONDS = 10.0
+DEFAULT_BACKOFF_CAP_SECONDS = 3600.0
+DEFAULT_BACKOFF_JITTER = 0.1
+
+DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
+DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024
+# Batch sizes and the longest lease are also the API schema's hard bounds: settings may
+# lower them, never raise them.
+DEFAULT_MAX_ENQUEUE_BATCH = 1000
+DEFAULT_MAX_ACK_BATCH = 1000
+DEFAULT_MAX_LEASE_BATCH = 100
+DEFAULT_MAX_ERROR_MESSAGE_BYTES = 8 * 1024
+
+DEFAULT_LONGPOLL_POLL_SECONDS = 1.0
+DEFAULT_LONGPOLL_RECHECK_SECONDS = 5.0
+
+DEFAULT_DB_POOL_SIZE = 10
+DEFAULT_SHUTDOWN_GRACE_SECONDS = 30.0
+
+
+class Settings(BaseSettings):
+    """Every knob of the service; see the README's "Configuration" table."""
+
+    model_config = SettingsConfigDict(env_prefix="JOBQ_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL; unset means an embedded server kept in data_dir.",
+    )
+    host: str = DEFAULT_HOST
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    data_dir: Path = DEFAULT_DATA_DIR
+    db_pool_size: int = Field(default=DEFAULT_DB_POOL_SIZE, ge=1)
+    workers: int = Field(default=1, ge=1, description="`jobq serve` processes sharing the port.")
+    migrate_on_start: bool = Field(
+        default=True, description="`jobq serve` applies pending migrations before serving."
+    )
+    shutdown_grace_seconds: float = Field(
+        default=DEFAULT_SHUTDOWN_GRACE_SECONDS,
+        gt=0,
+        description="How long in-flight requests may run on after SIGTERM.",
+    )
+
+    reaper_interval_seconds: float = Field(default=DEFAULT_REAPER_INTERVAL_SECONDS, gt=0)
+    reaper_batch_size: int = Field(default=DEFAULT_REAPER_BATCH_SIZE, ge=1)
+    retain_succeeded_seconds: float = Field(
+        default=DEFAULT_RETAIN_SUCCEEDED_SECONDS,
+        ge=0,
+        description="Succeeded jobs are deleted this long after they finished; 0 keeps them.",
+    )
+    retain_failed_seconds: float = Field(
+        default=DEFAULT_RETAIN_FAILED_SECONDS,
+        ge=0,
+        description="Failed and cancelled jobs are deleted this long after; 0 keeps them.",
+    )
+    prune_interval_seconds: float = Field(default=DEFAULT_PRUNE_INTERVAL_SECONDS, gt=0)
+    prune_batch_size: int = Field(default=DEFAULT_PRUNE_BATCH_SIZE, ge=1)
+
+    default_max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
+    default_lease_seconds: int = Field(default=DEFAULT_LEASE_SECONDS, ge=1)
+    max_lease_seconds: int = Field(default=MAX_LEASE_SECONDS, ge=1, le=MAX_LEASE_SECONDS)
+    backoff_base_seconds: float = Field(default=DEFAULT_BACKOFF_BASE_SECONDS, ge=0)
+    backoff_cap_seconds: float = Field(default=DEFAULT_BACKOFF_CAP_SECONDS, ge=0)
+    backoff_jitter: float = Field(default=DEFAULT_BACKOFF_JITTER, ge=0, lt=1)
+
+    max_payload_bytes: int = Field(default=DEFAULT_MAX_PAYLOAD_BYTES, ge=1)
+    max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=1)
+    max_enqueue_batch: int = Field(
+        default=DEFAULT_MAX_ENQUEUE_BATCH, ge=1, le=DEFAULT_MAX_ENQUEUE_BATCH
+    )
+    max_ack_batch: int = Field(default=DEFAULT_MAX_ACK_BATCH, ge=1, le=DEFAULT_MAX_ACK_BATCH)
+    max_lease_batch: int = Field(default=DEFAULT_MAX_LEASE_BATCH, ge=1, le=DEFAULT_MAX_LEASE_BATCH)
+    max_error_message_bytes: int = Field(default=DEFAULT_MAX_ERROR_MESSAGE_BYTES, ge=16)
+
+    longpoll_poll_seconds: float = Field(
+        default=DEFAULT_LONGPOLL_POLL_SECONDS,
+        gt=0,
+        description="How often a waiting lease re-checks while the LISTEN connection is down.",
+    )
+    longpoll_recheck_seconds: float = Field(
+        default=DEFAULT_LONGPOLL_RECHECK_SECONDS,
+        gt=0,
+        description="How often a waiting lease re-checks even when no announcement came.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.default_lease_seconds > self.max_lease_seconds:
+            raise ValueError("default_lease_seconds must not exceed max_lease_seconds")
+        if self.max_payload_bytes > self.max_request_bytes:
+            raise ValueError("max_payload_bytes must not exceed max_request_bytes")
+        return self
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()

@@ -1,0 +1,132 @@
+"""The errors jobq raises on purpose.
+
+Each one knows its HTTP status and its stable machine `code`; the API layer turns
+them into `application/problem+json` in one handler. The service and repository
+raise them and know nothing of HTTP.
+
+    JobqError
+    ├── BadRequest (400)
+    │   └── InvalidJson
+    ├── NotFound (404)
+    │   ├── JobNotFound
+    │   └── LeaseNotFound
+    ├── Conflict (409)
+    │   └── LeaseLost
+    ├── PayloadTooLarge (413)
+    ├── ValidationFailed (422)
+    └── Unavailable (503)
+        ├── DatabaseUnavailable
+        └── ReaperStalled
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class JobqError(Exception):
+    """Something went wrong in jobq."""
+
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "internal_error"
+    title: ClassVar[str] = "Internal error"
+
+    def __init__(self, detail: str | None = None, **extra: Any) -> None:
+        self.detail = detail or (self.__doc__ or self.title).strip()
+        self.extra = extra
+        super().__init__(self.detail)
+
+
+class BadRequest(JobqError):
+    """The request could not be understood."""
+
+    status = 400
+    code = "bad_request"
+    title = "Bad request"
+
+
+class InvalidJson(BadRequest):
+    """The request body is not valid JSON."""
+
+    code = "invalid_json"
+    title = "Invalid JSON"
+
+
+class NotFound(JobqError):
+    """Nothing exists at this address."""
+
+    status = 404
+    code = "not_found"
+    title = "Not found"
+
+
+class JobNotFound(NotFound):
+    """No job has this id."""
+
+    code = "job_not_found"
+    title = "Job not found"
+
+
+class LeaseNotFound(NotFound):
+    """No lease with this id was ever issued."""
+
+    code = "lease_not_found"
+    title = "Lease not found"
+
+
+class Conflict(JobqError):
+    """The request conflicts with the resource's current state."""
+
+    status = 409
+    code = "conflict"
+    title = "Conflict"
+
+
+class LeaseLost(Conflict):
+    """This lease no longer holds the job: it expired, was replaced, or finished otherwise."""
+
+    code = "lease_lost"
+    title = "Lease lost"
+
+
+class PayloadTooLarge(JobqError):
+    """The payload or request body is larger than the configured limit."""
+
+    status = 413
+    code = "payload_too_large"
+    title = "Payload too large"
+
+
+class ValidationFailed(JobqError):
+    """One or more fields are invalid."""
+
+    status = 422
+    code = "validation_error"
+    title = "Validation error"
+
+    @classmethod
+    def field(cls, loc: tuple[str | int, ...], msg: str, type_: str) -> ValidationFailed:
+        """One offending field, in the same shape as a schema validation error."""
+        return cls(msg, errors=[{"loc": list(loc), "msg": msg, "type": type_}])
+
+
+class Unavailable(JobqError):
+    """The service cannot do its work right now; retry shortly."""
+
+    status = 503
+    code = "unavailable"
+    title = "Service unavailable"
+
+
+class DatabaseUnavailable(Unavailable):
+    """The database cannot be reached right now; retry shortly."""
+
+    code = "database_unavailable"
+    title = "Database unavailable"
+
+
+class ReaperStalled(Unavailable):
+    """The reaper has not finished a pass for several intervals."""
+
+    code = "reaper_stalled"
+    title = "Reaper stalled"

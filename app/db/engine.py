@@ -1,0 +1,52 @@
+"""The connection pool, and where the database is."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from app.core.config import Settings
+from app.db import embedded
+from app.db.url import async_url
+
+POOL_OVERFLOW = 10
+POOL_TIMEOUT_SECONDS = 10.0
+CONNECT_TIMEOUT_SECONDS = 5.0
+PREPARED_STATEMENT_CACHE_SIZE = 256
+
+
+def create_engine(url: str, pool_size: int) -> AsyncEngine:
+    """A pool whose connections run each statement in its own transaction.
+
+    Every hot-path state change is one statement, so autocommit saves the BEGIN and
+    COMMIT round trips; code that needs a real transaction opens one explicitly.
+    """
+    return create_async_engine(
+        async_url(url),
+        pool_size=pool_size,
+        max_overflow=POOL_OVERFLOW,
+        pool_timeout=POOL_TIMEOUT_SECONDS,
+        isolation_level="AUTOCOMMIT",
+        connect_args={
+            "timeout": CONNECT_TIMEOUT_SECONDS,
+            "prepared_statement_cache_size": PREPARED_STATEMENT_CACHE_SIZE,
+            "server_settings": {
+                "application_name": "jobq",
+                # After five runs PostgreSQL may keep a generic plan for a prepared
+                # statement. For the batch finish it chose to walk every running job per
+                # ack: 11.7 ms per 100 acks instead of 4.0. Planning each time is cheap
+                # next to that for batches (make bench: drain 4,702 → 6,842 to 8,240 jobs/s);
+                # it costs the one-job-per-call path about 15 % (144 → 122 jobs/s).
+                "plan_cache_mode": "force_custom_plan",
+            },
+        },
+    )
+
+
+async def resolve_database_url(settings: Settings) -> str:
+    """`JOBQ_DATABASE_URL` if set, otherwise the embedded server's `jobq` database."""
+    if settings.database_url:
+        return settings.database_url
+    server_url = await asyncio.to_thread(embedded.start, settings.data_dir)
+    return await embedded.ensure_database(server_url, embedded.DEFAULT_DATABASE)

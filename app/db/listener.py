@@ -1,0 +1,79 @@
+"""One `LISTEN` connection per process, announcing jobs that became due.
+
+Every statement that makes jobs `queued` sends `NOTIFY jobq_due, '<queue> <epoch>'`
+(the earliest `run_at` per queue) when it commits. The listener passes each to a
+callback; if its connection drops it says so, reconnects with backoff, and the waiters
+fall back to polling meanwhile. It holds no pooled connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+import asyncpg
+
+from app.db.url import async_url
+
+CHANNEL = "jobq_due"
+APPLICATION_NAME = "jobq-listener"
+KEEPALIVE_SECONDS = 5.0
+RECONNECT_MIN_SECONDS = 0.5
+RECONNECT_MAX_SECONDS = 10.0
+log = logging.getLogger("jobq.listener")
+
+
+def _dsn(url: str) -> str:
+    return async_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class DueListener:
+    """Keeps a LISTEN connection up and reports announcements and its own state."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        on_due: Callable[[str, float], None],
+        on_state: Callable[[bool], None],
+    ) -> None:
+        self._dsn = _dsn(url)
+        self._on_due = on_due
+        self._on_state = on_state
+
+    def _notified(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        queue, _, due = str(payload).partition(" ")
+        try:
+            self._on_due(queue, float(due))
+        except ValueError:
+            log.warning("ignored a malformed announcement: %r", payload)
+
+    async def run(self) -> None:
+        """Listen until cancelled, reconnecting whenever the connection is lost."""
+        backoff = RECONNECT_MIN_SECONDS
+        while True:
+            conn: asyncpg.Connection | None = None
+            try:
+                conn = await asyncpg.connect(
+                    self._dsn,
+                    timeout=KEEPALIVE_SECONDS,
+                    server_settings={"application_name": APPLICATION_NAME},
+                )
+                await conn.add_listener(CHANNEL, self._notified)
+                log.info("listening for due jobs")
+                self._on_state(True)
+                backoff = RECONNECT_MIN_SECONDS
+                while True:  # a dead peer does not always close the socket: ask
+                    await asyncio.sleep(KEEPALIVE_SECONDS)
+                    await asyncio.wait_for(conn.execute("SELECT 1"), KEEPALIVE_SECONDS)
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                self._on_state(False)
+                log.warning("listener lost (%s); polling until it reconnects", exc)
+            finally:
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(conn.close(), KEEPALIVE_SECONDS)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, RECONNECT_MAX_SECONDS)

@@ -1,0 +1,41 @@
+"""Bring the schema to the newest Alembic revision, one process at a time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, text
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+from app.db.url import async_url
+
+MIGRATION_LOCK_KEY = 0x6A6F_6271_0001  # "jobq" + 1: held while migrating
+ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
+
+
+def alembic_config() -> Config:
+    """Alembic's configuration, independent of the working directory."""
+    config = Config()
+    config.set_main_option("script_location", str(ALEMBIC_DIR))
+    return config
+
+
+def _upgrade(connection: Connection, revision: str) -> None:
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, revision)
+
+
+async def upgrade(url: str, revision: str = "head") -> None:
+    """Apply pending migrations under an advisory lock, so replicas starting together are safe."""
+    engine = create_async_engine(async_url(url), poolclass=NullPool)
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            await conn.run_sync(_upgrade, revision)
+            await conn.commit()
+    finally:
+        await engine.dispose()

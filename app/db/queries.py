@@ -1,0 +1,336 @@
+"""Every SQL statement jobq runs, each with a name and a one-line purpose.
+
+State changes are single statements: the claim is `SELECT … FOR UPDATE SKIP LOCKED`
+inside a CTE feeding an `UPDATE … RETURNING`, and every transition on a lease checks
+`lease_id` and `state = 'running'` in the `WHERE` of the same `UPDATE`, so a stale
+worker matches nothing. Batches travel as arrays and are unpacked with `unnest`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import TextualSelect, text
+from sqlalchemy.dialects.postgresql import JSONB
+
+from app.db.listener import CHANNEL
+
+# Columns returned as JSON documents rather than text.
+_JSON_COLUMNS = {
+    name: JSONB for name in ("payload", "result", "last_error", "attempts", "metadata")
+}
+
+
+def _retry_or_stop(*, retry: str, retry_after: str, error: str, stop_state: str) -> str:
+    """SET clauses for a job whose attempt ended: another try, or a final state.
+
+    Another try (when `retry` holds) waits `retry_after` seconds, or else an exponential
+    delay: `backoff_base * 2^(attempt-1)`, capped at `backoff_cap`, then ±`backoff_jitter`.
+    """
+    return f"""
+           state = CASE WHEN {retry} THEN 'queued'::jobq.job_state ELSE {stop_state} END,
+           run_at = CASE WHEN {retry}
+               THEN now() + make_interval(secs => coalesce({retry_after},
+                   least(:backoff_base * power(2, j.attempt - 1), :backoff_cap)
+                   * (1 + :backoff_jitter * (2 * random() - 1))))
+               ELSE j.run_at END,
+           finished_at = CASE WHEN {retry} THEN NULL ELSE now() END,
+           last_error = {error},"""
+
+
+def _announce(rows: str) -> str:
+    """A CTE `announced`: NOTIFY, per queue, the earliest `run_at` of `rows` now queued.
+
+    Delivered on commit, so a woken waiter finds the rows. The statement must read
+    `announced` (`CROSS JOIN (SELECT count(*) FROM announced)`) for it to run.
+    """
+    return f"""announced AS MATERIALIZED (
+        SELECT pg_notify('{CHANNEL}', queue || ' ' || extract(epoch FROM min(run_at)))
+          FROM {rows}
+         WHERE state = 'queued'
+         GROUP BY queue
+    )"""
+
+
+_AFTER_ANNOUNCING = "CROSS JOIN (SELECT count(*) FROM announced) AS announcements"
+
+_LEASE_EXPIRED_ERROR = """jsonb_build_object(
+               'type', 'lease_expired',
+               'message', 'the lease expired before the worker finished the job',
+               'details', jsonb_build_object('worker_id', j.worker_id))"""
+
+
+def _record_attempt(*, outcome: str, error: str) -> str:
+    """SET clause appending the attempt that just ended to the job's history."""
+    return f"""
+           attempts = j.attempts || jsonb_build_object(
+               'attempt', j.attempt, 'lease_id', j.lease_id, 'worker_id', j.worker_id,
+               'started_at', j.attempted_at, 'finished_at', now(),
+               'outcome', {outcome}, 'error', {error}),"""
+
+
+def _query(sql: str) -> TextualSelect:
+    return text(sql).columns(**_JSON_COLUMNS)
+
+
+ENQUEUE_ONE = _query(
+    """
+    WITH inserted AS (
+        INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at, max_attempts,
+                                    lease_seconds, idempotency_key, metadata)
+        VALUES (:queue, :type, CAST(:payload AS jsonb), :priority,
+                coalesce(CAST(:run_at AS timestamptz),
+                         now() + make_interval(secs => CAST(:delay_seconds AS double precision))),
+                :max_attempts, :lease_seconds, :idempotency_key, CAST(:metadata AS jsonb))
+        ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL
+            DO NOTHING
+        RETURNING j.*
+    ),
+    """
+    + _announce("inserted")
+    + """
+    SELECT false AS deduplicated, inserted.* FROM inserted """
+    + _AFTER_ANNOUNCING
+    + """
+    UNION ALL
+    SELECT true, j.* FROM jobq.jobs j
+     WHERE NOT EXISTS (SELECT FROM inserted)
+       AND j.queue = :queue AND j.idempotency_key = :idempotency_key
+    """
+)
+"""Insert one job, or return the job that already holds its idempotency key."""
+
+ENQUEUE_MANY = text(
+    """
+    WITH input AS MATERIALIZED (
+        SELECT nextval('jobq.jobs_id_seq') AS id, i.*
+          FROM unnest(CAST(:types AS text[]), CAST(:payloads AS jsonb[]),
+                      CAST(:priorities AS smallint[]), CAST(:run_ats AS timestamptz[]),
+                      CAST(:delays AS double precision[]), CAST(:max_attempts AS integer[]),
+                      CAST(:lease_seconds AS integer[]), CAST(:idempotency_keys AS text[]),
+                      CAST(:metadatas AS jsonb[]))
+               WITH ORDINALITY AS i(type, payload, priority, run_at, delay, max_attempts,
+                                    lease_seconds, idempotency_key, metadata, ord)
+    ),
+    inserted AS (
+        INSERT INTO jobq.jobs (id, queue, type, payload, priority, run_at, max_attempts,
+                               lease_seconds, idempotency_key, metadata)
+        SELECT id, :queue, type, payload, priority,
+               coalesce(run_at, now() + make_interval(secs => delay)),
+               max_attempts, lease_seconds, idempotency_key, metadata
+          FROM input ORDER BY ord
+        ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL
+            DO NOTHING
+        RETURNING id, queue, idempotency_key, state, run_at
+    ),
+    """
+    + _announce("inserted")
+    + """
+    SELECT i.ord,
+           coalesce(mine.id, sibling.id, earlier.id) AS id,
+           coalesce(mine.state, sibling.state, earlier.state) AS state,
+           mine.id IS NULL AS deduplicated
+      FROM input i
+      LEFT JOIN inserted mine ON mine.id = i.id
+      LEFT JOIN inserted sibling
+             ON mine.id IS NULL AND sibling.idempotency_key = i.idempotency_key
+      LEFT JOIN jobq.jobs earlier
+             ON mine.id IS NULL AND sibling.id IS NULL
+            AND earlier.queue = :queue AND earlier.idempotency_key = i.idempotency_key
+     """
+    + _AFTER_ANNOUNCING
+    + """
+     ORDER BY i.ord
+    """
+)
+"""Insert a batch of jobs into one queue; rows come back in request order, duplicates resolved."""
+
+LEASE = _query(
+    """
+    WITH picked AS (
+        SELECT c.id
+          FROM unnest(CAST(:queues AS text[])) AS q(name)
+         CROSS JOIN LATERAL (
+                SELECT id, priority, run_at
+                  FROM jobq.jobs
+                 WHERE state = 'queued' AND queue = q.name AND run_at <= now()
+                   AND (cardinality(CAST(:types AS text[])) = 0
+                        OR type = ANY(CAST(:types AS text[])))
+                 ORDER BY priority DESC, run_at, id
+                 LIMIT :max_jobs
+                   FOR UPDATE SKIP LOCKED
+               ) c
+         ORDER BY c.priority DESC, c.run_at, c.id
+         LIMIT :max_jobs
+    )
+    UPDATE jobq.jobs j
+       SET state = 'running',
+           attempt = j.attempt + 1,
+           lease_id = gen_random_uuid(),
+           current_lease_seconds = coalesce(:lease_seconds, j.lease_seconds),
+           lease_expires_at = now() + make_interval(
+               secs => coalesce(:lease_seconds, j.lease_seconds)),
+           worker_id = :worker_id,
+           attempted_at = now(),
+           started_at = coalesce(j.started_at, now()),
+           updated_at = now()
+      FROM picked
+     WHERE j.id = picked.id
+    RETURNING j.*
+    """
+)
+"""Claim up to `max_jobs` due jobs from the given queues, best priority first, for one worker."""
+
+HEARTBEAT = text(
+    """
+    UPDATE jobq.jobs
+       SET current_lease_seconds = coalesce(:extend_seconds, current_lease_seconds),
+           lease_expires_at = now() + make_interval(
+               secs => coalesce(:extend_seconds, current_lease_seconds)),
+           progress_percent = CASE WHEN :has_progress THEN :percent ELSE progress_percent END,
+           progress_stage = CASE WHEN :has_progress THEN :stage ELSE progress_stage END,
+           progress_message = CASE WHEN :has_progress THEN :message ELSE progress_message END,
+           progress_updated_at = CASE WHEN :has_progress THEN now() ELSE progress_updated_at END,
+           updated_at = now()
+     WHERE id = :job_id AND lease_id = :lease_id AND state = 'running'
+    RETURNING lease_expires_at, cancel_requested
+    """
+)
+"""Extend a live lease from now, and record the worker's progress if it sent any."""
+
+FINISH = _query(
+    """
+    WITH input AS (
+        SELECT *
+          FROM unnest(CAST(:job_ids AS bigint[]), CAST(:lease_ids AS uuid[]),
+                      CAST(:outcomes AS text[]), CAST(:results AS jsonb[]),
+                      CAST(:errors AS jsonb[]), CAST(:retryable AS boolean[]),
+                      CAST(:retry_after AS double precision[]))
+               WITH ORDINALITY AS i(job_id, lease_id, outcome, result, error, retryable,
+                                    retry_after, ord)
+    ),
+    finished AS (
+    UPDATE jobq.jobs j
+       SET """
+    + _retry_or_stop(
+        retry="(i.outcome = 'fail' AND i.retryable AND j.attempt < j.max_attempts)",
+        retry_after="i.retry_after",
+        error="CASE WHEN i.outcome = 'fail' THEN i.error ELSE j.last_error END",
+        stop_state="CASE WHEN i.outcome = 'complete' THEN 'succeeded'::jobq.job_state"
+        " ELSE 'failed' END",
+    )
+    + """
+           result = CASE WHEN i.outcome = 'complete' THEN i.result ELSE j.result END,
+           lease_expires_at = NULL,
+           worker_id = NULL,
+    """
+    + _record_attempt(
+        outcome="CASE WHEN i.outcome = 'complete' THEN 'succeeded' ELSE 'failed' END",
+        error="i.error",
+    )
+    + """
+           updated_at = now()
+      FROM input i
+     WHERE j.id = i.job_id AND j.lease_id = i.lease_id AND j.state = 'running'
+    RETURNING i.ord, j.*
+    ),
+    """
+    + _announce("finished")
+    + """
+    SELECT finished.* FROM finished """
+    + _AFTER_ANNOUNCING
+)
+"""Complete or fail a batch of live leases; a stale or unknown lease matches no row."""
+
+REAP_EXPIRED = text(
+    """
+    WITH expired AS (
+        SELECT id
+          FROM jobq.jobs
+         WHERE state = 'running' AND lease_expires_at < now()
+         ORDER BY lease_expires_at
+         LIMIT :batch_size
+           FOR UPDATE SKIP LOCKED
+    ),
+    reaped AS (
+    UPDATE jobq.jobs j
+       SET """
+    + _retry_or_stop(
+        retry="(j.attempt < j.max_attempts)",
+        stop_state="'failed'",
+        retry_after="NULL",
+        error=_LEASE_EXPIRED_ERROR,
+    )
+    + """
+           lease_expires_at = NULL,
+           worker_id = NULL,
+    """
+    + _record_attempt(outcome="'lease_expired'", error=_LEASE_EXPIRED_ERROR)
+    + """
+           updated_at = now()
+      FROM expired
+     WHERE j.id = expired.id
+    RETURNING j.id, j.queue, j.state, j.attempt, j.run_at
+    ),
+    """
+    + _announce("reaped")
+    + """
+    SELECT reaped.* FROM reaped """
+    + _AFTER_ANNOUNCING
+)
+"""Return up to `batch_size` jobs whose lease expired to the queue (or to `failed`)."""
+
+PRUNE_FINISHED = text(
+    """
+    WITH ages AS (
+        SELECT CAST(:succeeded_age AS double precision) AS succeeded,
+               CAST(:failed_age AS double precision) AS failed
+    ),
+    doomed AS (
+        SELECT id
+          FROM jobq.jobs, ages
+         WHERE finished_at < now() - make_interval(secs => least(ages.succeeded, ages.failed))
+           AND ((state = 'succeeded'
+                 AND finished_at < now() - make_interval(secs => ages.succeeded))
+             OR (state IN ('failed', 'cancelled')
+                 AND finished_at < now() - make_interval(secs => ages.failed)))
+         ORDER BY finished_at
+         LIMIT :batch_size
+           FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM jobq.jobs j
+     USING doomed
+     WHERE j.id = doomed.id
+    RETURNING j.state
+    """
+)
+"""Delete up to `batch_size` finished jobs past their retention (an age of NULL keeps them)."""
+
+TRY_MAINTENANCE_LOCK = text(
+    "SELECT pg_try_advisory_xact_lock(:key) AS leader, extract(epoch FROM clock_timestamp()) AS at"
+)
+"""Become the one maintainer (reaper, pruner) for this transaction, if none is; and when."""
+
+CLOCK = text("SELECT extract(epoch FROM clock_timestamp())")
+"""The database's clock, which every replica shares (epoch seconds)."""
+
+GET_JOB = _query("SELECT * FROM jobq.jobs WHERE id = :job_id")
+"""One job by id."""
+
+GET_JOBS = _query("SELECT * FROM jobq.jobs WHERE id = ANY(CAST(:job_ids AS bigint[]))")
+"""Several jobs by id (to explain why some leases matched nothing)."""
+
+LIST_JOBS = _query(
+    """
+    SELECT *
+      FROM jobq.jobs
+     WHERE (CAST(:queue AS text) IS NULL OR queue = :queue)
+       AND (CAST(:state AS jobq.job_state) IS NULL OR state = CAST(:state AS jobq.job_state))
+       AND (CAST(:type AS text) IS NULL OR type = :type)
+       AND id > :after
+     ORDER BY id
+     LIMIT :limit
+    """
+)
+"""A page of jobs after a given id, optionally filtered by queue, state and type."""
+
+PING = text("SELECT 1")
+"""Is the database answering?"""

@@ -1,0 +1,186 @@
+"""Runs the named SQL in `queries` and hands back plain rows. Knows no rules.
+
+Driver errors are translated here, once: a database that cannot be reached becomes
+`DatabaseUnavailable`, which the API answers with 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import RowMapping
+from sqlalchemy.exc import DBAPIError, InterfaceError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.core.errors import DatabaseUnavailable
+from app.db import queries
+
+MAINTENANCE_LOCK_KEY = 0x6A6F_6271_0002  # "jobq" + 2: held by the replica reaping or pruning
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """How long a failed attempt waits before the next: base * 2^(attempt-1), capped, ±jitter."""
+
+    base_seconds: float
+    cap_seconds: float
+    jitter: float
+
+    def params(self) -> dict[str, float]:
+        return {
+            "backoff_base": self.base_seconds,
+            "backoff_cap": self.cap_seconds,
+            "backoff_jitter": self.jitter,
+        }
+
+
+# asyncpg's names for "the server went away, is starting, is stopping, or is full".
+_UNAVAILABLE_ERRORS = frozenset(
+    {
+        "CannotConnectNowError",
+        "ConnectionDoesNotExistError",
+        "AdminShutdownError",
+        "CrashShutdownError",
+        "ConnectionFailureError",
+        "TooManyConnectionsError",
+    }
+)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it wraps: SQLAlchemy's error, its DB-API adapter's, asyncpg's, the OS's."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        wrapped = getattr(current, "orig", None)
+        current = wrapped if isinstance(wrapped, BaseException) else current.__cause__
+    return chain
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderBatch:
+    """Rows a maintenance statement changed, and when (database clock, epoch seconds) the
+    lock was held: from when it was taken until after the statement, before commit."""
+
+    rows: Sequence[RowMapping]
+    started: float
+    ended: float
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """Is this error the database being out of reach, rather than a bad statement?"""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return any(
+        isinstance(e, PoolTimeout | OSError | asyncio.TimeoutError | InterfaceError)
+        or type(e).__name__ in _UNAVAILABLE_ERRORS
+        for e in _causes(exc)
+    )
+
+
+class JobsRepository:
+    """The jobs table, one method per named statement."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[AsyncConnection]:
+        try:
+            async with self._engine.connect() as conn:
+                yield conn
+        except Exception as exc:
+            if _unavailable(exc):
+                raise DatabaseUnavailable() from exc
+            raise
+
+    async def _all(self, statement: Any, params: dict[str, Any]) -> Sequence[RowMapping]:
+        async with self._connect() as conn:
+            return (await conn.execute(statement, params)).mappings().all()
+
+    async def ping(self) -> None:
+        await self._all(queries.PING, {})
+
+    async def enqueue_one(self, params: dict[str, Any]) -> RowMapping | None:
+        rows = await self._all(queries.ENQUEUE_ONE, params)
+        return rows[0] if rows else None
+
+    async def enqueue_many(self, queue: str, columns: dict[str, list[Any]]) -> Sequence[RowMapping]:
+        return await self._all(queries.ENQUEUE_MANY, {"queue": queue, **columns})
+
+    async def lease(
+        self,
+        queues: list[str],
+        types: list[str],
+        max_jobs: int,
+        lease_seconds: int | None,
+        worker_id: str,
+    ) -> Sequence[RowMapping]:
+        return await self._all(
+            queries.LEASE,
+            {
+                "queues": queues,
+                "types": types,
+                "max_jobs": max_jobs,
+                "lease_seconds": lease_seconds,
+                "worker_id": worker_id,
+            },
+        )
+
+    async def heartbeat(self, params: dict[str, Any]) -> RowMapping | None:
+        rows = await self._all(queries.HEARTBEAT, params)
+        return rows[0] if rows else None
+
+    async def finish(self, columns: dict[str, list[Any]], backoff: Backoff) -> Sequence[RowMapping]:
+        return await self._all(queries.FINISH, {**columns, **backoff.params()})
+
+    async def get(self, job_id: int) -> RowMapping | None:
+        rows = await self._all(queries.GET_JOB, {"job_id": job_id})
+        return rows[0] if rows else None
+
+    async def get_many(self, job_ids: list[int]) -> Sequence[RowMapping]:
+        return await self._all(queries.GET_JOBS, {"job_ids": job_ids})
+
+    async def list(
+        self, *, queue: str | None, state: str | None, type_: str | None, after: int, limit: int
+    ) -> Sequence[RowMapping]:
+        return await self._all(
+            queries.LIST_JOBS,
+            {"queue": queue, "state": state, "type": type_, "after": after, "limit": limit},
+        )
+
+    async def _as_leader(self, statement: Any, params: dict[str, Any]) -> LeaderBatch | None:
+        """Run `statement` holding the maintenance lock; None when another replica holds it."""
+        async with self._connect() as conn:
+            conn = await conn.execution_options(isolation_level="READ COMMITTED")
+            async with conn.begin():
+                lock = await conn.execute(
+                    queries.TRY_MAINTENANCE_LOCK, {"key": MAINTENANCE_LOCK_KEY}
+                )
+                leader, started = lock.one()
+                if not leader:
+                    return None
+                rows = (await conn.execute(statement, params)).mappings().all()
+                ended = (await conn.execute(queries.CLOCK)).scalar_one()
+                return LeaderBatch(rows, float(started), float(ended))
+
+    async def reap_batch(self, batch_size: int, backoff: Backoff) -> LeaderBatch | None:
+        """One batch of expired leases; None when another replica is maintaining."""
+        return await self._as_leader(
+            queries.REAP_EXPIRED, {"batch_size": batch_size, **backoff.params()}
+        )
+
+    async def prune_batch(
+        self, batch_size: int, succeeded_age: float | None, failed_age: float | None
+    ) -> LeaderBatch | None:
+        """One batch of finished jobs past retention; None when another replica is maintaining."""
+        return await self._as_leader(
+            queries.PRUNE_FINISHED,
+            {"batch_size": batch_size, "succeeded_age": succeeded_age, "failed_age": failed_age},
+        )

@@ -1,0 +1,349 @@
+"""The JSON shapes of the API: what clients send and what they get back.
+
+Formats and hard bounds live here, so they appear in the OpenAPI document; limits an
+operator may tune (payload size, batch sizes, longest lease) are settings, checked by
+the service.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from app.core.config import (
+    DEFAULT_MAX_ACK_BATCH,
+    DEFAULT_MAX_ENQUEUE_BATCH,
+    DEFAULT_MAX_LEASE_BATCH,
+    MAX_LEASE_SECONDS,
+)
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+MAX_BIGINT = 2**63 - 1
+MAX_DELAY_SECONDS = 366 * 24 * 3600
+MAX_ATTEMPTS_LIMIT = 1000
+MAX_QUEUES_PER_LEASE = 100
+MAX_WAIT_SECONDS = 30
+MAX_LIST_LIMIT = 500
+DEFAULT_LIST_LIMIT = 100
+MAX_ERROR_MESSAGE_CHARS = 1024 * 1024  # accepted, then truncated to the byte limit
+
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+def _storable(value: str) -> str:
+    """PostgreSQL text holds neither NUL characters nor unpaired surrogates."""
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode (no unpaired surrogates)") from None
+    return value
+
+
+Storable = AfterValidator(_storable)
+
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=255), Storable]
+IdempotencyKey = ShortText
+WorkerId = ShortText
+Stage = ShortText
+ErrorType = ShortText
+Message = Annotated[str, StringConstraints(min_length=1, max_length=4096), Storable]
+ErrorMessage = Annotated[str, StringConstraints(max_length=MAX_ERROR_MESSAGE_CHARS), Storable]
+Priority = Annotated[int, Field(ge=-32768, le=32767)]
+LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)]
+DelaySeconds = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS)]
+
+
+class Strict(BaseModel):
+    """Unknown fields are refused, so a typo (`priorty`) is an error, not a silent default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---- requests ------------------------------------------------------------------------
+
+
+class JobIn(Strict):
+    """A job to enqueue."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "send_email",
+                    "payload": {"to": "ada@example.com", "template": "welcome"},
+                    "priority": 10,
+                    "max_attempts": 5,
+                    "idempotency_key": "welcome-ada",
+                }
+            ]
+        }
+    )
+
+    type: Name
+    payload: Any = None
+    priority: Priority = 0
+    run_at: AwareDatetime | None = Field(default=None, description="Not before this time.")
+    delay_seconds: DelaySeconds | None = Field(default=None, description="Not before now + this.")
+    max_attempts: int | None = Field(
+        default=None, ge=1, le=MAX_ATTEMPTS_LIMIT, description="Default 5."
+    )
+    lease_seconds: LeaseSeconds | None = Field(default=None, description="Default 60.")
+    idempotency_key: IdempotencyKey | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_start_time(self) -> JobIn:
+        if self.run_at is not None and self.delay_seconds is not None:
+            raise ValueError("give run_at or delay_seconds, not both")
+        return self
+
+
+class BatchIn(Strict):
+    """Several jobs for one queue, enqueued in one round trip."""
+
+    jobs: list[JobIn] = Field(min_length=1, max_length=DEFAULT_MAX_ENQUEUE_BATCH)
+
+
+class LeaseIn(Strict):
+    """What a worker asks for."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"queues": ["emails"], "max_jobs": 10, "wait_seconds": 20, "worker_id": "worker-1"}
+            ]
+        }
+    )
+
+    queues: list[Name] = Field(min_length=1, max_length=MAX_QUEUES_PER_LEASE)
+    types: list[Name] = Field(default_factory=list, max_length=MAX_QUEUES_PER_LEASE)
+    max_jobs: int = Field(default=1, ge=1, le=DEFAULT_MAX_LEASE_BATCH)
+    lease_seconds: LeaseSeconds | None = None
+    wait_seconds: float = Field(
+        default=0,
+        ge=0,
+        le=MAX_WAIT_SECONDS,
+        description="When no job is due, wait up to this long for one (long poll).",
+    )
+    worker_id: WorkerId
+
+
+class ProgressIn(Strict):
+    """How far the worker got."""
+
+    percent: float | None = Field(default=None, ge=0, le=100)
+    stage: Stage | None = None
+    message: Message | None = None
+
+
+class HeartbeatIn(Strict):
+    """Keep a lease alive, optionally reporting progress."""
+
+    extend_seconds: LeaseSeconds | None = Field(
+        default=None, description="New lease length from now; default: the lease's length."
+    )
+    progress: ProgressIn | None = None
+
+
+class ErrorIn(Strict):
+    """Why an attempt failed."""
+
+    type: ErrorType
+    message: ErrorMessage = ""
+    details: Any = None
+
+
+class CompleteIn(Strict):
+    """The job's result."""
+
+    result: Any = None
+
+
+class FailIn(Strict):
+    """An attempt that failed."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"error": {"type": "TimeoutError", "message": "SMTP timed out"}, "retryable": True}
+            ]
+        }
+    )
+
+    error: ErrorIn
+    retryable: bool = True
+    retry_after_seconds: DelaySeconds | None = None
+
+
+class AckComplete(CompleteIn):
+    """Complete one lease, inside a batch."""
+
+    lease_id: str = Field(max_length=100)
+    outcome: Literal["complete"]
+
+
+class AckFail(FailIn):
+    """Fail one lease, inside a batch."""
+
+    lease_id: str = Field(max_length=100)
+    outcome: Literal["fail"]
+
+
+Ack = Annotated[AckComplete | AckFail, Field(discriminator="outcome")]
+
+
+class AcksIn(Strict):
+    """Many completions and failures, in one round trip."""
+
+    acks: list[Ack] = Field(min_length=1, max_length=DEFAULT_MAX_ACK_BATCH)
+
+
+# ---- responses -----------------------------------------------------------------------
+
+
+class ProgressOut(BaseModel):
+    percent: float | None
+    stage: str | None
+    message: str | None
+    updated_at: datetime | None
+
+
+class AttemptOut(BaseModel):
+    """One finished attempt."""
+
+    attempt: int
+    worker_id: str | None
+    started_at: datetime | None
+    finished_at: datetime
+    outcome: Literal["succeeded", "failed", "lease_expired"]
+    error: dict[str, Any] | None
+
+
+class JobOut(BaseModel):
+    """A job and its history."""
+
+    id: int
+    queue: str
+    type: str
+    state: JobState
+    priority: int
+    payload: Any
+    attempt: int
+    max_attempts: int
+    lease_seconds: int
+    run_at: datetime
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+    worker_id: str | None = Field(description="The worker holding the job, while it runs.")
+    lease_expires_at: datetime | None
+    cancel_requested: bool
+    progress: ProgressOut | None
+    result: Any
+    last_error: dict[str, Any] | None
+    idempotency_key: str | None
+    metadata: dict[str, Any]
+    attempts: list[AttemptOut]
+
+
+class EnqueuedJob(JobOut):
+    """The job, and whether it already existed under the same idempotency key."""
+
+    deduplicated: bool
+
+
+class BatchItemOut(BaseModel):
+    id: int
+    state: JobState
+    deduplicated: bool
+
+
+class BatchOut(BaseModel):
+    """One entry per submitted job, in request order."""
+
+    jobs: list[BatchItemOut]
+
+
+class JobsPage(BaseModel):
+    """A page of jobs; pass `next_after` as `after` for the next page."""
+
+    jobs: list[JobOut]
+    next_after: int | None
+
+
+class LeaseOut(BaseModel):
+    """A job handed to a worker, and the token that proves it holds the job."""
+
+    lease_id: str
+    expires_at: datetime
+    job: JobOut
+
+
+class LeasesOut(BaseModel):
+    leases: list[LeaseOut]
+
+
+class HeartbeatOut(BaseModel):
+    lease_id: str
+    expires_at: datetime
+    cancel_requested: bool
+
+
+class AckResult(BaseModel):
+    """What the single call would have answered for this lease."""
+
+    lease_id: str
+    status: int
+    code: str | None = None
+    job_id: int | None = None
+    state: JobState | None = None
+
+
+class AcksOut(BaseModel):
+    results: list[AckResult]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Problem(BaseModel):
+    """An error, as RFC 9457 problem details with a stable machine `code`."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "urn:jobq:problem:lease_lost",
+                    "title": "Lease lost",
+                    "status": 409,
+                    "detail": "the job is now queued",
+                    "code": "lease_lost",
+                    "job_id": 42,
+                    "state": "queued",
+                }
+            ]
+        },
+        extra="allow",
+    )
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    errors: list[dict[str, Any]] | None = None

@@ -1,0 +1,1 @@
+"""The queue's rules: limits, the job state machine, retries. Knows nothing of HTTP."""

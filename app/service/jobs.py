@@ -1,0 +1,330 @@
+"""The job state machine as the API sees it: enqueue, lease, heartbeat, finish.
+
+Limits an operator tunes are checked here; every state change is one statement in
+the repository. When a lease transition matches no row, the job's recorded history
+says why: never issued (404), superseded or finished differently (409), or a repeat
+of the same finishing call (200, same outcome).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from sqlalchemy import RowMapping
+
+from app.core.config import Settings
+from app.core.errors import (
+    Conflict,
+    JobNotFound,
+    JobqError,
+    LeaseLost,
+    LeaseNotFound,
+    ValidationFailed,
+)
+from app.db.repository import Backoff, JobsRepository
+from app.schemas import AckComplete, AckFail, CompleteIn, FailIn, HeartbeatIn, JobIn, LeaseIn
+from app.service import payloads
+from app.service.leases import format_token, parse_token
+from app.service.wakeups import Wakeups
+
+ENQUEUE_RACE_RETRIES = 3
+Outcome = Literal["complete", "fail"]
+_OUTCOME_RECORD = {"complete": "succeeded", "fail": "failed"}
+# ENQUEUE_MANY's array parameters, and the single-job parameter each is made of.
+_BATCH_ARRAYS = {
+    "types": "type",
+    "payloads": "payload",
+    "priorities": "priority",
+    "run_ats": "run_at",
+    "delays": "delay_seconds",
+    "max_attempts": "max_attempts",
+    "lease_seconds": "lease_seconds",
+    "idempotency_keys": "idempotency_key",
+    "metadatas": "metadata",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    token: str
+    expires_at: datetime
+    job: RowMapping
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    token: str
+    expires_at: datetime
+    cancel_requested: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """One finishing call's answer: the job as it now is, or why the call was refused."""
+
+    token: str
+    job: RowMapping | None
+    error: JobqError | None
+
+
+def backoff_from(settings: Settings) -> Backoff:
+    return Backoff(
+        base_seconds=settings.backoff_base_seconds,
+        cap_seconds=settings.backoff_cap_seconds,
+        jitter=settings.backoff_jitter,
+    )
+
+
+def explain_stale(job: RowMapping | None, lease: UUID, outcome: Outcome | None) -> JobqError | None:
+    """Why a lease matched no running job: None means "a repeat of what already happened"."""
+    if job is None:
+        return LeaseNotFound("no lease with this id was ever issued")
+    record = next((a for a in reversed(job["attempts"]) if a.get("lease_id") == str(lease)), None)
+    if record is None and str(job["lease_id"]) != str(lease):
+        return LeaseNotFound("no lease with this id was ever issued")
+    if record is not None and outcome is not None and record["outcome"] == _OUTCOME_RECORD[outcome]:
+        return None
+    ended = f"ended as {record['outcome']}" if record is not None else "is no longer running"
+    return LeaseLost(
+        f"this lease {ended}; the job is now {job['state']}",
+        job_id=job["id"],
+        state=job["state"],
+    )
+
+
+class JobService:
+    """Enqueue, lease and finish jobs within the configured limits."""
+
+    def __init__(self, repo: JobsRepository, settings: Settings, wakeups: Wakeups) -> None:
+        self._repo = repo
+        self._settings = settings
+        self._backoff = backoff_from(settings)
+        self._wakeups = wakeups
+
+    # ---- producers ---------------------------------------------------------------
+
+    def _lease_seconds(self, value: int | None, loc: tuple[str | int, ...]) -> int | None:
+        limit = self._settings.max_lease_seconds
+        if value is not None and value > limit:
+            raise ValidationFailed.field(loc, f"must be at most {limit} seconds", "less_than_equal")
+        return value
+
+    def _insert_params(self, job: JobIn, loc: tuple[str | int, ...]) -> dict[str, Any]:
+        limit = self._settings.max_payload_bytes
+        return {
+            "type": job.type,
+            "payload": payloads.encode(job.payload, field=(*loc, "payload"), max_bytes=limit),
+            "priority": job.priority,
+            "run_at": job.run_at,
+            "delay_seconds": job.delay_seconds or 0.0,
+            "max_attempts": job.max_attempts or self._settings.default_max_attempts,
+            "lease_seconds": self._lease_seconds(job.lease_seconds, (*loc, "lease_seconds"))
+            or self._settings.default_lease_seconds,
+            "idempotency_key": job.idempotency_key,
+            "metadata": payloads.encode(job.metadata, field=(*loc, "metadata"), max_bytes=limit),
+        }
+
+    async def enqueue(self, queue: str, job: JobIn, idempotency_key: str | None) -> RowMapping:
+        """Create a job, or return the one already holding the same idempotency key."""
+        if idempotency_key is not None:
+            if job.idempotency_key not in (None, idempotency_key):
+                raise ValidationFailed.field(
+                    ("body", "idempotency_key"),
+                    "differs from the Idempotency-Key header",
+                    "value_error",
+                )
+            job = job.model_copy(update={"idempotency_key": idempotency_key})
+        params = {"queue": queue, **self._insert_params(job, ("body",))}
+        for _ in range(ENQUEUE_RACE_RETRIES):
+            row = await self._repo.enqueue_one(params)
+            if row is not None:
+                return row
+            # The job holding the key was committed after this statement's snapshot, or
+            # deleted by retention in between: go again.
+        raise Conflict("the idempotency key is changing hands too fast; retry the request")
+
+    async def enqueue_batch(self, queue: str, jobs: Sequence[JobIn]) -> list[RowMapping]:
+        """Create many jobs in one round trip; the answer is in request order."""
+        limit = self._settings.max_enqueue_batch
+        if len(jobs) > limit:
+            raise ValidationFailed.field(
+                ("body", "jobs"), f"at most {limit} jobs per batch", "too_long"
+            )
+        params = [self._insert_params(job, ("body", "jobs", i)) for i, job in enumerate(jobs)]
+        answers: list[RowMapping | None] = [None] * len(jobs)
+        pending = list(range(len(jobs)))
+        for _ in range(ENQUEUE_RACE_RETRIES):
+            columns = {
+                array: [params[i][field] for i in pending] for array, field in _BATCH_ARRAYS.items()
+            }
+            rows = await self._repo.enqueue_many(queue, columns)
+            for index, row in zip(pending, rows, strict=True):
+                answers[index] = row if row["id"] is not None else None
+            pending = [i for i in pending if answers[i] is None]
+            if not pending:
+                return [row for row in answers if row is not None]
+        raise Conflict("the idempotency key is changing hands too fast; retry the request")
+
+    async def ping(self) -> None:
+        """Raise `DatabaseUnavailable` unless the database answers."""
+        await self._repo.ping()
+
+    async def get(self, job_id: int) -> RowMapping:
+        job = await self._repo.get(job_id)
+        if job is None:
+            raise JobNotFound(f"no job has id {job_id}", job_id=job_id)
+        return job
+
+    async def list_jobs(
+        self, *, queue: str | None, state: str | None, type_: str | None, after: int, limit: int
+    ) -> Sequence[RowMapping]:
+        return await self._repo.list(
+            queue=queue, state=state, type_=type_, after=after, limit=limit
+        )
+
+    # ---- workers -----------------------------------------------------------------
+
+    async def lease(
+        self, request: LeaseIn, abandoned: Callable[[], Awaitable[bool]] | None = None
+    ) -> list[Lease]:
+        """Hand up to `max_jobs` due jobs to one worker, best priority first.
+
+        With `wait_seconds`, an empty answer waits (holding no database connection) until
+        a job is announced in one of the queues or time runs out. A caller that went away
+        meanwhile (`abandoned`) is not handed jobs it could never receive.
+        """
+        limit = self._settings.max_lease_batch
+        if request.max_jobs > limit:
+            raise ValidationFailed.field(
+                ("body", "max_jobs"), f"must be at most {limit}", "less_than_equal"
+            )
+        queues = list(dict.fromkeys(request.queues))
+        claim = functools.partial(
+            self._repo.lease,
+            queues=queues,
+            types=list(dict.fromkeys(request.types)),
+            max_jobs=request.max_jobs,
+            lease_seconds=self._lease_seconds(request.lease_seconds, ("body", "lease_seconds")),
+            worker_id=request.worker_id,
+        )
+        deadline = time.monotonic() + request.wait_seconds
+        with self._wakeups.waiter(queues) as waiter:
+            while True:
+                waiter.reset()
+                rows = await claim()
+                left = deadline - time.monotonic()
+                if rows or left <= 0 or self._wakeups.closed:
+                    break
+                await self._wakeups.wait(waiter, left)
+                if abandoned is not None and await abandoned():
+                    return []
+        rows = sorted(rows, key=lambda r: (-r["priority"], r["run_at"], r["id"]))
+        return [Lease(format_token(r["id"], r["lease_id"]), r["lease_expires_at"], r) for r in rows]
+
+    async def heartbeat(self, token: str, request: HeartbeatIn) -> Heartbeat:
+        """Extend a live lease from now and record progress."""
+        job_id, lease = parse_token(token)
+        progress = request.progress
+        row = await self._repo.heartbeat(
+            {
+                "job_id": job_id,
+                "lease_id": lease,
+                "extend_seconds": self._lease_seconds(
+                    request.extend_seconds, ("body", "extend_seconds")
+                ),
+                "has_progress": progress is not None,
+                "percent": progress.percent if progress else None,
+                "stage": progress.stage if progress else None,
+                "message": progress.message if progress else None,
+            }
+        )
+        if row is not None:
+            return Heartbeat(token, row["lease_expires_at"], row["cancel_requested"])
+        error = explain_stale(await self._repo.get(job_id), lease, None)
+        assert error is not None
+        raise error
+
+    # The single calls are acks of one. Their bodies were validated on the way in (the
+    # token by the route's path bounds), so the acks are built without validating again.
+
+    async def complete(self, token: str, request: CompleteIn) -> RowMapping:
+        ack = AckComplete.model_construct(lease_id=token, outcome="complete", **dict(request))
+        return self._one(await self.finish([ack]))
+
+    async def fail(self, token: str, request: FailIn) -> RowMapping:
+        ack = AckFail.model_construct(lease_id=token, outcome="fail", **dict(request))
+        return self._one(await self.finish([ack]))
+
+    @staticmethod
+    def _one(results: list[Finished]) -> RowMapping:
+        (result,) = results
+        if result.error is not None:
+            raise result.error
+        assert result.job is not None
+        return result.job
+
+    def _ack_params(self, index: int, ack: AckComplete | AckFail) -> tuple[Any, Any]:
+        limit = self._settings.max_payload_bytes
+        loc = ("body", "acks", index)
+        if isinstance(ack, AckComplete):
+            return payloads.encode(ack.result, field=(*loc, "result"), max_bytes=limit), None
+        error = {
+            "type": ack.error.type,
+            "message": payloads.truncate_utf8(
+                ack.error.message, self._settings.max_error_message_bytes
+            ),
+            "details": ack.error.details,
+        }
+        return None, payloads.encode(error, field=(*loc, "error"), max_bytes=limit)
+
+    async def finish(self, acks: Sequence[AckComplete | AckFail]) -> list[Finished]:
+        """Complete or fail many leases in one round trip; one answer per ack, in order."""
+        limit = self._settings.max_ack_batch
+        if len(acks) > limit:
+            raise ValidationFailed.field(("body", "acks"), f"at most {limit} acks", "too_long")
+        parsed: list[tuple[int, UUID] | LeaseNotFound] = []
+        for ack in acks:
+            try:
+                parsed.append(parse_token(ack.lease_id))
+            except LeaseNotFound as exc:
+                parsed.append(exc)
+        # Each lease goes to the database once; a repeat in the same batch is judged after.
+        first: dict[tuple[int, UUID], int] = {}
+        for index, key in enumerate(parsed):
+            if not isinstance(key, LeaseNotFound):
+                first.setdefault(key, index)
+        encoded = {index: self._ack_params(index, acks[index]) for index in first.values()}
+        sent = list(first.values())
+        rows = await self._repo.finish(
+            {
+                "job_ids": [parsed[i][0] for i in sent],  # type: ignore[index]
+                "lease_ids": [parsed[i][1] for i in sent],  # type: ignore[index]
+                "outcomes": [acks[i].outcome for i in sent],
+                "results": [encoded[i][0] for i in sent],
+                "errors": [encoded[i][1] for i in sent],
+                "retryable": [getattr(acks[i], "retryable", True) for i in sent],
+                "retry_after": [getattr(acks[i], "retry_after_seconds", None) for i in sent],
+            },
+            self._backoff,
+        )
+        applied = {sent[row["ord"] - 1] for row in rows}
+        latest: dict[int, RowMapping] = {row["id"]: row for row in rows}
+        missing = {key[0] for key in first if first[key] not in applied}
+        if missing:
+            for row in await self._repo.get_many(sorted(missing)):
+                latest.setdefault(row["id"], row)
+        answers = []
+        for index, (ack, key) in enumerate(zip(acks, parsed, strict=True)):
+            if isinstance(key, LeaseNotFound):
+                answers.append(Finished(ack.lease_id, None, key))
+                continue
+            job = latest.get(key[0])
+            error = None if index in applied else explain_stale(job, key[1], ack.outcome)
+            answers.append(Finished(ack.lease_id, job, error))
+        return answers

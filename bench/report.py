@@ -1,0 +1,304 @@
+"""The issue's targets, judged; the report as rich tables."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+@dataclass(frozen=True)
+class Target:
+    key: str
+    description: str
+    op: str  # ">=" or "<="
+    value: float
+    unit: str
+    measured: Callable[[dict[str, Any]], float | None]
+
+
+def _get(*path: str) -> Callable[[dict[str, Any]], float | None]:
+    def read(scenarios: dict[str, Any]) -> float | None:
+        node: Any = scenarios
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                return None
+            node = node[key]
+        return float(node) if isinstance(node, int | float) else None
+
+    return read
+
+
+TARGETS = [
+    Target(
+        "drain",
+        "batched drain through HTTP (lease 100 + one /v1/acks call)",
+        ">=",
+        15_000,
+        "jobs/s",
+        _get("drain", "jobs_per_s"),
+    ),
+    Target(
+        "batch_enqueue",
+        "batch enqueue through HTTP",
+        ">=",
+        30_000,
+        "jobs/s",
+        _get("batch_enqueue", "jobs_per_s"),
+    ),
+    Target(
+        "single",
+        "single-job path (enqueue, lease, complete: 3 calls per job)",
+        ">=",
+        1_000,
+        "jobs/s",
+        _get("single", "jobs_per_s"),
+    ),
+    Target(
+        "wait_latency_p50",
+        "enqueue-to-lease latency with workers waiting, p50",
+        "<=",
+        5,
+        "ms",
+        _get("enqueue_to_lease", "p50_ms"),
+    ),
+    Target(
+        "wait_latency_p99",
+        "enqueue-to-lease latency with workers waiting, p99",
+        "<=",
+        25,
+        "ms",
+        _get("enqueue_to_lease", "p99_ms"),
+    ),
+    Target(
+        "lease_latency_ratio",
+        "lease latency p50 at the most finished rows / on an empty table",
+        "<=",
+        1.5,
+        "x",
+        _get("lease_latency", "ratio_p50"),
+    ),
+]
+
+_OPS = {">=": operator.ge, "<=": operator.le}
+
+
+def judge(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target with what was measured and whether it passes (None: not measured)."""
+    judged = []
+    for target in TARGETS:
+        measured = target.measured(scenarios)
+        judged.append(
+            {
+                "key": target.key,
+                "description": target.description,
+                "target": f"{target.op} {target.value:g} {target.unit}",
+                "op": target.op,
+                "value": target.value,
+                "unit": target.unit,
+                "measured": measured,
+                "pass": None if measured is None else bool(_OPS[target.op](measured, target.value)),
+            }
+        )
+    return judged
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and abs(value) < 10 and digits == 1:
+        return f"{value:,.2f}"
+    return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
+
+
+def _verdict(passed: bool | None) -> str:
+    return {True: "[green]pass[/]", False: "[red]FAIL[/]", None: "[dim]not run[/]"}[passed]
+
+
+def render(report: dict[str, Any], console: Console) -> None:
+    machine, database, service = report["machine"], report["database"], report["service"]
+    console.print(
+        f"[bold]jobq benchmark[/] {report['started_at']}  "
+        f"{machine['cores']} cores, {machine['memory_gib']} GiB, Python {machine['python']}, "
+        f"PostgreSQL {database['version']} ({database['mode']}), "
+        f"{service['workers']} service process(es), {report['config']['generators']} "
+        f"generator process(es)"
+    )
+    if report.get("profiles"):
+        console.print("[yellow]PROFILED with py-spy: the numbers are perturbed[/]")
+    scenarios = report["scenarios"]
+
+    targets = Table(title="Targets")
+    for column in ("", "measured", "target", ""):
+        targets.add_column(column, justify="right" if column else "left")
+    for t in report["targets"]:
+        digits = 0 if t["unit"] == "jobs/s" else 2
+        measured = "-" if t["measured"] is None else f"{t['measured']:,.{digits}f} {t['unit']}"
+        targets.add_row(t["description"], measured, t["target"], _verdict(t["pass"]))
+    console.print(targets)
+
+    throughput = Table(title="Throughput (jobs/s) and the bare SKIP LOCKED reference")
+    for column in ("scenario", "jobs", "seconds", "jobs/s", "vs bare", "calls/s", "notes"):
+        throughput.add_column(
+            column, justify="left" if column in ("scenario", "notes") else "right"
+        )
+    comparison = report.get("comparison", {})
+    rows = [
+        ("batch enqueue", "batch_enqueue", None, "requests"),
+        ("drain (lease 100 + ack)", "drain", "drain_vs_bare_batch", "calls"),
+        ("single (3 calls/job)", "single", "single_vs_bare_single", "calls"),
+    ]
+    for label, key, versus, calls_key in rows:
+        s = scenarios.get(key)
+        if s:
+            calls = s.get(calls_key)
+            throughput.add_row(
+                label,
+                _num(s["jobs"]),
+                _num(s["seconds"], 2),
+                _num(s["jobs_per_s"], 0),
+                _num(comparison.get(versus), 3) if versus else "",
+                _num(calls / s["seconds"], 0) if calls else "",
+                s.get("note", ""),
+            )
+    enqueued, drained = scenarios.get("batch_enqueue"), scenarios.get("drain")
+    if enqueued and drained:
+        seconds = enqueued["seconds"] + drained["seconds"]
+        throughput.add_row(
+            "enqueue, then drain",
+            _num(drained["jobs"]),
+            _num(seconds, 2),
+            _num(drained["enqueue_and_drain_jobs_per_s"], 0),
+            "",
+            "",
+            "the two phases above, end to end",
+        )
+    bare = scenarios.get("bare", {})
+    for key, label, note in (
+        ("batch", "bare: claim 100", "the reference for the drain"),
+        ("batch_with_finish", "bare: claim 100 + finish", ""),
+        ("jobq_sql_batch", "jobq SQL: LEASE 100 + FINISH", "jobq's statements, no HTTP"),
+        ("single", "bare: claim 1", "the reference for single"),
+        ("single_with_finish", "bare: claim 1 + finish", ""),
+        ("single_with_insert", "bare: insert + claim 1 + finish", ""),
+    ):
+        s = bare.get(key)
+        if s:
+            throughput.add_row(
+                label,
+                _num(s["jobs"]),
+                _num(s["seconds"], 2),
+                _num(s["jobs_per_s"], 0),
+                "",
+                _num(s["statements"] / s["seconds"], 0),
+                f"{s['connections']} asyncpg connections; {note}".rstrip("; "),
+            )
+    console.print(throughput)
+
+    latency = Table(title="Latency (ms)")
+    for column in ("what", "count", "p50", "p95", "p99", "mean", "max"):
+        latency.add_column(column, justify="left" if column == "what" else "right")
+    wait = scenarios.get("enqueue_to_lease")
+    if wait:
+        latency.add_row(
+            f"enqueue-to-lease, {wait['waiting_workers']} workers long-polling",
+            *(_num(wait[k], 2) if k != "count" else _num(wait[k]) for k in _LATENCY_KEYS),
+        )
+        e = wait["enqueue_request"]
+        latency.add_row(
+            "  of which the enqueue call",
+            *(_num(e[k], 2) if k != "count" else _num(e[k]) for k in _LATENCY_KEYS),
+        )
+    for level in scenarios.get("lease_latency", {}).get("levels", []):
+        latency.add_row(
+            f"lease 1 job, {level['finished_rows']:,} finished rows",
+            *(_num(level[k], 2) if k != "count" else _num(level[k]) for k in _LATENCY_KEYS),
+        )
+    console.print(latency)
+
+    cpu = Table(title="CPU per job (µs) and cores busy on average")
+    for column in (
+        "scenario",
+        "service µs",
+        "postgres µs",
+        "generator µs",
+        "service cores",
+        "pg cores",
+        "gen cores",
+        "other cores",
+    ):
+        cpu.add_column(column, justify="left" if column == "scenario" else "right")
+    for label, c in _cpu_rows(scenarios):
+        cpu.add_row(
+            label,
+            _num(c["service_us_per_job"]),
+            _num(c["postgres_us_per_job"]),
+            _num(c["generator_us_per_job"]),
+            _num(c["service_cores"], 2),
+            _num(c["postgres_cores"], 2),
+            _num(c["generator_cores"], 2),
+            _num(c["other_cores"], 2),
+        )
+    console.print(cpu)
+    for name, profile in report.get("profiles", {}).items():
+        _render_profile(name, profile, console)
+    for note in report.get("notes", []):
+        console.print(f"[yellow]note:[/] {note}")
+
+
+_LATENCY_KEYS = ("count", "p50_ms", "p95_ms", "p99_ms", "mean_ms", "max_ms")
+
+
+def _cpu_rows(scenarios: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    rows = []
+    for key, label in (
+        ("batch_enqueue", "batch enqueue"),
+        ("drain", "drain"),
+        ("single", "single"),
+        ("enqueue_to_lease", "enqueue-to-lease"),
+    ):
+        if key in scenarios:
+            rows.append((label, scenarios[key]["cpu"]))
+    for level in scenarios.get("lease_latency", {}).get("levels", []):
+        rows.append((f"lease @ {level['finished_rows']:,} finished", level["cpu"]))
+    for key, label in (
+        ("batch", "bare claim 100"),
+        ("batch_with_finish", "bare claim 100 + finish"),
+        ("jobq_sql_batch", "jobq SQL lease 100 + finish"),
+        ("single", "bare claim 1"),
+        ("single_with_finish", "bare claim 1 + finish"),
+        ("single_with_insert", "bare insert + claim 1 + finish"),
+    ):
+        if key in scenarios.get("bare", {}):
+            rows.append((label, scenarios["bare"][key]["cpu"]))
+    return rows
+
+
+def _render_profile(name: str, profile: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"Service profile during {name}: {profile['samples']:,} samples (py-spy)")
+    table.add_column("where (phase)")
+    table.add_column("%", justify="right")
+    table.add_column("package (self)")
+    table.add_column("%", justify="right")
+    table.add_column("function (self)")
+    table.add_column("%", justify="right")
+    table.add_column("jobq function (inclusive)")
+    table.add_column("%", justify="right")
+    columns = (
+        profile["phases"],
+        profile["self_by_package"],
+        profile["self"],
+        profile["inclusive_jobq"],
+    )
+    for i in range(12):
+        cells: list[str] = []
+        keys = ("phase", "package", "function", "function")
+        for rows, key in zip(columns, keys, strict=True):
+            row = rows[i] if i < len(rows) else None
+            cells += [row[key], f"{row['percent']:.1f}"] if row else ["", ""]
+        table.add_row(*cells)
+    console.print(table)

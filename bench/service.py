@@ -1,0 +1,173 @@
+"""`jobq serve` as a subprocess of the benchmark: started, waited for, always stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+START_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 40.0
+ACCESS_LOGGER = "uvicorn.access"
+
+
+class ServiceError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Service:
+    """`python -m app serve --workers N` on `database_url`, its output in `log_path`."""
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        workers: int,
+        log_path: Path,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.workers = workers
+        self.log_path = log_path
+        self.env = {k: v for k, v in os.environ.items() if k != "JOBQ_WORKERS"}
+        self.env["JOBQ_DATABASE_URL"] = database_url
+        self.env["JOBQ_MIGRATE_ON_START"] = "false"  # the benchmark migrated already
+        # `app` must be this checkout's, whatever is installed in the interpreter
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
+        self.env.update(extra_env or {})
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self) -> None:
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                [
+                    sys.executable,
+                    "-m",
+                    "app",
+                    "serve",
+                    "--port",
+                    str(self.port),
+                    "--workers",
+                    str(self.workers),
+                ],
+                cwd=REPO,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # our signals only: a Ctrl-C reaches us, we stop it
+            )
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServiceError(f"jobq serve exited at start:\n{self.log_tail()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    self._wait_for_workers(deadline)
+                    return
+            time.sleep(0.2)
+        raise ServiceError(f"jobq serve was not ready in {START_TIMEOUT_SECONDS:.0f} s")
+
+    def _wait_for_workers(self, deadline: float) -> None:
+        """With several processes, wait until every one of them answers."""
+        if self.workers == 1:
+            return
+        import psutil
+
+        while time.monotonic() < deadline:
+            children = psutil.Process(self.pid).children()
+            serving = [p for p in children if "spawn_main" in " ".join(p.cmdline())]
+            if len(serving) >= self.workers:
+                time.sleep(1.0)  # each builds its app and pool: let them settle
+                return
+            time.sleep(0.2)
+        raise ServiceError(f"jobq serve did not start {self.workers} worker processes")
+
+    def stop(self) -> int | None:
+        """SIGTERM, wait for a clean exit (SIGKILL after a timeout); the exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        return self.process.returncode
+
+    def connections_per_process(self) -> list[int]:
+        """Established client connections each serving process holds, most first."""
+        import psutil
+
+        counts = []
+        root = psutil.Process(self.pid)
+        for proc in [root, *root.children(recursive=True)]:
+            try:
+                held = proc.net_connections(kind="tcp")
+            except psutil.Error:
+                continue
+            count = sum(
+                1
+                for c in held
+                if c.status == psutil.CONN_ESTABLISHED and c.laddr and c.laddr.port == self.port
+            )
+            if count:
+                counts.append(count)
+        return sorted(counts, reverse=True)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def access_log_lines(self) -> int:
+        """How many requests uvicorn wrote an access-log line for."""
+        try:
+            with self.log_path.open("rb") as log:
+                return sum(1 for line in log if ACCESS_LOGGER.encode() in line)
+        except OSError:
+            return 0
+
+    def __enter__(self) -> Service:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,154 @@
+"""Fixtures: a real PostgreSQL for every test that needs one, never a mock.
+
+With `JOBQ_DATABASE_URL` set the tests use that server; without it, the embedded
+server in `JOBQ_DATA_DIR` (default `.jobq/`). Either way they work in a database of
+their own, `jobq_test_<pid>`, created fresh and migrated with Alembic once per run,
+emptied before each test, and dropped at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
+
+from app.core.config import Settings
+from app.db import embedded
+from app.db.embedded import quote_ident
+from app.db.migrate import upgrade
+from app.db.url import with_database
+from app.main import create_app
+from app.service.pruner import Pruner
+from app.service.reaper import Reaper
+
+TEST_DATABASE = f"jobq_test_{os.getpid()}"  # concurrent runs never share one
+
+
+def plain(url: str) -> str:
+    """An asyncpg-style URL (no SQLAlchemy driver name)."""
+    return url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
+async def _recreate(server_url: str, database: str) -> str:
+    conn = await asyncpg.connect(plain(with_database(server_url, "postgres")))
+    try:
+        await conn.execute(f"DROP DATABASE IF EXISTS {quote_ident(database)} WITH (FORCE)")
+        await conn.execute(f"CREATE DATABASE {quote_ident(database)}")
+    finally:
+        await conn.close()
+    url = with_database(server_url, database)
+    await upgrade(url)
+    return url
+
+
+@pytest.fixture(scope="session")
+def server_url() -> str:
+    """The PostgreSQL server under test: `JOBQ_DATABASE_URL`, or the embedded one."""
+    configured = os.environ.get("JOBQ_DATABASE_URL")
+    if configured:
+        return configured
+    return embedded.start(Settings().data_dir)
+
+
+async def _drop(server_url: str, database: str) -> None:
+    conn = await asyncpg.connect(plain(with_database(server_url, "postgres")))
+    try:
+        await conn.execute(f"DROP DATABASE IF EXISTS {quote_ident(database)} WITH (FORCE)")
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def database_url(server_url: str) -> Iterator[str]:
+    """A freshly migrated database of the tests' own, dropped at the end."""
+    yield asyncio.run(_recreate(server_url, TEST_DATABASE))
+    asyncio.run(_drop(server_url, TEST_DATABASE))
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A direct connection to the test database, emptied first."""
+    conn = await asyncpg.connect(plain(database_url))
+    await conn.execute("TRUNCATE jobq.jobs RESTART IDENTITY")
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def make_settings(database_url: str) -> Callable[..., Settings]:
+    """Settings for the test database, with any field overridden."""
+
+    def make(**overrides: Any) -> Settings:
+        return Settings(database_url=database_url, **overrides)
+
+    return make
+
+
+@pytest.fixture
+def app_factory(
+    db: asyncpg.Connection, make_settings: Callable[..., Settings]
+) -> Callable[..., FastAPI]:
+    """An app on the (emptied) test database; the reaper only runs when a test calls it."""
+
+    def make(**overrides: Any) -> FastAPI:
+        settings = make_settings(**overrides)
+        return create_app(settings, database_url=settings.database_url, run_maintenance=False)
+
+    return make
+
+
+@pytest.fixture
+async def client_factory() -> AsyncIterator[Callable[[FastAPI], Any]]:
+    """Start an app's lifespan and give an HTTP client talking to it in-process."""
+    stack: list[tuple[LifespanManager, httpx.AsyncClient]] = []
+
+    async def make(app: FastAPI) -> httpx.AsyncClient:
+        manager = LifespanManager(app)
+        await manager.__aenter__()
+        client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=manager.app), base_url="http://jobq.test"
+        )
+        stack.append((manager, client))
+        return client
+
+    yield make
+    for manager, client in reversed(stack):
+        await client.aclose()
+        await manager.__aexit__(None, None, None)
+
+
+@pytest.fixture
+async def app(app_factory: Callable[..., FastAPI]) -> FastAPI:
+    return app_factory()
+
+
+@pytest.fixture
+async def client(app: FastAPI, client_factory: Callable[[FastAPI], Any]) -> httpx.AsyncClient:
+    """An HTTP client for the default app."""
+    result: httpx.AsyncClient = await client_factory(app)
+    return result
+
+
+@pytest.fixture
+async def reaper(app: FastAPI, client: httpx.AsyncClient) -> Reaper:
+    """The default app's reaper, for tests to run a pass with `run_once()`."""
+    del client  # started the app's lifespan, which built the reaper
+    result: Reaper = app.state.reaper
+    return result
+
+
+@pytest.fixture
+async def pruner(app: FastAPI, client: httpx.AsyncClient) -> Pruner:
+    """The default app's pruner, for tests to run a pass with `run_once()`."""
+    del client  # started the app's lifespan, which built the pruner
+    result: Pruner = app.state.pruner
+    return result

@@ -1,0 +1,51 @@
+"""Small HTTP helpers shared by the API tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+
+async def enqueue(client: httpx.AsyncClient, queue: str = "default", **job: Any) -> dict[str, Any]:
+    """Enqueue one job (type `task` unless given) and return it."""
+    response = await client.post(f"/v1/queues/{queue}/jobs", json={"type": "task", **job})
+    assert response.status_code in (200, 201), response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def lease(
+    client: httpx.AsyncClient, *queues: str, max_jobs: int = 1, worker: str = "w1", **extra: Any
+) -> list[dict[str, Any]]:
+    """Lease from the given queues (default: `default`) and return the leases."""
+    response = await client.post(
+        "/v1/leases",
+        json={
+            "queues": list(queues or ["default"]),
+            "max_jobs": max_jobs,
+            "worker_id": worker,
+            **extra,
+        },
+    )
+    assert response.status_code == 200, response.text
+    leases: list[dict[str, Any]] = response.json()["leases"]
+    return leases
+
+
+async def lease_one(client: httpx.AsyncClient, *queues: str, **extra: Any) -> dict[str, Any]:
+    """Lease exactly one job."""
+    (only,) = await lease(client, *queues, **extra)
+    return only
+
+
+def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """The response is a problem+json with this status and code; returns its body."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status
+    assert body["code"] == code
+    assert body["type"].endswith(code)
+    assert body["title"] and body["detail"]
+    return body

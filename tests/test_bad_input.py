@@ -1,0 +1,351 @@
+"""Bad input gets a clear problem+json error, and changes nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.helpers import assert_problem, enqueue, lease_one
+
+TOKEN = "1-" + "0" * 32
+
+
+async def _count(db: asyncpg.Connection) -> int:
+    count: int = await db.fetchval("SELECT count(*) FROM jobq.jobs")
+    return count
+
+
+async def test_malformed_json_is_400(client: httpx.AsyncClient, db: asyncpg.Connection) -> None:
+    for body in (b"{", b'{"type": "t",}', b"[1, 2", b"\xff\xfe not utf-8", b"nul\x00"):
+        response = await client.post(
+            "/v1/queues/q/jobs", content=body, headers={"content-type": "application/json"}
+        )
+        assert_problem(response, 400, "invalid_json")
+    assert await _count(db) == 0
+
+
+async def test_a_body_that_is_not_json_is_415(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/v1/queues/q/jobs",
+        content=b"type=t",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    body = assert_problem(response, 415, "unsupported_media_type")
+    assert "application/json" in body["detail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, ["body", "type"]),
+        ({"type": ""}, ["body", "type"]),
+        ({"type": "has space"}, ["body", "type"]),
+        ({"type": "x" * 129}, ["body", "type"]),
+        ({"type": "-leading"}, ["body", "type"]),
+        ({"type": 5}, ["body", "type"]),
+        ({"type": "t", "priority": 32768}, ["body", "priority"]),
+        ({"type": "t", "priority": -32769}, ["body", "priority"]),
+        ({"type": "t", "priority": "high"}, ["body", "priority"]),
+        ({"type": "t", "max_attempts": 0}, ["body", "max_attempts"]),
+        ({"type": "t", "lease_seconds": 0}, ["body", "lease_seconds"]),
+        ({"type": "t", "lease_seconds": 43201}, ["body", "lease_seconds"]),
+        ({"type": "t", "delay_seconds": -1}, ["body", "delay_seconds"]),
+        ({"type": "t", "delay_seconds": 1e300}, ["body", "delay_seconds"]),
+        ({"type": "t", "run_at": "tomorrow"}, ["body", "run_at"]),
+        ({"type": "t", "run_at": "2030-01-01T00:00:00"}, ["body", "run_at"]),
+        ({"type": "t", "idempotency_key": "k" * 256}, ["body", "idempotency_key"]),
+        ({"type": "t", "idempotency_key": "a\u0000b"}, ["body", "idempotency_key"]),
+        ({"type": "t", "idempotency_key": "\ud800"}, ["body", "idempotency_key"]),
+        ({"type": "t", "metadata": [1]}, ["body", "metadata"]),
+        ({"type": "t", "priorty": 3}, ["body", "priorty"]),
+        ({"type": "t", "payload": {"s": "nul\u0000"}}, ["body", "payload"]),
+        ({"type": "t", "payload": {"s": "\udc00"}}, ["body", "payload"]),
+    ],
+)
+async def test_invalid_job_fields_are_422_with_the_field_named(
+    client: httpx.AsyncClient, db: asyncpg.Connection, body: dict[str, Any], field: list[str]
+) -> None:
+    # json.dumps escapes lone surrogates and NULs, as a hostile client's JSON would
+    response = await client.post(
+        "/v1/queues/q/jobs", content=json.dumps(body), headers={"content-type": "application/json"}
+    )
+    problem = assert_problem(response, 422, "validation_error")
+    assert field in [error["loc"][: len(field)] for error in problem["errors"]], problem
+    assert all("input" not in error for error in problem["errors"])
+    assert await _count(db) == 0
+
+
+async def test_nan_in_a_payload_is_422(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/v1/queues/q/jobs",
+        content=b'{"type": "t", "payload": NaN}',
+        headers={"content-type": "application/json"},
+    )
+    assert_problem(response, 422, "validation_error")
+
+
+@pytest.mark.parametrize("queue", ["has space", "-x", "q" * 129, "caf%C3%A9", "a%2Fb"])
+async def test_bad_queue_names_in_the_path_are_422(client: httpx.AsyncClient, queue: str) -> None:
+    response = await client.post(f"/v1/queues/{queue}/jobs", json={"type": "t"})
+    assert response.status_code in (404, 422), response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_payload_over_the_limit_is_413(
+    client: httpx.AsyncClient, db: asyncpg.Connection
+) -> None:
+    big = "x" * (256 * 1024)
+    response = await client.post("/v1/queues/q/jobs", json={"type": "t", "payload": big})
+    problem = assert_problem(response, 413, "payload_too_large")
+    assert problem["limit_bytes"] == 256 * 1024
+    just_fits = "x" * (256 * 1024 - 2)  # the two quotes make it exactly the limit
+    assert (
+        await client.post("/v1/queues/q/jobs", json={"type": "t", "payload": just_fits})
+    ).status_code == 201
+    batch = {"jobs": [{"type": "t"}, {"type": "t", "payload": big}]}
+    assert_problem(
+        await client.post("/v1/queues/q/jobs/batch", json=batch), 413, "payload_too_large"
+    )
+    assert await _count(db) == 1  # the batch was refused whole
+
+
+async def test_results_and_errors_obey_the_payload_limit(client: httpx.AsyncClient) -> None:
+    await enqueue(client)
+    token = (await lease_one(client))["lease_id"]
+    big = "x" * (256 * 1024)
+    assert_problem(
+        await client.post(f"/v1/leases/{token}/complete", json={"result": big}),
+        413,
+        "payload_too_large",
+    )
+    assert_problem(
+        await client.post(
+            f"/v1/leases/{token}/fail", json={"error": {"type": "E", "details": big}}
+        ),
+        413,
+        "payload_too_large",
+    )
+    still = (await client.post(f"/v1/leases/{token}/heartbeat")).json()
+    assert still["lease_id"] == token  # nothing changed: the lease is still live
+
+
+@pytest.fixture
+async def small_client(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> AsyncIterator[httpx.AsyncClient]:
+    yield await client_factory(
+        app_factory(
+            max_request_bytes=1000,
+            max_payload_bytes=100,
+            max_enqueue_batch=3,
+            max_lease_batch=2,
+            max_lease_seconds=30,
+            default_lease_seconds=10,
+        )
+    )
+
+
+async def test_request_body_over_the_limit_is_refused_unread(
+    small_client: httpx.AsyncClient,
+) -> None:
+    response = await small_client.post(
+        "/v1/queues/q/jobs", content=b"x" * 1001, headers={"content-type": "application/json"}
+    )
+    assert_problem(response, 413, "payload_too_large")
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted as it arrives
+        for _ in range(100):
+            yield b" " * 100
+
+    chunked = await small_client.post(
+        "/v1/queues/q/jobs", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert_problem(chunked, 413, "payload_too_large")
+
+    async def small() -> AsyncIterator[bytes]:
+        yield b'{"type":'
+        yield b' "t"}'
+
+    assert (
+        await small_client.post(
+            "/v1/queues/q/jobs", content=small(), headers={"content-type": "application/json"}
+        )
+    ).status_code == 201
+
+
+async def test_tunable_limits_are_enforced(small_client: httpx.AsyncClient) -> None:
+    assert_problem(
+        await small_client.post("/v1/queues/q/jobs", json={"type": "t", "payload": "y" * 200}),
+        413,
+        "payload_too_large",
+    )
+    assert_problem(
+        await small_client.post("/v1/queues/q/jobs/batch", json={"jobs": [{"type": "t"}] * 4}),
+        422,
+        "validation_error",
+    )
+    assert_problem(
+        await small_client.post("/v1/queues/q/jobs", json={"type": "t", "lease_seconds": 31}),
+        422,
+        "validation_error",
+    )
+    assert_problem(
+        await small_client.post(
+            "/v1/leases", json={"queues": ["q"], "worker_id": "w", "max_jobs": 3}
+        ),
+        422,
+        "validation_error",
+    )
+    assert_problem(
+        await small_client.post(
+            "/v1/leases", json={"queues": ["q"], "worker_id": "w", "lease_seconds": 31}
+        ),
+        422,
+        "validation_error",
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"worker_id": "w"},
+        {"queues": [], "worker_id": "w"},
+        {"queues": ["q"]},
+        {"queues": ["q"], "worker_id": ""},
+        {"queues": ["bad name"], "worker_id": "w"},
+        {"queues": ["q"], "worker_id": "w", "max_jobs": 0},
+        {"queues": ["q"], "worker_id": "w", "max_jobs": 101},
+        {"queues": ["q"], "worker_id": "w", "lease_seconds": 43201},
+        {"queues": "q", "worker_id": "w"},
+    ],
+)
+async def test_invalid_lease_requests_are_422(
+    client: httpx.AsyncClient, body: dict[str, Any]
+) -> None:
+    assert_problem(await client.post("/v1/leases", json=body), 422, "validation_error")
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("heartbeat", {"progress": {"percent": 101}}),
+        ("heartbeat", {"progress": {"percent": -1}}),
+        ("heartbeat", {"extend_seconds": 0}),
+        ("heartbeat", {"progress": {"stage": "s" * 256}}),
+        ("fail", {}),
+        ("fail", {"error": {"message": "no type"}}),
+        ("fail", {"error": {"type": "E"}, "retry_after_seconds": -5}),
+        ("fail", {"error": {"type": "E"}, "retryable": "maybe"}),
+        ("complete", {"result": 1, "extra": True}),
+    ],
+)
+async def test_invalid_lease_calls_are_422_and_change_nothing(
+    client: httpx.AsyncClient, path: str, body: dict[str, Any]
+) -> None:
+    await enqueue(client)
+    token = (await lease_one(client))["lease_id"]
+    assert_problem(
+        await client.post(f"/v1/leases/{token}/{path}", json=body), 422, "validation_error"
+    )
+    job = (await client.get(f"/v1/jobs/{token.split('-')[0]}")).json()
+    assert job["state"] == "running" and job["progress"] is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"acks": []},
+        {"acks": [{"lease_id": TOKEN}]},
+        {"acks": [{"lease_id": TOKEN, "outcome": "explode"}]},
+        {"acks": [{"lease_id": TOKEN, "outcome": "fail"}]},
+        {"acks": [{"outcome": "complete"}]},
+        {"acks": [{"lease_id": TOKEN, "outcome": "complete"}] * 1001},
+    ],
+)
+async def test_invalid_acks_are_422(client: httpx.AsyncClient, body: dict[str, Any]) -> None:
+    assert_problem(await client.post("/v1/acks", json=body), 422, "validation_error")
+
+
+async def test_unknown_routes_and_methods_are_problems(client: httpx.AsyncClient) -> None:
+    assert_problem(await client.get("/v1/nothing"), 404, "not_found")
+    assert_problem(await client.delete("/v1/leases"), 405, "method_not_allowed")
+    assert_problem(await client.get("/v1/jobs/0"), 422, "validation_error")
+    assert_problem(await client.get("/v1/jobs/abc"), 422, "validation_error")
+    assert_problem(await client.get("/v1/jobs/99999999999999999999"), 422, "validation_error")
+    assert_problem(await client.get("/v1/jobs", params={"limit": 0}), 422, "validation_error")
+    assert_problem(
+        await client.get("/v1/jobs", params={"state": "zombie"}), 422, "validation_error"
+    )
+    assert_problem(await client.get("/v1/jobs", params={"after": -1}), 422, "validation_error")
+
+
+GARBAGE: list[Any] = [
+    None,
+    0,
+    -1,
+    2**70,
+    1.5,
+    "",
+    "x",
+    [],
+    [None],
+    {},
+    {"": None},
+    {"type": None},
+    "\u0000",
+    True,
+    [{"a": [{}]}] * 3,
+]
+
+
+async def test_no_garbage_body_produces_a_server_error(client: httpx.AsyncClient) -> None:
+    await enqueue(client)
+    token = (await lease_one(client))["lease_id"]
+    posts = [
+        "/v1/queues/q/jobs",
+        "/v1/queues/q/jobs/batch",
+        "/v1/leases",
+        "/v1/acks",
+        f"/v1/leases/{token}/heartbeat",
+        f"/v1/leases/{token}/complete",
+        f"/v1/leases/{token}/fail",
+    ]
+    fields = [
+        "type",
+        "payload",
+        "priority",
+        "run_at",
+        "delay_seconds",
+        "max_attempts",
+        "lease_seconds",
+        "idempotency_key",
+        "metadata",
+        "jobs",
+        "queues",
+        "types",
+        "max_jobs",
+        "worker_id",
+        "acks",
+        "progress",
+        "extend_seconds",
+        "error",
+        "result",
+        "retryable",
+        "retry_after_seconds",
+    ]
+    for path in posts:
+        for value in GARBAGE:
+            bodies: list[Any] = [value, *({name: value} for name in fields)]
+            for body in bodies:
+                response = await client.post(
+                    path, content=json.dumps(body), headers={"content-type": "application/json"}
+                )
+                assert response.status_code < 500, (path, body, response.text)
+                if response.status_code >= 400:
+                    assert response.headers["content-type"].startswith("application/problem+json")

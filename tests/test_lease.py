@@ -1,0 +1,144 @@
+"""Workers leasing jobs: order, filters, attempts, and concurrent claimers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+from fastapi import FastAPI
+
+from app.db.engine import create_engine
+from app.db.repository import JobsRepository
+from app.service.reaper import Reaper
+from tests.helpers import enqueue, lease, lease_one
+
+CLAIMERS = 12
+
+
+async def test_highest_priority_first_then_oldest(
+    client: httpx.AsyncClient, db: asyncpg.Connection
+) -> None:
+    low = await enqueue(client, priority=-5)
+    mid_old = await enqueue(client, priority=3)
+    mid_new = await enqueue(client, priority=3)
+    high = await enqueue(client, priority=100)
+    await db.execute(
+        "UPDATE jobq.jobs SET run_at = now() - interval '1 minute' WHERE id = $1", mid_new["id"]
+    )  # older run_at wins a priority tie
+    leased = await lease(client, max_jobs=10)
+    assert [item["job"]["id"] for item in leased] == [
+        high["id"],
+        mid_new["id"],
+        mid_old["id"],
+        low["id"],
+    ]
+
+
+async def test_lease_marks_running_and_counts_the_attempt(client: httpx.AsyncClient) -> None:
+    job = await enqueue(client, lease_seconds=120)
+    before = datetime.now(UTC)
+    item = await lease_one(client, worker="worker-7")
+    assert item["job"]["id"] == job["id"]
+    assert item["job"]["state"] == "running" and item["job"]["attempt"] == 1
+    assert item["job"]["worker_id"] == "worker-7"
+    expires = datetime.fromisoformat(item["expires_at"])
+    assert before + timedelta(seconds=115) < expires < before + timedelta(seconds=125)
+    assert item["lease_id"].startswith(f"{job['id']}-")
+    assert "lease_id" not in (await client.get(f"/v1/jobs/{job['id']}")).json()
+    assert await lease(client) == []
+
+
+async def test_lease_seconds_in_the_request_override_the_job(client: httpx.AsyncClient) -> None:
+    await enqueue(client, lease_seconds=600)
+    before = datetime.now(UTC)
+    item = await lease_one(client, lease_seconds=5)
+    assert datetime.fromisoformat(item["expires_at"]) < before + timedelta(seconds=10)
+
+
+async def test_queues_and_types_filter(client: httpx.AsyncClient) -> None:
+    a = await enqueue(client, "a", type="resize")
+    b = await enqueue(client, "b", type="email")
+    await enqueue(client, "c", type="resize")
+    assert {x["job"]["id"] for x in await lease(client, "a", "b", max_jobs=10)} == {
+        a["id"],
+        b["id"],
+    }
+    c2 = await enqueue(client, "c", type="email")
+    only_email = await lease(client, "c", max_jobs=10, types=["email"])
+    assert [x["job"]["id"] for x in only_email] == [c2["id"]]
+
+
+async def test_max_jobs_caps_the_batch(client: httpx.AsyncClient) -> None:
+    for _ in range(5):
+        await enqueue(client)
+    assert len(await lease(client, max_jobs=3)) == 3
+    assert len(await lease(client, max_jobs=3)) == 2
+    assert await lease(client, max_jobs=3) == []
+
+
+async def test_each_lease_gets_a_new_token(
+    client: httpx.AsyncClient, reaper: Reaper, db: asyncpg.Connection
+) -> None:
+    await enqueue(client, max_attempts=3)
+    first = await lease_one(client)
+    await db.execute("UPDATE jobq.jobs SET lease_expires_at = now() - interval '1 s'")
+    assert (await reaper.run_once()).requeued == 1
+    await db.execute("UPDATE jobq.jobs SET run_at = now()")
+    second = await lease_one(client)
+    assert second["lease_id"] != first["lease_id"]
+    assert second["job"]["attempt"] == 2
+
+
+async def _drain(repo: JobsRepository, seen: list[int], batch: int) -> None:
+    while rows := await repo.lease(["race"], [], batch, None, "w"):
+        seen.extend(row["id"] for row in rows)
+
+
+async def test_concurrent_claimers_on_separate_connections_get_disjoint_jobs(
+    client: httpx.AsyncClient, database_url: str
+) -> None:
+    jobs = [{"type": "t"} for _ in range(1000)]
+    for _ in range(3):
+        assert (
+            await client.post("/v1/queues/race/jobs/batch", json={"jobs": jobs})
+        ).status_code == 201
+    engines = [create_engine(database_url, pool_size=1) for _ in range(CLAIMERS)]
+    try:
+        seen: list[int] = []
+        await asyncio.gather(
+            *(_drain(JobsRepository(e), seen, 1 + n % 7) for n, e in enumerate(engines))
+        )
+    finally:
+        await asyncio.gather(*(e.dispose() for e in engines))
+    duplicates = [job_id for job_id, count in Counter(seen).items() if count > 1]
+    assert duplicates == []
+    assert len(seen) == 3000
+
+
+async def test_concurrent_lease_requests_over_http_get_disjoint_jobs(
+    app_factory: Callable[..., FastAPI],
+    client_factory: Callable[[FastAPI], Any],
+    db: asyncpg.Connection,
+) -> None:
+    client: httpx.AsyncClient = await client_factory(app_factory(db_pool_size=CLAIMERS))
+    await client.post("/v1/queues/race/jobs/batch", json={"jobs": [{"type": "t"}] * 500})
+
+    async def worker(name: str) -> list[int]:
+        got: list[int] = []
+        while leased := await lease(client, "race", max_jobs=5, worker=name):
+            got.extend(item["job"]["id"] for item in leased)
+        return got
+
+    results = await asyncio.gather(*(worker(f"w{n}") for n in range(CLAIMERS)))
+    everything = [job_id for got in results for job_id in got]
+    assert len(everything) == len(set(everything)) == 500
+    connections = await db.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'jobq'"
+        " AND datname = current_database()"
+    )
+    assert connections >= 8  # the claims really ran on many connections at once

@@ -1,0 +1,189 @@
+"""Long-poll leasing: waiting requests wake on announcements, timers, or a fallback poll."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+import httpx
+from fastapi import FastAPI
+
+from app.db.listener import APPLICATION_NAME
+from app.service.wakeups import Wakeups
+from tests.helpers import enqueue, lease
+
+WAIT = {"wait_seconds": 5}
+
+
+async def _listening(app: FastAPI, up: bool = True) -> None:
+    wakeups: Wakeups = app.state.wakeups
+    for _ in range(200):
+        if wakeups.listening is up:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"listener never became {'up' if up else 'down'}")
+
+
+async def _timed_lease(
+    client: httpx.AsyncClient, *queues: str, **extra: Any
+) -> tuple[list[Any], float]:
+    started = time.monotonic()
+    leased = await lease(client, *queues, **extra)
+    return leased, time.monotonic() - started
+
+
+async def _slow_client(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any], **settings: Any
+) -> tuple[FastAPI, httpx.AsyncClient]:
+    """An app whose own re-checks are too rare to explain a quick wake-up."""
+    app = app_factory(longpoll_recheck_seconds=30, longpoll_poll_seconds=30, **settings)
+    client: httpx.AsyncClient = await client_factory(app)
+    await _listening(app)
+    return app, client
+
+
+async def test_a_due_job_is_leased_without_waiting(client: httpx.AsyncClient) -> None:
+    job = await enqueue(client)
+    leased, elapsed = await _timed_lease(client, **WAIT)
+    assert [item["job"]["id"] for item in leased] == [job["id"]]
+    assert elapsed < 1
+
+
+async def test_nothing_due_answers_empty_after_the_wait(client: httpx.AsyncClient) -> None:
+    leased, elapsed = await _timed_lease(client, wait_seconds=0.5)
+    assert leased == [] and 0.45 < elapsed < 3
+
+
+async def test_an_enqueue_wakes_a_waiting_lease(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> None:
+    _, client = await _slow_client(app_factory, client_factory)
+    waiting = asyncio.create_task(_timed_lease(client, "mail", **WAIT))
+    await asyncio.sleep(0.3)
+    job = await enqueue(client, "mail")
+    leased, elapsed = await waiting
+    assert [item["job"]["id"] for item in leased] == [job["id"]]
+    assert 0.3 <= elapsed < 2
+
+
+async def test_an_enqueue_by_another_process_wakes_the_waiter(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> None:
+    _, waiter = await _slow_client(app_factory, client_factory)
+    _, producer = await _slow_client(app_factory, client_factory)
+    waiting = asyncio.create_task(_timed_lease(waiter, "mail", **WAIT))
+    await asyncio.sleep(0.3)
+    batch = await producer.post("/v1/queues/mail/jobs/batch", json={"jobs": [{"type": "t"}] * 3})
+    assert batch.status_code == 201
+    leased, elapsed = await waiting
+    assert len(leased) == 1 and elapsed < 2
+
+
+async def test_other_queues_do_not_wake_the_waiter(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> None:
+    _, client = await _slow_client(app_factory, client_factory)
+    waiting = asyncio.create_task(_timed_lease(client, "mail", wait_seconds=1))
+    await asyncio.sleep(0.2)
+    await enqueue(client, "other")
+    leased, elapsed = await waiting
+    assert leased == [] and elapsed >= 0.95
+
+
+async def test_a_delayed_job_wakes_the_waiter_when_it_falls_due(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> None:
+    _, client = await _slow_client(app_factory, client_factory)
+    job = await enqueue(client, "mail", delay_seconds=1.0)
+    leased, elapsed = await _timed_lease(client, "mail", **WAIT)
+    assert [item["job"]["id"] for item in leased] == [job["id"]]
+    assert 0.9 < elapsed < 2.5
+
+
+async def test_a_retry_wakes_the_waiter_when_it_falls_due(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> None:
+    _, client = await _slow_client(app_factory, client_factory)
+    job = await enqueue(client, "mail")
+    (held,) = await lease(client, "mail")
+    failed = await client.post(
+        f"/v1/leases/{held['lease_id']}/fail",
+        json={"error": {"type": "E"}, "retry_after_seconds": 1},
+    )
+    assert failed.json()["state"] == "queued"
+    leased, elapsed = await _timed_lease(client, "mail", **WAIT)
+    assert [item["job"]["id"] for item in leased] == [job["id"]]
+    assert 0.8 < elapsed < 2.5
+
+
+async def test_waiting_requests_hold_no_database_connection(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> None:
+    app, client = await _slow_client(app_factory, client_factory)
+    waiting = [
+        asyncio.create_task(lease(client, "mail", worker=f"w{n}", wait_seconds=3))
+        for n in range(20)
+    ]
+    await asyncio.sleep(0.5)
+    assert app.state.engine.pool.checkedout() == 0
+    await client.post("/v1/queues/mail/jobs/batch", json={"jobs": [{"type": "t"}] * 20})
+    leased = [item["job"]["id"] for got in await asyncio.gather(*waiting) for item in got]
+    assert len(leased) == len(set(leased)) == 20
+
+
+async def test_without_the_listener_waiters_fall_back_to_polling(
+    app_factory: Callable[..., FastAPI],
+    client_factory: Callable[[FastAPI], Any],
+    db: asyncpg.Connection,
+) -> None:
+    app = app_factory(longpoll_recheck_seconds=30, longpoll_poll_seconds=0.2)
+    client: httpx.AsyncClient = await client_factory(app)
+    await _listening(app)
+    await db.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE application_name = $1 AND datname = current_database()",
+        APPLICATION_NAME,
+    )
+    await _listening(app, up=False)
+    waiting = asyncio.create_task(_timed_lease(client, "mail", **WAIT))
+    await asyncio.sleep(0.3)
+    # a row no statement of jobq announced: only a re-check can find it
+    await db.execute(
+        "INSERT INTO jobq.jobs (queue, type, payload, max_attempts, lease_seconds)"
+        " VALUES ('mail', 't', 'null', 1, 60)"
+    )
+    leased, elapsed = await waiting
+    assert len(leased) == 1 and elapsed < 2
+    await _listening(app)  # and the listener comes back by itself
+
+
+async def test_a_caller_that_went_away_is_handed_nothing(
+    client: httpx.AsyncClient, app: FastAPI, db: asyncpg.Connection
+) -> None:
+    from app.schemas import LeaseIn
+
+    service = app.state.jobs
+    request = LeaseIn(queues=["mail"], worker_id="gone", wait_seconds=5)
+
+    async def gone() -> bool:
+        return True
+
+    waiting = asyncio.create_task(service.lease(request, abandoned=gone))
+    await asyncio.sleep(0.2)
+    await enqueue(client, "mail")
+    assert await waiting == []
+    assert await db.fetchval("SELECT state::text FROM jobq.jobs") == "queued"
+
+
+async def test_shutdown_releases_waiting_requests(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> None:
+    app, client = await _slow_client(app_factory, client_factory)
+    waiting = asyncio.create_task(_timed_lease(client, "mail", wait_seconds=20))
+    await asyncio.sleep(0.3)
+    app.state.wakeups.close_threadsafe()
+    leased, elapsed = await waiting
+    assert leased == [] and elapsed < 2

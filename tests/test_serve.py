@@ -1,0 +1,151 @@
+"""`jobq serve` as a real process on the embedded database: durable, and stops cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+START_TIMEOUT_SECONDS = 60
+STOP_TIMEOUT_SECONDS = 30
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _postgres_running(pgdata: Path) -> bool:
+    for proc in psutil.process_iter(attrs=["name", "cmdline"]):
+        if proc.info["name"] == "postgres" and str(pgdata) in " ".join(proc.info["cmdline"] or []):
+            return True
+    return False
+
+
+class Service:
+    """One `jobq serve` process on an embedded database in `data_dir`."""
+
+    def __init__(self, data_dir: Path, *args: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if k != "JOBQ_DATABASE_URL"}
+        env["JOBQ_DATA_DIR"] = str(data_dir)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--port", str(self.port), *args],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"jobq serve exited:\n{self.stop()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.2)
+        raise AssertionError(f"jobq serve did not start:\n{self.stop()}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> str:
+        """Send `sig`, wait for the exit (kill after a timeout); returns the log."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            output, _ = self.process.communicate(timeout=STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            output, _ = self.process.communicate()
+        return output
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "data"
+    yield path
+    if _postgres_running(path / "pgdata"):  # never leave a server behind, even on failure
+        subprocess.run(["pkill", "-f", str(path / "pgdata")], check=False)
+
+
+def test_jobs_survive_a_restart_and_sigterm_stops_everything(data_dir: Path) -> None:
+    first = Service(data_dir)
+    try:
+        created = httpx.post(f"{first.url}/v1/queues/q/jobs", json={"type": "t", "payload": 1})
+        assert created.status_code == 201
+        job_id = created.json()["id"]
+    finally:
+        log = first.stop(signal.SIGTERM)
+    assert first.process.returncode == 0, log
+    assert "Application shutdown complete" in log
+    assert not _postgres_running(data_dir / "pgdata"), "the embedded server was left running"
+
+    second = Service(data_dir)
+    try:
+        job = httpx.get(f"{second.url}/v1/jobs/{job_id}").json()
+        assert (job["id"], job["payload"], job["state"]) == (job_id, 1, "queued")
+    finally:
+        log = second.stop(signal.SIGINT)
+    assert second.process.returncode == 0, log
+    assert not _postgres_running(data_dir / "pgdata")
+    handles = json.loads((data_dir / "pgdata" / ".handle_pids.json").read_text())
+    assert handles == []
+
+
+def test_a_killed_service_does_not_pin_the_embedded_server(data_dir: Path) -> None:
+    killed = Service(data_dir)
+    killed.stop(signal.SIGKILL)
+    assert _postgres_running(data_dir / "pgdata")  # nobody stopped it
+    survivor = Service(data_dir)
+    assert survivor.stop(signal.SIGTERM) and survivor.process.returncode == 0
+    assert not _postgres_running(data_dir / "pgdata")
+
+
+def test_shutdown_releases_a_long_polling_lease_at_once(data_dir: Path) -> None:
+    service = Service(data_dir)
+    answers: list[httpx.Response] = []
+    body = {"queues": ["idle"], "worker_id": "w", "wait_seconds": 30}
+    waiting = threading.Thread(
+        target=lambda: answers.append(httpx.post(f"{service.url}/v1/leases", json=body, timeout=60))
+    )
+    waiting.start()
+    time.sleep(1.0)  # the lease is now waiting for work
+    started = time.monotonic()
+    log = service.stop(signal.SIGTERM)
+    waiting.join(10)
+    assert service.process.returncode == 0, log
+    assert time.monotonic() - started < 10, "shutdown waited for the long poll"
+    assert answers and answers[0].status_code == 200 and answers[0].json() == {"leases": []}
+
+
+def test_several_worker_processes_share_the_port(data_dir: Path) -> None:
+    service = Service(data_dir, "--workers", "2")
+    try:
+        workers = psutil.Process(service.process.pid).children()
+        serving = [p for p in workers if "spawn_main" in " ".join(p.cmdline())]
+        assert len(serving) == 2, [p.cmdline() for p in workers]
+        ids = [
+            httpx.post(f"{service.url}/v1/queues/q/jobs", json={"type": "t"}).json()["id"]
+            for _ in range(10)
+        ]
+        assert len(set(ids)) == 10
+    finally:
+        log = service.stop(signal.SIGTERM)
+    assert service.process.returncode == 0, log
+    assert not any(p.is_running() for p in serving)
+    assert not _postgres_running(data_dir / "pgdata")
