@@ -48,6 +48,8 @@ _UNAVAILABLE_ERRORS = frozenset(
         "CrashShutdownError",
         "ConnectionFailureError",
         "TooManyConnectionsError",
+        # asyncpg's protocol state broken by a server that went away mid-statement
+        "InternalClientError",
     }
 )
 

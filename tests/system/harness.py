@@ -358,7 +358,15 @@ class Db:
         """None while the database is away."""
         try:
             return await self.fetch(sql, *args)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+        except (
+            OSError,
+            TimeoutError,
+            asyncpg.PostgresError,
+            asyncpg.InterfaceError,
+            # seen in CI when the server shut down between asyncpg's prepare and execute:
+            # "cannot switch to state 12; another operation (2) is in progress"
+            asyncpg.InternalClientError,
+        ):
             return None
 
 
@@ -704,10 +712,11 @@ class Run:
                     f"{self.elapsed()} TIMEOUT: the load did not finish in {self.opts.timeout:.0f}s"
                 )
         finally:
+            # A task that failed has raised its error above; the rest are cancelled, and
+            # none of them may outlive the load (watch would restart what teardown kills).
             for task in (timeline, stale, watch):
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await asyncio.gather(timeline, stale, watch, return_exceptions=True)
             self.load_ended = time.time()
         self.collect_producers()
         await self.progress()
