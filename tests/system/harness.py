@@ -369,6 +369,15 @@ class Db:
         ):
             return None
 
+    async def fetch_when_up(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        """`fetch`, waiting out a restart of the database (the faults run concurrently)."""
+        deadline = time.monotonic() + RECOVERY_TIMEOUT_SECONDS
+        while (rows := await self.fetch_quietly(sql, *args)) is None:
+            if time.monotonic() > deadline:
+                raise HarnessError(f"the database stayed away for {RECOVERY_TIMEOUT_SECONDS}s")
+            await asyncio.sleep(0.1)
+        return rows
+
 
 # ---- processes -------------------------------------------------------------------------
 
@@ -1076,7 +1085,7 @@ class Run:
                 answer.json()["results"][0]["status"],
                 answer.json()["results"][0]["code"],
             )
-        rows = await self.db.fetch(
+        rows = await self.db.fetch_when_up(
             "SELECT to_jsonb(j)::text AS row FROM jobq.jobs j WHERE id = $1", job_id
         )
         unchanged = rows[0]["row"] == before
