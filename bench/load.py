@@ -468,13 +468,10 @@ BARE_INSERT = "INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id"
 
 def jobq_statement(name: str) -> tuple[str, tuple[str, ...]]:
     """One of jobq's named statements as asyncpg runs it: SQL with $n, parameter names."""
-    from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
-
     from app.db import queries
 
-    dialect = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
-    compiled = getattr(queries, name).compile(dialect=dialect)
-    return compiled.string, tuple(compiled.positiontup or ())
+    statement = getattr(queries, name)
+    return statement.sql, statement.names
 
 
 class Bare(Load):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import RowMapping
+from app.db.repository import Row
 
 _JOB_FIELDS = (
     "id", "queue", "type", "state", "priority", "payload", "attempt", "max_attempts",
@@ -14,7 +14,7 @@ _JOB_FIELDS = (
 )  # fmt: skip
 
 
-def job(row: RowMapping) -> dict[str, Any]:
+def job(row: Row) -> dict[str, Any]:
     """A job row as `JobOut`; the lease token is never shown to readers."""
     view = {name: row[name] for name in _JOB_FIELDS}
     if row["progress_updated_at"] is None:

@@ -8,15 +8,8 @@ worker matches nothing. Batches travel as arrays and are unpacked with `unnest`.
 
 from __future__ import annotations
 
-from sqlalchemy import TextualSelect, text
-from sqlalchemy.dialects.postgresql import JSONB
-
 from app.db.listener import CHANNEL
-
-# Columns returned as JSON documents rather than text.
-_JSON_COLUMNS = {
-    name: JSONB for name in ("payload", "result", "last_error", "attempts", "metadata")
-}
+from app.db.statement import sql
 
 
 def _retry_or_stop(*, retry: str, retry_after: str, error: str, stop_state: str) -> str:
@@ -67,11 +60,7 @@ def _record_attempt(*, outcome: str, error: str) -> str:
                'outcome', {outcome}, 'error', {error}),"""
 
 
-def _query(sql: str) -> TextualSelect:
-    return text(sql).columns(**_JSON_COLUMNS)
-
-
-ENQUEUE_ONE = _query(
+ENQUEUE_ONE = sql(
     """
     WITH inserted AS (
         INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at, max_attempts,
@@ -98,7 +87,7 @@ ENQUEUE_ONE = _query(
 )
 """Insert one job, or return the job that already holds its idempotency key."""
 
-ENQUEUE_MANY = text(
+ENQUEUE_MANY = sql(
     """
     WITH input AS MATERIALIZED (
         SELECT nextval('jobq.jobs_id_seq') AS id, i.*
@@ -143,7 +132,7 @@ ENQUEUE_MANY = text(
 )
 """Insert a batch of jobs into one queue; rows come back in request order, duplicates resolved."""
 
-LEASE = _query(
+LEASE = sql(
     """
     WITH picked AS (
         SELECT c.id
@@ -179,7 +168,7 @@ LEASE = _query(
 )
 """Claim up to `max_jobs` due jobs from the given queues, best priority first, for one worker."""
 
-HEARTBEAT = text(
+HEARTBEAT = sql(
     """
     UPDATE jobq.jobs
        SET current_lease_seconds = coalesce(:extend_seconds, current_lease_seconds),
@@ -196,7 +185,7 @@ HEARTBEAT = text(
 )
 """Extend a live lease from now, and record the worker's progress if it sent any."""
 
-FINISH = _query(
+FINISH = sql(
     """
     WITH input AS (
         SELECT *
@@ -240,7 +229,7 @@ FINISH = _query(
 )
 """Complete or fail a batch of live leases; a stale or unknown lease matches no row."""
 
-REAP_EXPIRED = text(
+REAP_EXPIRED = sql(
     """
     WITH expired AS (
         SELECT id
@@ -278,7 +267,7 @@ REAP_EXPIRED = text(
 )
 """Return up to `batch_size` jobs whose lease expired to the queue (or to `failed`)."""
 
-PRUNE_FINISHED = text(
+PRUNE_FINISHED = sql(
     """
     WITH ages AS (
         SELECT CAST(:succeeded_age AS double precision) AS succeeded,
@@ -304,21 +293,21 @@ PRUNE_FINISHED = text(
 )
 """Delete up to `batch_size` finished jobs past their retention (an age of NULL keeps them)."""
 
-TRY_MAINTENANCE_LOCK = text(
+TRY_MAINTENANCE_LOCK = sql(
     "SELECT pg_try_advisory_xact_lock(:key) AS leader, extract(epoch FROM clock_timestamp()) AS at"
 )
 """Become the one maintainer (reaper, pruner) for this transaction, if none is; and when."""
 
-CLOCK = text("SELECT extract(epoch FROM clock_timestamp())")
+CLOCK = sql("SELECT extract(epoch FROM clock_timestamp())")
 """The database's clock, which every replica shares (epoch seconds)."""
 
-GET_JOB = _query("SELECT * FROM jobq.jobs WHERE id = :job_id")
+GET_JOB = sql("SELECT * FROM jobq.jobs WHERE id = :job_id")
 """One job by id."""
 
-GET_JOBS = _query("SELECT * FROM jobq.jobs WHERE id = ANY(CAST(:job_ids AS bigint[]))")
+GET_JOBS = sql("SELECT * FROM jobq.jobs WHERE id = ANY(CAST(:job_ids AS bigint[]))")
 """Several jobs by id (to explain why some leases matched nothing)."""
 
-LIST_JOBS = _query(
+LIST_JOBS = sql(
     """
     SELECT *
       FROM jobq.jobs
@@ -332,5 +321,5 @@ LIST_JOBS = _query(
 )
 """A page of jobs after a given id, optionally filtered by queue, state and type."""
 
-PING = text("SELECT 1")
+PING = sql("SELECT 1")
 """Is the database answering?"""

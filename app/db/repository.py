@@ -10,15 +10,18 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
-from sqlalchemy import RowMapping
+import asyncpg
 from sqlalchemy.exc import DBAPIError, InterfaceError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.errors import DatabaseUnavailable
 from app.db import queries
+from app.db.statement import Statement
+
+Row: TypeAlias = asyncpg.Record
 
 MAINTENANCE_LOCK_KEY = 0x6A6F_6271_0002  # "jobq" + 2: held by the replica reaping or pruning
 
@@ -70,7 +73,7 @@ class LeaderBatch:
     """Rows a maintenance statement changed, and when (database clock, epoch seconds) the
     lock was held: from when it was taken until after the statement, before commit."""
 
-    rows: Sequence[RowMapping]
+    rows: Sequence[Row]
     started: float
     ended: float
 
@@ -93,27 +96,43 @@ class JobsRepository:
         self._engine = engine
 
     @asynccontextmanager
-    async def _connect(self) -> AsyncIterator[AsyncConnection]:
+    async def _driver(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection, as the asyncpg connection under SQLAlchemy's adapter.
+
+        A connection that broke under a statement is invalidated (the pool opens a new
+        one); an unreachable database becomes `DatabaseUnavailable`.
+        """
         try:
             async with self._engine.connect() as conn:
-                yield conn
+                pooled = await conn.get_raw_connection()
+                driver = pooled.driver_connection
+                assert isinstance(driver, asyncpg.Connection)
+                try:
+                    yield driver
+                except Exception as exc:
+                    if driver.is_closed() or _unavailable(exc):
+                        await conn.invalidate(exc)
+                        raise DatabaseUnavailable() from exc
+                    raise
+        except DatabaseUnavailable:
+            raise
         except Exception as exc:
             if _unavailable(exc):
                 raise DatabaseUnavailable() from exc
             raise
 
-    async def _all(self, statement: Any, params: dict[str, Any]) -> Sequence[RowMapping]:
-        async with self._connect() as conn:
-            return (await conn.execute(statement, params)).mappings().all()
+    async def _all(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
+        async with self._driver() as conn:
+            return await conn.fetch(statement.sql, *statement.args(params))
 
     async def ping(self) -> None:
         await self._all(queries.PING, {})
 
-    async def enqueue_one(self, params: dict[str, Any]) -> RowMapping | None:
+    async def enqueue_one(self, params: dict[str, Any]) -> Row | None:
         rows = await self._all(queries.ENQUEUE_ONE, params)
         return rows[0] if rows else None
 
-    async def enqueue_many(self, queue: str, columns: dict[str, list[Any]]) -> Sequence[RowMapping]:
+    async def enqueue_many(self, queue: str, columns: dict[str, list[Any]]) -> list[Row]:
         return await self._all(queries.ENQUEUE_MANY, {"queue": queue, **columns})
 
     async def lease(
@@ -123,7 +142,7 @@ class JobsRepository:
         max_jobs: int,
         lease_seconds: int | None,
         worker_id: str,
-    ) -> Sequence[RowMapping]:
+    ) -> list[Row]:
         return await self._all(
             queries.LEASE,
             {
@@ -135,42 +154,39 @@ class JobsRepository:
             },
         )
 
-    async def heartbeat(self, params: dict[str, Any]) -> RowMapping | None:
+    async def heartbeat(self, params: dict[str, Any]) -> Row | None:
         rows = await self._all(queries.HEARTBEAT, params)
         return rows[0] if rows else None
 
-    async def finish(self, columns: dict[str, list[Any]], backoff: Backoff) -> Sequence[RowMapping]:
+    async def finish(self, columns: dict[str, list[Any]], backoff: Backoff) -> list[Row]:
         return await self._all(queries.FINISH, {**columns, **backoff.params()})
 
-    async def get(self, job_id: int) -> RowMapping | None:
+    async def get(self, job_id: int) -> Row | None:
         rows = await self._all(queries.GET_JOB, {"job_id": job_id})
         return rows[0] if rows else None
 
-    async def get_many(self, job_ids: list[int]) -> Sequence[RowMapping]:
+    async def get_many(self, job_ids: list[int]) -> list[Row]:
         return await self._all(queries.GET_JOBS, {"job_ids": job_ids})
 
     async def list(
         self, *, queue: str | None, state: str | None, type_: str | None, after: int, limit: int
-    ) -> Sequence[RowMapping]:
+    ) -> list[Row]:
         return await self._all(
             queries.LIST_JOBS,
             {"queue": queue, "state": state, "type": type_, "after": after, "limit": limit},
         )
 
-    async def _as_leader(self, statement: Any, params: dict[str, Any]) -> LeaderBatch | None:
+    async def _as_leader(self, statement: Statement, params: dict[str, Any]) -> LeaderBatch | None:
         """Run `statement` holding the maintenance lock; None when another replica holds it."""
-        async with self._connect() as conn:
-            conn = await conn.execution_options(isolation_level="READ COMMITTED")
-            async with conn.begin():
-                lock = await conn.execute(
-                    queries.TRY_MAINTENANCE_LOCK, {"key": MAINTENANCE_LOCK_KEY}
-                )
-                leader, started = lock.one()
-                if not leader:
-                    return None
-                rows = (await conn.execute(statement, params)).mappings().all()
-                ended = (await conn.execute(queries.CLOCK)).scalar_one()
-                return LeaderBatch(rows, float(started), float(ended))
+        async with self._driver() as conn, conn.transaction():
+            lock = await conn.fetchrow(queries.TRY_MAINTENANCE_LOCK.sql, MAINTENANCE_LOCK_KEY)
+            assert lock is not None
+            leader, started = lock
+            if not leader:
+                return None
+            rows = await conn.fetch(statement.sql, *statement.args(params))
+            ended = await conn.fetchval(queries.CLOCK.sql)
+            return LeaderBatch(rows, float(started), float(ended))
 
     async def reap_batch(self, batch_size: int, backoff: Backoff) -> LeaderBatch | None:
         """One batch of expired leases; None when another replica is maintaining."""

@@ -16,8 +16,6 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from sqlalchemy import RowMapping
-
 from app.core.config import Settings
 from app.core.errors import (
     Conflict,
@@ -27,7 +25,7 @@ from app.core.errors import (
     LeaseNotFound,
     ValidationFailed,
 )
-from app.db.repository import Backoff, JobsRepository
+from app.db.repository import Backoff, JobsRepository, Row
 from app.schemas import AckComplete, AckFail, CompleteIn, FailIn, HeartbeatIn, JobIn, LeaseIn
 from app.service import payloads
 from app.service.leases import format_token, parse_token
@@ -54,7 +52,7 @@ _BATCH_ARRAYS = {
 class Lease:
     token: str
     expires_at: datetime
-    job: RowMapping
+    job: Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +67,7 @@ class Finished:
     """One finishing call's answer: the job as it now is, or why the call was refused."""
 
     token: str
-    job: RowMapping | None
+    job: Row | None
     error: JobqError | None
 
 
@@ -81,7 +79,7 @@ def backoff_from(settings: Settings) -> Backoff:
     )
 
 
-def explain_stale(job: RowMapping | None, lease: UUID, outcome: Outcome | None) -> JobqError | None:
+def explain_stale(job: Row | None, lease: UUID, outcome: Outcome | None) -> JobqError | None:
     """Why a lease matched no running job: None means "a repeat of what already happened"."""
     if job is None:
         return LeaseNotFound("no lease with this id was ever issued")
@@ -130,7 +128,7 @@ class JobService:
             "metadata": payloads.encode(job.metadata, field=(*loc, "metadata"), max_bytes=limit),
         }
 
-    async def enqueue(self, queue: str, job: JobIn, idempotency_key: str | None) -> RowMapping:
+    async def enqueue(self, queue: str, job: JobIn, idempotency_key: str | None) -> Row:
         """Create a job, or return the one already holding the same idempotency key."""
         if idempotency_key is not None:
             if job.idempotency_key not in (None, idempotency_key):
@@ -149,7 +147,7 @@ class JobService:
             # deleted by retention in between: go again.
         raise Conflict("the idempotency key is changing hands too fast; retry the request")
 
-    async def enqueue_batch(self, queue: str, jobs: Sequence[JobIn]) -> list[RowMapping]:
+    async def enqueue_batch(self, queue: str, jobs: Sequence[JobIn]) -> list[Row]:
         """Create many jobs in one round trip; the answer is in request order."""
         limit = self._settings.max_enqueue_batch
         if len(jobs) > limit:
@@ -157,7 +155,7 @@ class JobService:
                 ("body", "jobs"), f"at most {limit} jobs per batch", "too_long"
             )
         params = [self._insert_params(job, ("body", "jobs", i)) for i, job in enumerate(jobs)]
-        answers: list[RowMapping | None] = [None] * len(jobs)
+        answers: list[Row | None] = [None] * len(jobs)
         pending = list(range(len(jobs)))
         for _ in range(ENQUEUE_RACE_RETRIES):
             columns = {
@@ -175,7 +173,7 @@ class JobService:
         """Raise `DatabaseUnavailable` unless the database answers."""
         await self._repo.ping()
 
-    async def get(self, job_id: int) -> RowMapping:
+    async def get(self, job_id: int) -> Row:
         job = await self._repo.get(job_id)
         if job is None:
             raise JobNotFound(f"no job has id {job_id}", job_id=job_id)
@@ -183,7 +181,7 @@ class JobService:
 
     async def list_jobs(
         self, *, queue: str | None, state: str | None, type_: str | None, after: int, limit: int
-    ) -> Sequence[RowMapping]:
+    ) -> Sequence[Row]:
         return await self._repo.list(
             queue=queue, state=state, type_=type_, after=after, limit=limit
         )
@@ -253,16 +251,16 @@ class JobService:
     # The single calls are acks of one. Their bodies were validated on the way in (the
     # token by the route's path bounds), so the acks are built without validating again.
 
-    async def complete(self, token: str, request: CompleteIn) -> RowMapping:
+    async def complete(self, token: str, request: CompleteIn) -> Row:
         ack = AckComplete.model_construct(lease_id=token, outcome="complete", **dict(request))
         return self._one(await self.finish([ack]))
 
-    async def fail(self, token: str, request: FailIn) -> RowMapping:
+    async def fail(self, token: str, request: FailIn) -> Row:
         ack = AckFail.model_construct(lease_id=token, outcome="fail", **dict(request))
         return self._one(await self.finish([ack]))
 
     @staticmethod
-    def _one(results: list[Finished]) -> RowMapping:
+    def _one(results: list[Finished]) -> Row:
         (result,) = results
         if result.error is not None:
             raise result.error
@@ -314,7 +312,7 @@ class JobService:
             self._backoff,
         )
         applied = {sent[row["ord"] - 1] for row in rows}
-        latest: dict[int, RowMapping] = {row["id"]: row for row in rows}
+        latest: dict[int, Row] = {row["id"]: row for row in rows}
         missing = {key[0] for key in first if first[key] not in applied}
         if missing:
             for row in await self._repo.get_many(sorted(missing)):
