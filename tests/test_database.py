@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import asyncpg
 import httpx
 from alembic.script import ScriptDirectory
-from fastapi import FastAPI
 
 from app.core.config import Settings
+from app.db import queries
 from app.db.migrate import alembic_config, upgrade
 from app.main import create_app
 from tests.conftest import _drop, _recreate, plain
@@ -75,10 +77,34 @@ async def test_readiness_fails_when_the_reaper_stalls(
             assert (await client.get("/readyz")).status_code == 200
 
 
-async def test_pool_connections_plan_each_statement_for_its_parameters(
-    app: FastAPI, client: httpx.AsyncClient
+def _scans(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan that reads a table."""
+    if "Scan" in plan["Node Type"]:
+        yield plan
+    for child in plan.get("Plans", []):
+        yield from _scans(child)
+
+
+async def test_a_cached_plan_finishes_each_ack_through_its_primary_key(
+    db: asyncpg.Connection,
 ) -> None:
-    del client  # started the app, which built the pool
-    async with app.state.engine.connect() as conn:
-        mode = (await conn.exec_driver_sql("SHOW plan_cache_mode")).scalar_one()
-    assert mode == "force_custom_plan"
+    # Statistics as after a quiet spell: many finished jobs, none running. A plain join
+    # of the acks to the jobs let the generic plan walk every running job once per ack.
+    await db.execute(
+        """
+        INSERT INTO jobq.jobs (queue, type, payload, state, max_attempts, lease_seconds,
+                               lease_id, finished_at)
+        SELECT 'q', 't', '{}', 'succeeded', 5, 60, gen_random_uuid(), now()
+          FROM generate_series(1, 20000)
+        """
+    )
+    await db.execute("ANALYZE jobq.jobs")
+    await db.execute(f"PREPARE finish AS {queries.FINISH.sql}")
+    await db.execute("SET plan_cache_mode = force_generic_plan")
+    nulls = ", ".join("NULL" for _ in queries.FINISH.names)
+    plan = json.loads(await db.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE finish({nulls})"))
+    jobs_scans = [s for s in _scans(plan[0]["Plan"]) if s.get("Relation Name") == "jobs"]
+    assert jobs_scans, plan
+    assert {(s["Node Type"], s.get("Index Name")) for s in jobs_scans} == {
+        ("Index Scan", "jobs_pkey")
+    }, plan

@@ -196,6 +196,23 @@ FINISH = sql(
                WITH ORDINALITY AS i(job_id, lease_id, outcome, result, error, retryable,
                                     retry_after, ord)
     ),
+    live AS (
+        -- Each ack locks its job, found by primary key, and keeps it if the lease is
+        -- still live (FOR UPDATE reads the row's latest version). The LATERAL lookup,
+        -- with the state tested outside it (OFFSET 0 keeps the test from being pushed
+        -- in), pins that plan whatever the statistics say: a plain join let a cached
+        -- generic plan walk every running job once per ack.
+        SELECT i.*
+          FROM input i
+         CROSS JOIN LATERAL (
+                SELECT state
+                  FROM jobq.jobs
+                 WHERE id = i.job_id AND lease_id = i.lease_id
+                OFFSET 0
+                   FOR UPDATE
+               ) held
+         WHERE held.state = 'running'
+    ),
     finished AS (
     UPDATE jobq.jobs j
        SET """
@@ -217,8 +234,8 @@ FINISH = sql(
     )
     + """
            updated_at = now()
-      FROM input i
-     WHERE j.id = i.job_id AND j.lease_id = i.lease_id AND j.state = 'running'
+      FROM live i
+     WHERE j.id = i.job_id  -- locked above with its lease checked, in this statement
     RETURNING i.ord, j.*
     ),
     """
