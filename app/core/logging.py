@@ -24,7 +24,9 @@ LogFormat = Literal["auto", "json", "text"]
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # The id of the request this task is serving; set by the request middleware.
 REQUEST_ID: ContextVar[str | None] = ContextVar("jobq_request_id", default=None)
-_RESERVED = frozenset({"ts", "level", "logger", "event", "message", "request_id", "exception"})
+_RESERVED = frozenset(
+    {"ts", "level", "logger", "pid", "event", "message", "request_id", "exception"}
+)
 
 
 def event(
@@ -41,7 +43,7 @@ def event(
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, logger, event, message, request_id, fields."""
+    """One JSON object per line: ts, level, logger, pid, event, message, request_id, fields."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -50,6 +52,7 @@ class JsonFormatter(logging.Formatter):
             .replace("+00:00", "Z"),
             "level": record.levelname.lower(),
             "logger": record.name,
+            "pid": record.process,
         }
         name = getattr(record, "event", None)
         if name is not None:
