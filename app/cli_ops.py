@@ -131,6 +131,18 @@ def _window(w: dict[str, int]) -> str:
     return f"{w['enqueued']:,} / {w['succeeded']:,} / {w['failed']:,}"
 
 
+def _progress(progress: dict[str, Any] | None) -> str:
+    if progress is None:
+        return "-"
+    percent = progress.get("percent")
+    parts = [
+        f"{percent:.0f}%" if percent is not None else "",
+        progress.get("stage") or "",
+        progress.get("message") or "",
+    ]
+    return " ".join(p for p in parts if p) or "-"
+
+
 def _queues_table(queues: list[dict[str, Any]]) -> Table:
     table = Table(title="jobq queues", title_justify="left")
     table.add_column("queue")
@@ -178,19 +190,13 @@ def _running_table(queue: str, jobs: list[dict[str, Any]]) -> Table:
     for column in ("job", "type", "attempt", "worker", "running for", "progress"):
         table.add_column(column)
     for job in jobs:
-        progress = job["progress"] or {}
-        parts = [
-            f"{progress['percent']:.0f}%" if progress.get("percent") is not None else "",
-            progress.get("stage") or "",
-            progress.get("message") or "",
-        ]
         table.add_row(
             str(job["id"]),
             job["type"],
             f"{job['attempt']}/{job['max_attempts']}",
             job["worker_id"] or "-",
             _ago(job["started_at"]).removesuffix(" ago"),
-            " ".join(p for p in parts if p) or "-",
+            _progress(job["progress"]),
         )
     return table
 
@@ -294,13 +300,7 @@ def show_job(
         ),
         "worker": job["worker_id"] or "-",
         "lease expires": job["lease_expires_at"] or "-",
-        "progress": "-"
-        if progress is None
-        else " ".join(
-            str(v)
-            for v in (progress["percent"], progress["stage"], progress["message"])
-            if v is not None
-        ),
+        "progress": _progress(progress),
         "last error": "-" if error is None else f"{error['type']}: {error.get('message') or ''}",
         "idempotency key": job["idempotency_key"] or "-",
     }

@@ -22,10 +22,12 @@ import asyncpg
 import httpx
 import pytest
 from fastapi import FastAPI
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import make_url
 
+from app.core import metrics
 from app.core.config import Settings
 from app.main import create_app
 from app.service.reaper import Reaper
@@ -312,3 +314,17 @@ def test_workers_answer_scrapes_with_the_sum_and_log_alike(
     assert all(e["status"] == 201 and len(e["request_id"]) == 32 for e in requests)
     assert any(e["message"] == "Application startup complete." for e in lines), output
     assert _metrics_dirs() <= dirs  # the shared metrics folder went with the service
+
+
+def test_observing_a_batch_equals_observing_each_value() -> None:
+    registry = CollectorRegistry()
+    one = Histogram("one", "o", buckets=metrics.JOB_SECONDS_BUCKETS, registry=registry)
+    many = Histogram("many", "m", buckets=metrics.JOB_SECONDS_BUCKETS, registry=registry)
+    values = [0.0, 0.005, 0.0051, 0.3, 1, 59.9, 3600, 3600.5, 1e9, 0.25, 0.25]
+    for v in values:
+        one.observe(v)
+    metrics.observe_many(many, values)
+    samples = parse(generate_latest(registry).decode())
+    assert [(s.name[3:], s.labels, s.value) for s in samples["one"].samples] == [
+        (s.name[4:], s.labels, s.value) for s in samples["many"].samples
+    ]

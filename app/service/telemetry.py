@@ -1,14 +1,14 @@
 """What the job service and the reaper report about outcomes: metrics and events.
 
-Called once per statement with its rows: counters move by `inc(n)` per queue, not
-per row; histograms observe one value per job, as they must. Events name jobs by id,
-queue and type, never by payload, key or token.
+Called once per statement with its rows: counters move by `inc(n)` per queue, and
+histograms by one increment per bucket touched (`observe_many`), not per row. Events
+name jobs by id and queue, never by payload, key or token.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
 from prometheus_client import Counter as Metric
@@ -38,13 +38,15 @@ def leased(rows: Sequence[Row]) -> None:
         metrics.EMPTY_LEASES.inc()
         return
     queues: Counter[str] = Counter()
+    waits: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         queue = row["queue"]
         queues[queue] += 1
         if row["attempt"] == 1:
-            wait = (row["attempted_at"] - row["created_at"]).total_seconds()
-            metrics.WAIT_SECONDS.labels(queue).observe(max(wait, 0.0))
+            waits[queue].append(max((row["attempted_at"] - row["created_at"]).total_seconds(), 0))
     _count(metrics.JOBS_LEASED, queues)
+    for queue, values in waits.items():
+        metrics.observe_many(metrics.WAIT_SECONDS.labels(queue), values)
 
 
 def finished(rows: Sequence[Row], outcomes: Sequence[str]) -> None:
@@ -53,10 +55,10 @@ def finished(rows: Sequence[Row], outcomes: Sequence[str]) -> None:
     failed: Counter[str] = Counter()
     retried: Counter[str] = Counter()
     dead: Counter[str] = Counter()
+    runs: dict[str, list[float]] = defaultdict(list)
     for row, outcome in zip(rows, outcomes, strict=True):
         queue = row["queue"]
-        ran = (row["updated_at"] - row["attempted_at"]).total_seconds()
-        metrics.RUN_SECONDS.labels(queue).observe(max(ran, 0.0))
+        runs[queue].append(max((row["updated_at"] - row["attempted_at"]).total_seconds(), 0))
         if outcome == "complete":
             completed[queue] += 1
             continue
@@ -71,6 +73,8 @@ def finished(rows: Sequence[Row], outcomes: Sequence[str]) -> None:
     _count(metrics.JOBS_FAILED, failed)
     _count(metrics.JOBS_RETRIED, retried)
     _count(metrics.JOBS_DEAD, dead)
+    for queue, values in runs.items():
+        metrics.observe_many(metrics.RUN_SECONDS.labels(queue), values)
 
 
 def reaped(rows: Sequence[Row]) -> None:
