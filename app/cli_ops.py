@@ -10,6 +10,7 @@ service's answer as it came, for scripts.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, NoReturn
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+PIPED_WIDTH = 200
 TIMEOUT_SECONDS = 35.0  # above the longest request the API serves (a 30 s long poll)
 
 UrlOption = Annotated[
@@ -91,6 +93,14 @@ def call(
         fail(f"the answer from {url}{path} is not JSON (is --url a jobq service?)")
 
 
+def _console() -> Console:
+    """stdout for people; piped, it is wide enough that no figure is cut."""
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(highlight=False, width=PIPED_WIDTH)
+    return console
+
+
 def _print_json(answer: Any) -> None:
     typer.echo(json.dumps(answer, indent=2))
 
@@ -124,11 +134,11 @@ def _ago(timestamp: str | None) -> str:
 
 
 def _pair(p: dict[str, float | None]) -> str:
-    return f"{seconds(p['p50'])} / {seconds(p['p95'])}"
+    return f"{seconds(p['p50'])}/{seconds(p['p95'])}"
 
 
 def _window(w: dict[str, int]) -> str:
-    return f"{w['enqueued']:,} / {w['succeeded']:,} / {w['failed']:,}"
+    return f"{w['enqueued']:,}/{w['succeeded']:,}/{w['failed']:,}"
 
 
 def _progress(progress: dict[str, Any] | None) -> str:
@@ -144,19 +154,22 @@ def _progress(progress: dict[str, Any] | None) -> str:
 
 
 def _queues_table(queues: list[dict[str, Any]]) -> Table:
+    names = [q["queue"] + (" (paused)" if q["paused"] else "") for q in queues]
     table = Table(title="jobq queues", title_justify="left")
-    table.add_column("queue")
-    table.add_column("queued (due)", justify="right")
-    table.add_column("running", justify="right")
-    table.add_column("failed", justify="right")
-    table.add_column("oldest due", justify="right")
-    table.add_column("last min\nin / ok / failed", justify="right")
-    table.add_column("last hour\nin / ok / failed", justify="right")
-    table.add_column("wait\np50 / p95", justify="right")
-    table.add_column("run\np50 / p95", justify="right")
-    for q in queues:
+    table.add_column("queue", no_wrap=True, min_width=max(map(len, names), default=5))
+    for header in (
+        "queued\n(due)",
+        "running",
+        "failed",
+        "oldest\ndue",
+        "last min\nin/ok/failed",
+        "last hour\nin/ok/failed",
+        "wait\np50/p95",
+        "run\np50/p95",
+    ):
+        table.add_column(header, justify="right", no_wrap=True)
+    for q, name in zip(queues, names, strict=True):
         counts = q["counts"]
-        name = q["queue"] + (" (paused)" if q["paused"] else "")
         table.add_row(
             name,
             f"{counts['queued']:,} ({counts['due']:,})",
@@ -211,7 +224,7 @@ def stats(
     as_json: JsonOption = False,
 ) -> None:
     """Every queue's backlog, throughput, wait and run times; the database's health."""
-    console = Console(highlight=False)
+    console = _console()
     if queue is not None:
         one = call("GET", f"/v1/queues/{queue}", url, api_key)
         if as_json:
@@ -265,7 +278,7 @@ def list_jobs(
             job["run_at"],
             error.get("type") or "-",
         )
-    console = Console(highlight=False)
+    console = _console()
     console.print(table)
     if page["next_after"] is not None:
         console.print(f"more: --after {page['next_after']}", markup=False)
@@ -306,7 +319,7 @@ def show_job(
     }
     for name, value in fields.items():
         table.add_row(name, value)
-    console = Console(highlight=False)
+    console = _console()
     console.print(table)
     if job["attempts"]:
         attempts = Table(title="attempts", title_justify="left")

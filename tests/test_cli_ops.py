@@ -92,7 +92,7 @@ async def test_stats_shows_every_queue_and_one_in_detail(
     (row,) = [line for line in result.stdout.splitlines() if "mail" in line]
     cells = [cell.strip() for cell in row.strip("│┃ ").split("│")]
     assert cells[:5] == ["mail", "2 (2)", "1", "0", cells[4]]
-    assert cells[5] == "3 / 0 / 0" and cells[6] == "3 / 0 / 0"
+    assert cells[5] == "3/0/0" and cells[6] == "3/0/0"
     assert "jobs table:" in result.stdout and "oldest open transaction: none" in result.stdout
 
     detail = await jobq("stats", "mail", "--url", service)
