@@ -6,11 +6,11 @@ from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI
-from pydantic import BaseModel
 from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
 
-from app.api.problems import PROBLEM_MEDIA_TYPE
 from app import schemas
+from app.api.problems import PROBLEM_MEDIA_TYPE
 from app.schemas import Problem
 
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}

@@ -18,7 +18,9 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", operation_id="checkReadiness", response_model=Health, responses=problems(503))
+@router.get(
+    "/readyz", operation_id="checkReadiness", response_model=Health, responses=problems(503)
+)
 async def readyz(jobs: JobsDep, reaper: ReaperDep) -> dict[str, str]:
     """The database answers and the reaper is keeping up: send traffic here."""
     await jobs.ping()
