@@ -57,7 +57,7 @@ def _document_common_errors(schema: dict[str, Any]) -> None:
     for path, item in schema["paths"].items():
         for operation in item.values():
             responses = operation.setdefault("responses", {})
-            statuses = _BODY_ERRORS if "requestBody" in operation else ()
+            statuses: tuple[str, ...] = _BODY_ERRORS if "requestBody" in operation else ()
             statuses += _DATABASE_ERRORS if path.startswith("/v1/") else ()
             for status in statuses:
                 responses.setdefault(status, {"description": HTTPStatus(int(status)).phrase})
