@@ -289,3 +289,52 @@ async def test_sigterm_releases_jobs_still_running_after_the_grace_period(
         assert (job.state, job.attempt) == ("queued", 1), output
         assert job.last_error is not None and job.last_error["type"] == "WorkerShutdown"
         assert job.run_at <= datetime.now(UTC), "released with no backoff"
+
+
+def readme_worker() -> str:
+    """The ```python block right after README's `<!-- python-worker -->` line."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    start = lines.index("<!-- python-worker -->")
+    assert lines[start + 1] == "```python"
+    end = lines.index("```", start + 2)
+    return "\n".join(lines[start + 2 : end]) + "\n"
+
+
+async def test_the_readme_worker_in_ten_lines_runs(
+    jobq: AsyncClient, service: Service, tmp_path: Path
+) -> None:
+    source = readme_worker()
+    assert len([line for line in source.splitlines() if line.strip()]) <= 10
+    (tmp_path / "tasks.py").write_text(source)
+    created = await jobq.enqueue("images", "resize", {"width": 1920, "height": 1080})
+    log = tmp_path / "worker.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "worker", "tasks:worker"],
+            cwd=tmp_path,  # `jobq worker` imports from the current directory
+            env=clean_env(JOBQ_URL=service.url, PYTHONPATH=str(REPO)),
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        job = await settled(jobq, created.id, timeout=30)
+    finally:
+        code = await asyncio.to_thread(stop_process, process, signal.SIGTERM)
+    assert code == 0, log.read_text()
+    assert (job.state, job.result) == ("succeeded", {"width": 960, "height": 540})
+    assert job.progress is not None and job.progress.stage == "resize"
+
+
+def test_jobq_worker_explains_a_bad_target(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "worker", "tests.sdk_tasks:nothing_here"],
+        cwd=REPO,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "tests.sdk_tasks has no attribute nothing_here" in result.stderr
