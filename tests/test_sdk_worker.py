@@ -21,13 +21,23 @@ from typing import Any
 import asyncpg
 import pytest
 
-from jobq_client import AsyncClient, Job, JobRecord, Permanent, RetryPolicy, Worker
+from jobq_client import (
+    AsyncClient,
+    Job,
+    JobRecord,
+    Permanent,
+    RetryPolicy,
+    Unauthorized,
+    Worker,
+)
 from tests.sdk_support import (
     REPO,
     Proxy,
+    Respond,
     Service,
     clean_env,
     eventually,
+    problem,
     running_service,
     stop_process,
 )
@@ -338,3 +348,19 @@ def test_jobq_worker_explains_a_bad_target(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "tests.sdk_tasks has no attribute nothing_here" in result.stderr
+
+
+async def test_a_refused_lease_stops_the_worker_with_the_typed_error(
+    service: Service, jobq: AsyncClient
+) -> None:
+    proxy = Proxy(service.url)
+    proxy.plan = [Respond(401, problem(401, "unauthorized", "a valid API key is needed"))]
+    try:
+        async with AsyncClient(proxy.url, api_key="revoked", retry=FAST_RETRY) as client:
+            worker = Worker(client, queues=["q"], wait_seconds=1)
+            worker.handler("t")(lambda job: None)
+            with pytest.raises(Unauthorized, match="a valid API key is needed"):
+                await asyncio.wait_for(worker.run_async(), timeout=30)
+    finally:
+        proxy.close()
+    assert [seen.path for seen in proxy.seen] == ["/v1/leases"], "not retried"

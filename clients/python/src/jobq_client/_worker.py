@@ -358,8 +358,13 @@ class _Session:
             worker.concurrency,
         )
         acks = asyncio.create_task(self.ack_loop())
+        fatal: JobqError | None = None
         try:
-            await self.lease_loop()
+            try:
+                await self.lease_loop()
+            except _FATAL as exc:
+                log.error("leasing refused (%s): stopping", exc)
+                fatal = exc
             await self.drain()
         finally:
             self.closing = True
@@ -368,6 +373,8 @@ class _Session:
             for _, task in list(self.running.values()):
                 task.cancel()
         log.info("worker %s: stopped", worker.worker_id)
+        if fatal is not None:
+            raise fatal
 
     # ---- leasing ---------------------------------------------------------------------
 
@@ -465,13 +472,16 @@ class _Session:
         """Run a plain function in a daemon thread: one stuck past the grace period
         cannot keep the process from exiting, unlike an executor's threads."""
         future: Future[Any] = Future()
+        future.set_running_or_notify_cancel()  # released jobs' threads may still finish
         context = contextvars.copy_context()
 
         def target() -> None:
             try:
-                future.set_result(context.run(handler, job))
+                result = context.run(handler, job)
             except BaseException as exc:
                 future.set_exception(exc)
+            else:
+                future.set_result(result)
 
         threading.Thread(target=target, name=f"jobq-job-{job.id}", daemon=True).start()
         return await asyncio.wrap_future(future)
