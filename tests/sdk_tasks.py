@@ -8,7 +8,7 @@ from typing import Any
 
 from jobq_client import Job, Worker
 
-# Drains within its grace period: jobs of 1.5 s, 20 s to finish them.
+# Drains within its grace period: jobs of a few seconds, 20 s to finish them.
 worker = Worker(queues=["drain"], concurrency=3, wait_seconds=5, grace_seconds=20)
 
 # Gives running jobs half a second, then releases them.

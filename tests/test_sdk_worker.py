@@ -256,7 +256,7 @@ async def test_sigterm_drains_running_jobs_and_leases_no_more(
     jobq: AsyncClient, service: Service, tmp_path: Path
 ) -> None:
     log = tmp_path / "worker.log"
-    created = [await jobq.enqueue("drain", "nap", {"seconds": 1.5}) for _ in range(6)]
+    created = [await jobq.enqueue("drain", "nap", {"seconds": 2.5}) for _ in range(6)]
     process = start_worker_process("tests.sdk_tasks:worker", service.url, log)
     try:
         await eventually(lambda: _running_count(jobq, "drain", 3), timeout=20)
