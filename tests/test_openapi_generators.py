@@ -20,9 +20,9 @@ SPEC = Path(__file__).resolve().parents[1] / "openapi" / "openapi.json"
 PROBLEM_REF = "#/components/schemas/Problem"
 # camelCase, starting with what the call does.
 VERBS = (
-    "ack", "cancel", "check", "complete", "create", "delete", "enqueue", "fail", "get",
-    "heartbeat", "lease", "list", "pause", "purge", "release", "resume", "retry", "revoke",
-    "set", "update",
+    "ack", "cancel", "check", "complete", "create", "delete", "enqueue", "fail", "get", "heartbeat",
+    "lease", "list", "pause", "purge", "redrive", "release", "resume", "retry", "revoke", "set",
+    "update",
 )  # fmt: skip
 OPERATION_ID = re.compile(rf"^(?:{'|'.join(VERBS)})(?:[A-Z][a-z0-9]*)*$")
 EXAMPLED = [

@@ -69,12 +69,13 @@ def test_public_names_are_pinned() -> None:
     assert sorted(jobq_client.__all__) == sorted(
         [
             "Ack", "AckResult", "AsyncClient", "Attempt", "BadRequest", "BatchItem", "Client",
-            "Complete", "Conflict", "ConnectionFailed", "DatabaseUnavailable", "Enqueued",
-            "Fail", "Forbidden", "Heartbeat", "InvalidJson", "Job", "JobCancelled",
-            "JobNotFound", "JobRecord", "JobSpec", "JobState", "JobqError", "JobsPage", "Lease",
-            "LeaseLost", "LeaseNotFound", "NotFound", "PayloadTooLarge", "Permanent", "Progress",
-            "QueueFull", "RateLimited", "RetryPolicy", "Unauthorized", "Unavailable",
-            "UnsupportedMediaType", "ValidationError", "Worker", "__version__",
+            "Complete", "Conflict", "ConnectionFailed", "DatabaseUnavailable", "Enqueued", "Fail",
+            "Forbidden", "Heartbeat", "InvalidJson", "Job", "JobCancelled", "JobFinished",
+            "JobNotFound", "JobNotRetryable", "JobRecord", "JobRunning", "JobSpec", "JobState",
+            "JobqError", "JobsPage", "Lease", "LeaseLost", "LeaseNotFound", "NotFound",
+            "PayloadTooLarge", "Permanent", "Progress", "QueueFull", "RateLimited", "RetryPolicy",
+            "Unauthorized", "Unavailable", "UnsupportedMediaType", "ValidationError", "Worker",
+            "__version__",
         ]
     )  # fmt: skip
     for name in jobq_client.__all__:

@@ -14,7 +14,10 @@ status, or else `JobqError` itself. Catch by class, not by message.
     │   ├── JobNotFound
     │   └── LeaseNotFound
     ├── Conflict (409)
-    │   └── LeaseLost          job_id, state: where the job is now
+    │   ├── LeaseLost          job_id, state: where the job is now
+    │   ├── JobFinished        nothing left to cancel
+    │   ├── JobNotRetryable    only failed or cancelled jobs can be retried
+    │   └── JobRunning         cancel it before deleting it
     ├── PayloadTooLarge (413)
     ├── UnsupportedMediaType (415)
     ├── ValidationError (422)  errors: [{loc, msg, type}]
@@ -133,6 +136,24 @@ class LeaseLost(Conflict):
         return value if isinstance(value, str) else None
 
 
+class JobFinished(Conflict):
+    """The job already finished: there is nothing left to cancel."""
+
+    default_code = "job_finished"
+
+
+class JobNotRetryable(Conflict):
+    """Only a failed or cancelled job can be retried."""
+
+    default_code = "job_not_retryable"
+
+
+class JobRunning(Conflict):
+    """The job is running: cancel it first, then delete it once it has stopped."""
+
+    default_code = "job_running"
+
+
 class PayloadTooLarge(JobqError):
     """The request, payload or result is larger than the service accepts."""
 
@@ -198,6 +219,9 @@ _BY_CODE: dict[str, type[JobqError]] = {
         LeaseNotFound,
         Conflict,
         LeaseLost,
+        JobFinished,
+        JobNotRetryable,
+        JobRunning,
         PayloadTooLarge,
         UnsupportedMediaType,
         ValidationError,
