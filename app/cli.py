@@ -1,4 +1,4 @@
-"""The `jobq` command: serve, migrate, openapi; and the operator commands of `cli_ops`."""
+"""The `jobq` command: serve, migrate, openapi, worker; and the operator commands of `cli_ops`."""
 
 from __future__ import annotations
 
@@ -139,6 +139,40 @@ def openapi(
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(document)
     typer.echo(f"wrote {output}")
+
+
+@cli.command()
+def worker(
+    target: Annotated[
+        str, typer.Argument(help="The jobq_client.Worker to run, as module:attribute.")
+    ],
+    url: Annotated[
+        str | None,
+        typer.Option(envvar="JOBQ_URL", help="jobq's URL (default: the worker's own client's)"),
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="JOBQ_API_KEY", help="Sent as a Bearer token.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Jobs run at once (default: the worker's own)")
+    ] = None,
+) -> None:
+    """Run a Python worker (e.g. myapp.tasks:worker) until SIGTERM or Ctrl-C, then drain it.
+
+    Needs the SDK in clients/python: pip install -e clients/python
+    """
+    try:
+        from jobq_client import JobqError
+        from jobq_client.cli import run_worker
+    except ImportError:
+        typer.echo("jobq worker needs the Python SDK: pip install -e clients/python", err=True)
+        raise typer.Exit(2) from None
+    _setup_logging()
+    try:
+        run_worker(target, url=url, api_key=api_key, concurrency=concurrency)
+    except (JobqError, ValueError, TypeError, ImportError) as exc:
+        typer.echo(f"jobq worker: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 cli_ops.register(cli)

@@ -14,7 +14,7 @@ from app import __version__
 from app.api import openapi, problems
 from app.api.body_limit import BodySizeLimit
 from app.api.middleware import RequestContext
-from app.api.routes import health, jobs, leases
+from app.api.routes import admin, health, jobs, leases
 from app.api.routes import metrics as metrics_routes
 from app.api.routes import queues as queues_routes
 from app.core import metrics
@@ -23,6 +23,7 @@ from app.core.signals import on_shutdown_signal
 from app.db.engine import create_engine, resolve_database_url
 from app.db.listener import DueListener
 from app.db.repository import JobsRepository
+from app.service.admin import AdminService
 from app.service.jobs import JobService, backoff_from
 from app.service.maintenance import run_periodically
 from app.service.pruner import Pruner
@@ -75,6 +76,7 @@ def create_app(
         listener = DueListener(url, on_due=wakeups.announce, on_state=listening)
         tasks = [asyncio.create_task(listener.run())]
         app.state.jobs = JobService(repo, settings, wakeups)
+        app.state.admin = AdminService(repo)
         app.state.reaper = Reaper(
             repo,
             backoff=backoff_from(settings),
@@ -119,6 +121,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(leases.router)
+    app.include_router(admin.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.include_router(queues_routes.router)
     app.include_router(metrics_routes.router)

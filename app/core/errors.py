@@ -11,9 +11,13 @@ raise them and know nothing of HTTP.
     │   ├── JobNotFound
     │   └── LeaseNotFound
     ├── Conflict (409)
-    │   └── LeaseLost
+    │   ├── LeaseLost
+    │   ├── JobFinished
+    │   ├── JobNotRetryable
+    │   └── JobRunning
     ├── PayloadTooLarge (413)
     ├── ValidationFailed (422)
+    │   └── ConfirmationMismatch
     └── Unavailable (503)
         ├── DatabaseUnavailable
         └── ReaperStalled
@@ -130,3 +134,34 @@ class ReaperStalled(Unavailable):
 
     code = "reaper_stalled"
     title = "Reaper stalled"
+
+
+# ---- admin actions ---------------------------------------------------------------------
+
+
+class JobFinished(Conflict):
+    """The job already finished (succeeded or failed): there is nothing left to cancel."""
+
+    code = "job_finished"
+    title = "Job finished"
+
+
+class JobNotRetryable(Conflict):
+    """Only a failed or cancelled job can be retried."""
+
+    code = "job_not_retryable"
+    title = "Job not retryable"
+
+
+class JobRunning(Conflict):
+    """The job is running: cancel it first, then delete it once it has stopped."""
+
+    code = "job_running"
+    title = "Job running"
+
+
+class ConfirmationMismatch(ValidationFailed):
+    """The confirmation does not name the queue the action is for."""
+
+    code = "confirmation_mismatch"
+    title = "Confirmation mismatch"

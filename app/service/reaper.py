@@ -1,5 +1,7 @@
 """The reaper: jobs whose lease expired go back to the queue, or to `failed`.
 
+A job whose cancellation was requested is not retried: it becomes `cancelled`.
+
 Shaped like River's maintenance services: `run_once()` does one full pass in batches
 and returns what it did (tests call it directly); `maintenance.run_periodically` adds
 the interval. Leadership is a transaction-level advisory lock taken with each batch,
@@ -38,10 +40,11 @@ class ReapResult:
     requeued: int = 0
     failed: int = 0
     job_ids: list[int] = field(default_factory=list)
+    cancelled: int = 0  # cancellation requested: stopped rather than retried
 
     @property
     def reaped(self) -> int:
-        return self.requeued + self.failed
+        return self.requeued + self.failed + self.cancelled
 
 
 class Reaper:
@@ -83,12 +86,13 @@ class Reaper:
             states = Counter(row["state"] for row in rows)
             result.requeued += states["queued"]
             result.failed += states["failed"]
+            result.cancelled += states["cancelled"]
             result.job_ids.extend(row["id"] for row in rows)
             if rows:
                 # One line per batch: which replica held the lock, when (by the database's
                 # clock, inside the lock: intervals of two replicas never overlap), and
                 # what it moved.
-                job_ids = ",".join(str(row["id"]) for row in rows)
+                job_ids = ",".join(str(row["id"]) for row in rows if row["state"] != "cancelled")
                 event(
                     log,
                     "reaper.batch",
@@ -106,6 +110,21 @@ class Reaper:
                     requeued=states["queued"],
                     failed=states["failed"],
                     job_ids=job_ids,
+                )
+            if states["cancelled"]:
+                cancelled_ids = ",".join(
+                    str(row["id"]) for row in rows if row["state"] == "cancelled"
+                )
+                event(
+                    log,
+                    "reaper.cancelled",
+                    "reaped cancelled jobs replica=%s cancelled=%d job_ids=%s",
+                    self.replica,
+                    states["cancelled"],
+                    cancelled_ids,
+                    replica=self.replica,
+                    cancelled=states["cancelled"],
+                    job_ids=cancelled_ids,
                 )
             if len(rows) < self.batch_size:
                 break
@@ -130,16 +149,18 @@ class Reaper:
         event(
             passes,
             "reaper.run",
-            "reaper pass replica=%s leader=%s requeued=%d failed=%d duration_ms=%.1f",
+            "reaper pass replica=%s leader=%s requeued=%d failed=%d cancelled=%d duration_ms=%.1f",
             self.replica,
             result.leader,
             result.requeued,
             result.failed,
+            result.cancelled,
             seconds * 1000,
             level=logging.INFO if result.reaped else logging.DEBUG,
             replica=self.replica,
             leader=result.leader,
             requeued=result.requeued,
             failed=result.failed,
+            cancelled=result.cancelled,
             duration_ms=round(seconds * 1000, 3),
         )

@@ -42,8 +42,9 @@ def leased(rows: Sequence[Row]) -> None:
     for row in rows:
         queue = row["queue"]
         queues[queue] += 1
-        if row["attempt"] == 1:
-            waits[queue].append(max((row["attempted_at"] - row["created_at"]).total_seconds(), 0))
+        leased_at = row["attempted_at"]
+        if row["started_at"] == leased_at:  # its first lease (an operator's retry keeps it)
+            waits[queue].append(max((leased_at - row["created_at"]).total_seconds(), 0))
     _count(metrics.JOBS_LEASED, queues)
     for queue, values in waits.items():
         metrics.observe_many(metrics.WAIT_SECONDS.labels(queue), values)
@@ -65,7 +66,7 @@ def finished(rows: Sequence[Row], outcomes: Sequence[str]) -> None:
         failed[queue] += 1
         if row["state"] == "queued":
             retried[queue] += 1
-        else:
+        elif row["state"] == "failed":  # not `cancelled`: its cancellation was asked for
             dead[queue] += 1
             error = row["last_error"] or {}
             _dead(row, "failed", error.get("type"))
@@ -100,7 +101,7 @@ def reaped(rows: Sequence[Row]) -> None:
         )
         if row["state"] == "queued":
             retried[queue] += 1
-        else:
+        elif row["state"] == "failed":
             dead[queue] += 1
             _dead(row, "lease_expired", "lease_expired")
     metrics.REAPER_REAPED.inc(len(rows))

@@ -12,13 +12,15 @@ from app.schemas import Health
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", operation_id="health", response_model=Health)
+@router.get("/healthz", operation_id="checkHealth", response_model=Health)
 async def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
 
 
-@router.get("/readyz", operation_id="ready", response_model=Health, responses=problems(503))
+@router.get(
+    "/readyz", operation_id="checkReadiness", response_model=Health, responses=problems(503)
+)
 async def readyz(jobs: JobsDep, reaper: ReaperDep) -> dict[str, str]:
     """The database answers and the reaper is keeping up: send traffic here."""
     await jobs.ping()
