@@ -344,7 +344,8 @@ def _job_line(job: dict[str, Any]) -> str:
             "(its worker sees it on its next heartbeat)"
         )
     if job["state"] == "queued":
-        return f"job {job['id']}: queued, runs at {job['run_at']} (attempt {job['attempt']} done)"
+        used = f"{job['attempt']} of {job['max_attempts']} attempts used"
+        return f"job {job['id']}: queued, due {job['run_at']} ({used})"
     return f"job {job['id']}: {job['state']}"
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -155,35 +154,35 @@ def test_durations_read_well() -> None:
     assert shown == ["-", "12ms", "12.3s", "4m05s", "2h03m", "2d07h"]
 
 
-def _requests(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, int]]:
-    fields = [getattr(r, "fields", {}) for r in caplog.records if r.name == "jobq.access"]
-    return [(f["method"], f["path"], f["status"]) for f in fields]
+async def test_cancel_retry_pause_and_resume(service: str, http: httpx.AsyncClient) -> None:
+    queued = await _job(http, "mail")
+    result = await jobq("jobs", "cancel", str(queued["id"]), "--url", service)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"job {queued['id']}: cancelled\n"
 
+    result = await jobq("jobs", "retry", str(queued["id"]), "--url", service)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"job {queued['id']}: queued, due ")
 
-async def test_admin_commands_send_their_requests(
-    service: str, http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
-) -> None:
-    # The admin endpoints come from another branch: until they are merged the service
-    # answers 404 not_found, which must read clearly; once they are, the commands' answers.
-    job = await _job(http, "mail")
-    calls = [
-        (["jobs", "cancel", str(job["id"])], f"/v1/jobs/{job['id']}/cancel", "cancelled"),
-        (["jobs", "retry", str(job["id"])], f"/v1/jobs/{job['id']}/retry", "queued"),
-        (["queues", "pause", "mail"], "/v1/queues/mail/pause", "paused since"),
-        (["queues", "resume", "mail"], "/v1/queues/mail/resume", "active"),
-    ]
-    with caplog.at_level(logging.INFO, logger="jobq.access"):
-        for args, path, success in calls:
-            caplog.clear()
-            result = await jobq(*args, "--url", service)
-            ((method, logged_path, status),) = _requests(caplog)
-            assert (method, logged_path) == ("POST", path)
-            if status == 404:
-                line = one_error_line(result)
-                assert line == "jobq: Not Found (404) [not_found]: Not Found"
-            else:
-                assert result.exit_code == 0, result.output
-                assert success in result.stdout
+    running = await _lease(http, "mail")
+    result = await jobq("jobs", "cancel", str(running["job"]["id"]), "--url", service)
+    assert result.exit_code == 0, result.output
+    assert "running; cancellation requested" in result.stdout
+    done = await http.post(f"/v1/leases/{running['lease_id']}/complete")
+    assert done.json()["state"] == "succeeded"
+    line = one_error_line(await jobq("jobs", "cancel", str(running["job"]["id"]), "--url", service))
+    assert line.startswith("jobq: Job finished (409) [job_finished]: ")
+
+    result = await jobq("queues", "pause", "mail", "--url", service)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("queue mail: paused since ")
+    assert (await http.get("/v1/queues/mail")).json()["paused"] is True
+    result = await jobq("queues", "resume", "mail", "--url", service)
+    assert result.stdout == "queue mail: active\n"
+    assert (await http.get("/v1/queues/mail")).json()["paused"] is False
+
+    result = await jobq("jobs", "retry", str(queued["id"]), "--json", "--url", service)
+    assert result.exit_code == 1 and "job_not_retryable" in result.stderr
 
 
 async def test_the_api_key_is_sent_as_a_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:
