@@ -75,6 +75,16 @@ def _json_number(value: Any) -> Any:
 
 
 JsonNumber = BeforeValidator(_json_number)
+
+
+def _json_timestamp(value: Any) -> Any:
+    """Times in bodies are RFC 3339 text: lax parsing would read a number as Unix time."""
+    if not isinstance(value, str):
+        raise PydanticCustomError("datetime_type", "Input should be an RFC 3339 timestamp")
+    return value
+
+
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_json_timestamp)]
 Priority = Annotated[int, Field(ge=-32768, le=32767), JsonNumber]
 LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS), JsonNumber]
 DelaySeconds = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS), JsonNumber]
@@ -109,7 +119,7 @@ class JobIn(Strict):
     type: Name
     payload: Any = None
     priority: Priority = 0
-    run_at: AwareDatetime | None = Field(default=None, description="Not before this time.")
+    run_at: Timestamp | None = Field(default=None, description="Not before this time.")
     delay_seconds: DelaySeconds | None = Field(default=None, description="Not before now + this.")
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), JsonNumber] | None = Field(
         default=None, description="Default 5."
@@ -518,9 +528,11 @@ class RetryIn(Strict):
     """How to send a failed or cancelled job back to the queue."""
 
     reset_attempts: bool = Field(
-        default=False, description="Start counting attempts from 0 again (history is kept)."
+        default=False,
+        strict=True,
+        description="Start counting attempts from 0 again (history is kept).",
     )
-    run_at: AwareDatetime | None = Field(default=None, description="Due then; default now.")
+    run_at: Timestamp | None = Field(default=None, description="Due then; default now.")
 
 
 class RedriveIn(Strict):
@@ -536,11 +548,13 @@ class RedriveIn(Strict):
     error_type: ErrorType | None = Field(
         default=None, description="Only jobs whose `last_error.type` is this."
     )
-    failed_since: AwareDatetime | None = Field(
+    failed_since: Timestamp | None = Field(
         default=None, description="Only jobs that failed at or after this time."
     )
-    limit: int = Field(default=DEFAULT_REDRIVE_LIMIT, ge=1, le=MAX_REDRIVE_LIMIT)
-    reset_attempts: bool = False
+    limit: Annotated[int, JsonNumber] = Field(
+        default=DEFAULT_REDRIVE_LIMIT, ge=1, le=MAX_REDRIVE_LIMIT
+    )
+    reset_attempts: bool = Field(default=False, strict=True)
 
 
 class RedriveOut(BaseModel):

@@ -380,16 +380,23 @@ async def test_no_garbage_body_produces_a_server_error(client: httpx.AsyncClient
                        "retryable": 1}]},
             ["body", "acks", 0, "fail", "retryable"],
         ),
+        ("/v1/queues/q/failed/retry", {"reset_attempts": 0}, ["body", "reset_attempts"]),
+        ("/v1/queues/q/failed/retry", {"limit": True}, ["body", "limit"]),
+        ("/v1/jobs/1/retry", {"reset_attempts": "yes"}, ["body", "reset_attempts"]),
+        ("/v1/queues/q/jobs", {"type": "t", "run_at": 0}, ["body", "run_at"]),
+        ("/v1/queues/q/failed/retry", {"failed_since": 0}, ["body", "failed_since"]),
+        ("/v1/jobs/1/retry", {"run_at": 1.5e9}, ["body", "run_at"]),
     ],
 )  # fmt: skip
-async def test_booleans_and_text_are_not_numbers(
+async def test_numbers_booleans_and_times_are_what_the_spec_says(
     client: httpx.AsyncClient,
     db: asyncpg.Connection,
     path: str,
     body: dict[str, Any],
     field: list[Any],
 ) -> None:
-    # Lax parsing read `true` as 1, `false` as 0 and "5" as 5, though the spec says number.
+    # Lax parsing read `true` as 1, "5" as 5, 0 as a bool and a number as a Unix time,
+    # where the spec says number, boolean or date-time.
     problem = assert_problem(await client.post(path, json=body), 422, "validation_error")
     assert field in [error["loc"][: len(field)] for error in problem["errors"]], problem
     assert await _count(db) == 0

@@ -45,8 +45,9 @@ DEFAULT_MAX_ERROR_MESSAGE_BYTES = 8 * 1024
 # write back (it stops at 255 levels, counting the job around it).
 DEFAULT_MAX_JSON_DEPTH = 32
 MAX_JSON_DEPTH = 128
-# A lease's row is written by heartbeats at most once per this interval (0: every time).
-DEFAULT_HEARTBEAT_MIN_INTERVAL_SECONDS = 1.0
+# A lease's row is written by heartbeats at most once per this interval (0: every time):
+# often enough for a worker reporting its stages as it goes, not for a runaway loop.
+DEFAULT_HEARTBEAT_MIN_INTERVAL_SECONDS = 0.1  # ten writes a second, where thousands could be
 # What a producer refused with 429 `queue_full` is told to wait (Retry-After).
 DEFAULT_QUEUE_FULL_RETRY_AFTER_SECONDS = 5
 
