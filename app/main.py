@@ -14,7 +14,7 @@ from app import __version__
 from app.api import openapi, problems
 from app.api.body_limit import BodySizeLimit
 from app.api.middleware import RequestContext
-from app.api.routes import admin, health, jobs, leases
+from app.api.routes import admin, health, jobs, leases, queue_settings
 from app.api.routes import metrics as metrics_routes
 from app.api.routes import queues as queues_routes
 from app.core import metrics
@@ -27,6 +27,7 @@ from app.service.admin import AdminService
 from app.service.jobs import JobService, backoff_from
 from app.service.maintenance import run_periodically
 from app.service.pruner import Pruner
+from app.service.queue_settings import QueueSettingsService
 from app.service.reaper import Reaper
 from app.service.stats import StatsService
 from app.service.wakeups import Wakeups
@@ -77,6 +78,7 @@ def create_app(
         tasks = [asyncio.create_task(listener.run())]
         app.state.jobs = JobService(repo, settings, wakeups)
         app.state.admin = AdminService(repo)
+        app.state.queue_settings = QueueSettingsService(repo)
         app.state.reaper = Reaper(
             repo,
             backoff=backoff_from(settings),
@@ -122,6 +124,7 @@ def create_app(
     app.include_router(jobs.router)
     app.include_router(leases.router)
     app.include_router(admin.router)
+    app.include_router(queue_settings.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.include_router(queues_routes.router)
     app.include_router(metrics_routes.router)

@@ -14,11 +14,13 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from app.core.config import (
     DEFAULT_MAX_ACK_BATCH,
@@ -28,6 +30,8 @@ from app.core.config import (
 )
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+MAX_NAME_LENGTH = 128  # what NAME_PATTERN allows, also stated as maxLength
+MAX_BACKLOG_LIMIT = 1_000_000  # each enqueue counts up to this many unfinished jobs
 MAX_BIGINT = 2**63 - 1
 MAX_DELAY_SECONDS = 366 * 24 * 3600
 MAX_ATTEMPTS_LIMIT = 1000
@@ -53,7 +57,7 @@ def _storable(value: str) -> str:
 
 Storable = AfterValidator(_storable)
 
-Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=255), Storable]
 IdempotencyKey = ShortText
 WorkerId = ShortText
@@ -61,9 +65,29 @@ Stage = ShortText
 ErrorType = ShortText
 Message = Annotated[str, StringConstraints(min_length=1, max_length=4096), Storable]
 ErrorMessage = Annotated[str, StringConstraints(max_length=MAX_ERROR_MESSAGE_CHARS), Storable]
-Priority = Annotated[int, Field(ge=-32768, le=32767)]
-LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)]
-DelaySeconds = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS)]
+
+
+def _json_number(value: Any) -> Any:
+    """Numbers in bodies are JSON numbers: lax parsing would read `true` as 1 and "5" as 5."""
+    if isinstance(value, bool | str):
+        raise PydanticCustomError("number_type", "Input should be a JSON number")
+    return value
+
+
+JsonNumber = BeforeValidator(_json_number)
+
+
+def _json_timestamp(value: Any) -> Any:
+    """Times in bodies are RFC 3339 text: lax parsing would read a number as Unix time."""
+    if not isinstance(value, str):
+        raise PydanticCustomError("datetime_type", "Input should be an RFC 3339 timestamp")
+    return value
+
+
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_json_timestamp)]
+Priority = Annotated[int, Field(ge=-32768, le=32767), JsonNumber]
+LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS), JsonNumber]
+DelaySeconds = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS), JsonNumber]
 
 
 class Strict(BaseModel):
@@ -95,10 +119,10 @@ class JobIn(Strict):
     type: Name
     payload: Any = None
     priority: Priority = 0
-    run_at: AwareDatetime | None = Field(default=None, description="Not before this time.")
+    run_at: Timestamp | None = Field(default=None, description="Not before this time.")
     delay_seconds: DelaySeconds | None = Field(default=None, description="Not before now + this.")
-    max_attempts: int | None = Field(
-        default=None, ge=1, le=MAX_ATTEMPTS_LIMIT, description="Default 5."
+    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), JsonNumber] | None = Field(
+        default=None, description="Default 5."
     )
     lease_seconds: LeaseSeconds | None = Field(default=None, description="Default 60.")
     idempotency_key: IdempotencyKey | None = None
@@ -143,9 +167,9 @@ class LeaseIn(Strict):
 
     queues: list[Name] = Field(min_length=1, max_length=MAX_QUEUES_PER_LEASE)
     types: list[Name] = Field(default_factory=list, max_length=MAX_QUEUES_PER_LEASE)
-    max_jobs: int = Field(default=1, ge=1, le=DEFAULT_MAX_LEASE_BATCH)
+    max_jobs: Annotated[int, JsonNumber] = Field(default=1, ge=1, le=DEFAULT_MAX_LEASE_BATCH)
     lease_seconds: LeaseSeconds | None = None
-    wait_seconds: float = Field(
+    wait_seconds: Annotated[float, JsonNumber] = Field(
         default=0,
         ge=0,
         le=MAX_WAIT_SECONDS,
@@ -157,7 +181,7 @@ class LeaseIn(Strict):
 class ProgressIn(Strict):
     """How far the worker got."""
 
-    percent: float | None = Field(default=None, ge=0, le=100)
+    percent: Annotated[float, Field(ge=0, le=100), JsonNumber] | None = None
     stage: Stage | None = None
     message: Message | None = None
 
@@ -205,7 +229,7 @@ class FailIn(Strict):
     )
 
     error: ErrorIn
-    retryable: bool = True
+    retryable: bool = Field(default=True, strict=True)
     retry_after_seconds: DelaySeconds | None = None
 
 
@@ -251,6 +275,17 @@ class AcksIn(Strict):
     )
 
     acks: list[Ack] = Field(min_length=1, max_length=DEFAULT_MAX_ACK_BATCH)
+
+
+class QueueSettingsIn(Strict):
+    """A queue's settings; `null` clears one."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"max_backlog": 10000}]})
+
+    max_backlog: Annotated[int, Field(ge=1, le=MAX_BACKLOG_LIMIT), JsonNumber] | None = Field(
+        description="Enqueue answers 429 `queue_full` once the queue holds this many unfinished "
+        "(queued or running) jobs; `null`: no limit.",
+    )
 
 
 # ---- responses -----------------------------------------------------------------------
@@ -424,6 +459,10 @@ class HeartbeatOut(BaseModel):
     lease_id: str
     expires_at: datetime
     cancel_requested: bool
+    progress_recorded: bool = Field(
+        description="This heartbeat's progress was stored; false when it sent none, or when the "
+        "lease's row was written less than JOBQ_HEARTBEAT_MIN_INTERVAL_SECONDS ago."
+    )
 
 
 class AckResult(BaseModel):
@@ -438,6 +477,13 @@ class AckResult(BaseModel):
 
 class AcksOut(BaseModel):
     results: list[AckResult]
+
+
+class QueueSettingsOut(BaseModel):
+    """A queue's settings; a queue nobody configured has the defaults."""
+
+    queue: str
+    max_backlog: int | None
 
 
 class Health(BaseModel):
@@ -482,9 +528,11 @@ class RetryIn(Strict):
     """How to send a failed or cancelled job back to the queue."""
 
     reset_attempts: bool = Field(
-        default=False, description="Start counting attempts from 0 again (history is kept)."
+        default=False,
+        strict=True,
+        description="Start counting attempts from 0 again (history is kept).",
     )
-    run_at: AwareDatetime | None = Field(default=None, description="Due then; default now.")
+    run_at: Timestamp | None = Field(default=None, description="Due then; default now.")
 
 
 class RedriveIn(Strict):
@@ -500,11 +548,13 @@ class RedriveIn(Strict):
     error_type: ErrorType | None = Field(
         default=None, description="Only jobs whose `last_error.type` is this."
     )
-    failed_since: AwareDatetime | None = Field(
+    failed_since: Timestamp | None = Field(
         default=None, description="Only jobs that failed at or after this time."
     )
-    limit: int = Field(default=DEFAULT_REDRIVE_LIMIT, ge=1, le=MAX_REDRIVE_LIMIT)
-    reset_attempts: bool = False
+    limit: Annotated[int, JsonNumber] = Field(
+        default=DEFAULT_REDRIVE_LIMIT, ge=1, le=MAX_REDRIVE_LIMIT
+    )
+    reset_attempts: bool = Field(default=False, strict=True)
 
 
 class RedriveOut(BaseModel):

@@ -349,3 +349,67 @@ async def test_no_garbage_body_produces_a_server_error(client: httpx.AsyncClient
                 assert response.status_code < 500, (path, body, response.text)
                 if response.status_code >= 400:
                     assert response.headers["content-type"].startswith("application/problem+json")
+
+
+# Found by the Schemathesis run (tests/test_fuzz.py):
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/queues/q/jobs", {"type": "t", "priority": True}, ["body", "priority"]),
+        ("/v1/queues/q/jobs", {"type": "t", "priority": "5"}, ["body", "priority"]),
+        ("/v1/queues/q/jobs", {"type": "t", "max_attempts": True}, ["body", "max_attempts"]),
+        ("/v1/queues/q/jobs", {"type": "t", "delay_seconds": False}, ["body", "delay_seconds"]),
+        ("/v1/queues/q/jobs", {"type": "t", "lease_seconds": "60"}, ["body", "lease_seconds"]),
+        ("/v1/leases", {"queues": ["q"], "worker_id": "w", "max_jobs": True}, ["body", "max_jobs"]),
+        (
+            "/v1/leases",
+            {"queues": ["q"], "worker_id": "w", "wait_seconds": "1"},
+            ["body", "wait_seconds"],
+        ),
+        (
+            "/v1/acks",
+            {"acks": [{"lease_id": TOKEN, "outcome": "fail", "error": {"type": "E"},
+                       "retry_after_seconds": False}]},
+            ["body", "acks", 0, "fail", "retry_after_seconds"],
+        ),
+        (
+            "/v1/acks",
+            {"acks": [{"lease_id": TOKEN, "outcome": "fail", "error": {"type": "E"},
+                       "retryable": 1}]},
+            ["body", "acks", 0, "fail", "retryable"],
+        ),
+        ("/v1/queues/q/failed/retry", {"reset_attempts": 0}, ["body", "reset_attempts"]),
+        ("/v1/queues/q/failed/retry", {"limit": True}, ["body", "limit"]),
+        ("/v1/jobs/1/retry", {"reset_attempts": "yes"}, ["body", "reset_attempts"]),
+        ("/v1/queues/q/jobs", {"type": "t", "run_at": 0}, ["body", "run_at"]),
+        ("/v1/queues/q/failed/retry", {"failed_since": 0}, ["body", "failed_since"]),
+        ("/v1/jobs/1/retry", {"run_at": 1.5e9}, ["body", "run_at"]),
+    ],
+)  # fmt: skip
+async def test_numbers_booleans_and_times_are_what_the_spec_says(
+    client: httpx.AsyncClient,
+    db: asyncpg.Connection,
+    path: str,
+    body: dict[str, Any],
+    field: list[Any],
+) -> None:
+    # Lax parsing read `true` as 1, "5" as 5, 0 as a bool and a number as a Unix time,
+    # where the spec says number, boolean or date-time.
+    problem = assert_problem(await client.post(path, json=body), 422, "validation_error")
+    assert field in [error["loc"][: len(field)] for error in problem["errors"]], problem
+    assert await _count(db) == 0
+
+
+async def test_whole_numbers_written_as_decimals_are_numbers(client: httpx.AsyncClient) -> None:
+    job = await enqueue(client, priority=5.0, max_attempts=3.0, lease_seconds=60.0)
+    assert (job["priority"], job["max_attempts"], job["lease_seconds"]) == (5, 3, 60)
+
+
+async def test_405_allows_every_method_of_the_path(client: httpx.AsyncClient) -> None:
+    # Two routes share the settings path; the router named only the first one's methods.
+    response = await client.delete("/v1/queues/q/settings")
+    assert_problem(response, 405, "method_not_allowed")
+    assert response.headers["allow"] == "GET, PUT"
+    assert (await client.delete("/v1/leases")).headers["allow"] == "POST"

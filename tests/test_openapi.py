@@ -53,3 +53,10 @@ def test_every_operation_is_named_and_errors_are_problems() -> None:
                 assert list(response["content"]) == ["application/problem+json"], (path, status)
     problem = spec["components"]["schemas"]["Problem"]
     assert {"type", "title", "status", "detail", "code"} <= set(problem["required"])
+
+
+def test_enqueues_document_429_with_retry_after() -> None:
+    spec = json.loads(SPEC.read_text())
+    for operation_id in ("enqueueJob", "enqueueJobs"):
+        (op,) = [op for _, _, op in _operations(spec) if op["operationId"] == operation_id]
+        assert "Retry-After" in op["responses"]["429"]["headers"]

@@ -7,6 +7,7 @@ from typing import Annotated, cast
 from fastapi import Depends, Request
 
 from app.service.jobs import JobService
+from app.service.queue_settings import QueueSettingsService
 from app.service.reaper import Reaper
 from app.service.stats import StatsService
 
@@ -31,3 +32,10 @@ async def get_stats(request: Request) -> StatsService:
 
 
 StatsDep = Annotated[StatsService, Depends(get_stats)]
+
+
+async def get_queue_settings(request: Request) -> QueueSettingsService:
+    return cast(QueueSettingsService, request.app.state.queue_settings)
+
+
+QueueSettingsDep = Annotated[QueueSettingsService, Depends(get_queue_settings)]

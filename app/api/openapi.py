@@ -14,11 +14,26 @@ from app.api.problems import PROBLEM_MEDIA_TYPE
 from app.schemas import Problem
 
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
+# Headers that come with some problem statuses.
+PROBLEM_HEADERS: dict[int, dict[str, Any]] = {
+    429: {
+        "Retry-After": {
+            "description": "Seconds to wait before trying again.",
+            "schema": {"type": "integer", "minimum": 1},
+        }
+    },
+}
 
 
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """`responses=` for a route: these statuses answer with a Problem."""
-    return {status: {"model": Problem} for status in statuses}
+    return {
+        status: {
+            "model": Problem,
+            **({"headers": PROBLEM_HEADERS[status]} if status in PROBLEM_HEADERS else {}),
+        }
+        for status in statuses
+    }
 
 
 def build(app: FastAPI) -> dict[str, Any]:

@@ -7,7 +7,9 @@ logged with their traceback and answered with a bare 500 problem.
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 from http import HTTPStatus
 from typing import Any
 
@@ -53,7 +55,9 @@ def _field_errors(errors: Any) -> list[dict[str, Any]]:
 
 async def _jobq_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, JobqError)
-    return problem(exc.status, exc.code, exc.detail, title=exc.title, **exc.extra)
+    response = problem(exc.status, exc.code, exc.detail, title=exc.title, **exc.extra)
+    response.headers.update(exc.headers())
+    return response
 
 
 def _is_json(content_type: str | None) -> bool:
@@ -91,12 +95,34 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+@functools.lru_cache(maxsize=256)
+def _template(path: str) -> re.Pattern[str]:
+    """A regular expression for an OpenAPI path template (`/v1/jobs/{job_id}`)."""
+    parts = re.split(r"\{[^}/]+\}", path)
+    return re.compile("[^/]+".join(map(re.escape, parts)))
+
+
+def _allowed_methods(request: Request, named: str) -> str:
+    """The methods the router named (its first route at this path's), and every other
+    route's at the same path, as the OpenAPI document lists them."""
+    methods = {method.strip() for method in named.split(",") if method.strip()}
+    for path, item in request.app.openapi()["paths"].items():
+        if _template(path).fullmatch(request.url.path):
+            methods |= {method.upper() for method in item}
+    return ", ".join(sorted(methods))
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if isinstance(exc.__cause__, RecursionError):  # the JSON parser gave up on its depth
+        detail = "the body nests arrays and objects too deeply to be parsed"
+        return problem(400, "invalid_json", detail, title="Invalid JSON")
     code = _FRAMEWORK_CODES.get(exc.status_code, "http_error")
     response = problem(exc.status_code, code, str(exc.detail))
     if exc.headers:
         response.headers.update(exc.headers)
+    if exc.status_code == 405:
+        response.headers["Allow"] = _allowed_methods(request, response.headers.get("Allow", ""))
     return response
 
 

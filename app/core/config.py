@@ -40,6 +40,16 @@ DEFAULT_MAX_ENQUEUE_BATCH = 1000
 DEFAULT_MAX_ACK_BATCH = 1000
 DEFAULT_MAX_LEASE_BATCH = 100
 DEFAULT_MAX_ERROR_MESSAGE_BYTES = 8 * 1024
+# JSON documents (payload, metadata, result, error details) nest at most this deep. The
+# hard bound keeps every stored document well inside what the response serializer can
+# write back (it stops at 255 levels, counting the job around it).
+DEFAULT_MAX_JSON_DEPTH = 32
+MAX_JSON_DEPTH = 128
+# A lease's row is written by heartbeats at most once per this interval (0: every time):
+# often enough for a worker reporting its stages as it goes, not for a runaway loop.
+DEFAULT_HEARTBEAT_MIN_INTERVAL_SECONDS = 0.1  # ten writes a second, where thousands could be
+# What a producer refused with 429 `queue_full` is told to wait (Retry-After).
+DEFAULT_QUEUE_FULL_RETRY_AFTER_SECONDS = 5
 
 DEFAULT_LONGPOLL_POLL_SECONDS = 1.0
 DEFAULT_LONGPOLL_RECHECK_SECONDS = 5.0
@@ -105,6 +115,23 @@ class Settings(BaseSettings):
     max_ack_batch: int = Field(default=DEFAULT_MAX_ACK_BATCH, ge=1, le=DEFAULT_MAX_ACK_BATCH)
     max_lease_batch: int = Field(default=DEFAULT_MAX_LEASE_BATCH, ge=1, le=DEFAULT_MAX_LEASE_BATCH)
     max_error_message_bytes: int = Field(default=DEFAULT_MAX_ERROR_MESSAGE_BYTES, ge=16)
+    max_json_depth: int = Field(
+        default=DEFAULT_MAX_JSON_DEPTH,
+        ge=1,
+        le=MAX_JSON_DEPTH,
+        description="Deepest nesting of arrays and objects in a payload, metadata, result, error.",
+    )
+    heartbeat_min_interval_seconds: float = Field(
+        default=DEFAULT_HEARTBEAT_MIN_INTERVAL_SECONDS,
+        ge=0,
+        le=60,
+        description="Heartbeats write a lease's row (lease end, progress) at most this often.",
+    )
+    queue_full_retry_after_seconds: int = Field(
+        default=DEFAULT_QUEUE_FULL_RETRY_AFTER_SECONDS,
+        ge=1,
+        description="Retry-After of a 429 `queue_full` answer.",
+    )
 
     longpoll_poll_seconds: float = Field(
         default=DEFAULT_LONGPOLL_POLL_SECONDS,

@@ -18,6 +18,8 @@ raise them and know nothing of HTTP.
     ├── PayloadTooLarge (413)
     ├── ValidationFailed (422)
     │   └── ConfirmationMismatch
+    ├── TooManyRequests (429, with Retry-After)
+    │   └── QueueFull
     └── Unavailable (503)
         ├── DatabaseUnavailable
         └── ReaperStalled
@@ -39,6 +41,10 @@ class JobqError(Exception):
         self.detail = detail or (self.__doc__ or self.title).strip()
         self.extra = extra
         super().__init__(self.detail)
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers the answer carries besides the problem body (e.g. Retry-After)."""
+        return {}
 
 
 class BadRequest(JobqError):
@@ -165,3 +171,27 @@ class ConfirmationMismatch(ValidationFailed):
 
     code = "confirmation_mismatch"
     title = "Confirmation mismatch"
+
+
+class TooManyRequests(JobqError):
+    """Too much at once: retry after the time the answer's Retry-After gives."""
+
+    status = 429
+    code = "too_many_requests"
+    title = "Too many requests"
+
+    def __init__(
+        self, detail: str | None = None, *, retry_after_seconds: int, **extra: Any
+    ) -> None:
+        super().__init__(detail, retry_after_seconds=retry_after_seconds, **extra)
+        self.retry_after_seconds = retry_after_seconds
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_seconds)}
+
+
+class QueueFull(TooManyRequests):
+    """The queue already holds its maximum backlog of unfinished jobs; retry later."""
+
+    code = "queue_full"
+    title = "Queue full"

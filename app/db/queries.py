@@ -60,32 +60,67 @@ def _record_attempt(*, outcome: str, error: str) -> str:
                'outcome', {outcome}, 'error', {error}),"""
 
 
+def _backlog(queue: str) -> str:
+    """The unfinished (queued + running) jobs of `queue`, each state counted up to `q.max_backlog`.
+
+    Reads the claim index for queued jobs and the lease-expiry index for running ones, so
+    the count costs at most `max_backlog` index entries.
+    """
+    return f"""(SELECT count(*) FROM (SELECT FROM jobq.jobs
+                                      WHERE queue = {queue} AND state = 'queued'
+                                      LIMIT q.max_backlog) AS queued)
+          + (SELECT count(*) FROM (SELECT FROM jobq.jobs
+                                      WHERE queue = {queue} AND state = 'running'
+                                      LIMIT q.max_backlog) AS running)"""
+
+
 ENQUEUE_ONE = sql(
     """
-    WITH inserted AS (
+    WITH refused AS MATERIALIZED (
+        -- Admission control: only a queue with a max_backlog pays for counting.
+        SELECT * FROM (
+            SELECT q.max_backlog, """
+    + _backlog(":queue")
+    + """ AS backlog
+              FROM jobq.queues q
+             WHERE q.name = :queue AND q.max_backlog IS NOT NULL
+        ) AS admission
+         WHERE backlog >= max_backlog
+    ),
+    inserted AS (
         INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at, max_attempts,
                                     lease_seconds, idempotency_key, metadata)
-        VALUES (:queue, :type, CAST(:payload AS jsonb), :priority,
-                coalesce(CAST(:run_at AS timestamptz),
-                         now() + make_interval(secs => CAST(:delay_seconds AS double precision))),
-                :max_attempts, :lease_seconds, :idempotency_key, CAST(:metadata AS jsonb))
+        SELECT CAST(:queue AS text), CAST(:type AS text), CAST(:payload AS jsonb),
+               CAST(:priority AS smallint),
+               coalesce(CAST(:run_at AS timestamptz),
+                        now() + make_interval(secs => CAST(:delay_seconds AS double precision))),
+               CAST(:max_attempts AS integer), CAST(:lease_seconds AS integer),
+               CAST(:idempotency_key AS text), CAST(:metadata AS jsonb)
+         WHERE NOT EXISTS (SELECT FROM refused)
         ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL
             DO NOTHING
         RETURNING j.*
     ),
     """
     + _announce("inserted")
-    + """
-    SELECT false AS deduplicated, inserted.* FROM inserted """
+    + """,
+    found AS (
+        SELECT false AS deduplicated, inserted.* FROM inserted """
     + _AFTER_ANNOUNCING
     + """
-    UNION ALL
-    SELECT true, j.* FROM jobq.jobs j
-     WHERE NOT EXISTS (SELECT FROM inserted)
-       AND j.queue = :queue AND j.idempotency_key = :idempotency_key
+        UNION ALL
+        SELECT true, j.* FROM jobq.jobs j
+         WHERE NOT EXISTS (SELECT FROM inserted)
+           AND j.queue = :queue AND j.idempotency_key = :idempotency_key
+    )
+    -- One row: the job (new or deduplicated), or NULLs; and the backlog if it was refused.
+    SELECT found.*, refused.max_backlog AS refused_max_backlog, refused.backlog AS refused_backlog
+      FROM (SELECT) AS one
+      LEFT JOIN refused ON true
+      LEFT JOIN found ON true
     """
 )
-"""Insert one job, or return the job that already holds its idempotency key."""
+"""Insert one job unless its queue is full, or return the job already holding its key."""
 
 ENQUEUE_MANY = sql(
     """
@@ -99,13 +134,34 @@ ENQUEUE_MANY = sql(
                WITH ORDINALITY AS i(type, payload, priority, run_at, delay, max_attempts,
                                     lease_seconds, idempotency_key, metadata, ord)
     ),
+    refused AS MATERIALIZED (
+        -- Admission control, all or nothing: the batch's new jobs (keys not yet in the
+        -- queue, each counted once) must fit under the queue's max_backlog, if it has one.
+        SELECT * FROM (
+            SELECT q.max_backlog, """
+    + _backlog(":queue")
+    + """ AS backlog,
+                   (SELECT count(DISTINCT i.idempotency_key)
+                           + count(*) FILTER (WHERE i.idempotency_key IS NULL)
+                      FROM input i
+                     WHERE NOT EXISTS (SELECT FROM jobq.jobs e
+                                        WHERE e.queue = :queue
+                                          AND e.idempotency_key = i.idempotency_key)
+                   ) AS new_jobs
+              FROM jobq.queues q
+             WHERE q.name = :queue AND q.max_backlog IS NOT NULL
+        ) AS admission
+         WHERE new_jobs > 0 AND backlog + new_jobs > max_backlog
+    ),
     inserted AS (
         INSERT INTO jobq.jobs (id, queue, type, payload, priority, run_at, max_attempts,
                                lease_seconds, idempotency_key, metadata)
         SELECT id, :queue, type, payload, priority,
                coalesce(run_at, now() + make_interval(secs => delay)),
                max_attempts, lease_seconds, idempotency_key, metadata
-          FROM input ORDER BY ord
+          FROM input
+         WHERE NOT EXISTS (SELECT FROM refused)
+         ORDER BY ord
         ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL
             DO NOTHING
         RETURNING id, queue, idempotency_key, state, run_at
@@ -116,8 +172,11 @@ ENQUEUE_MANY = sql(
     SELECT i.ord,
            coalesce(mine.id, sibling.id, earlier.id) AS id,
            coalesce(mine.state, sibling.state, earlier.state) AS state,
-           mine.id IS NULL AS deduplicated
+           mine.id IS NULL AS deduplicated,
+           refused.max_backlog AS refused_max_backlog, refused.backlog AS refused_backlog,
+           refused.new_jobs AS refused_new_jobs
       FROM input i
+      LEFT JOIN refused ON true
       LEFT JOIN inserted mine ON mine.id = i.id
       LEFT JOIN inserted sibling
              ON mine.id IS NULL AND sibling.idempotency_key = i.idempotency_key
@@ -130,7 +189,7 @@ ENQUEUE_MANY = sql(
      ORDER BY i.ord
     """
 )
-"""Insert a batch of jobs into one queue; rows come back in request order, duplicates resolved."""
+"""Insert a batch into one queue if it fits; rows in request order, duplicates resolved."""
 
 LEASE = sql(
     """
@@ -176,20 +235,45 @@ LEASE = sql(
 
 HEARTBEAT = sql(
     """
-    UPDATE jobq.jobs
-       SET current_lease_seconds = coalesce(:extend_seconds, current_lease_seconds),
-           lease_expires_at = now() + make_interval(
-               secs => coalesce(:extend_seconds, current_lease_seconds)),
-           progress_percent = CASE WHEN :has_progress THEN :percent ELSE progress_percent END,
-           progress_stage = CASE WHEN :has_progress THEN :stage ELSE progress_stage END,
-           progress_message = CASE WHEN :has_progress THEN :message ELSE progress_message END,
-           progress_updated_at = CASE WHEN :has_progress THEN now() ELSE progress_updated_at END,
-           updated_at = now()
-     WHERE id = :job_id AND lease_id = :lease_id AND state = 'running'
-    RETURNING lease_expires_at, cancel_requested
+    WITH held AS (
+        SELECT id, lease_expires_at, cancel_requested,
+               -- Write the row only when something worth writing changed: the lease's
+               -- length; its end, by more than the minimum interval (or a tenth of the
+               -- lease, if less); or progress last stored that interval ago or more.
+               -- So a runaway worker writes its job's row once per interval.
+               coalesce(:extend_seconds, current_lease_seconds) <> current_lease_seconds
+               OR now() + make_interval(secs => current_lease_seconds) NOT BETWEEN
+                  lease_expires_at
+                  AND lease_expires_at + make_interval(secs => least(
+                      CAST(:min_interval AS double precision), current_lease_seconds / 10.0))
+               OR (:has_progress AND (progress_updated_at IS NULL OR progress_updated_at
+                   <= now() - make_interval(secs => CAST(:min_interval AS double precision))))
+               AS needs_write
+          FROM jobq.jobs
+         WHERE id = :job_id AND lease_id = :lease_id AND state = 'running'
+    ),
+    written AS (
+        UPDATE jobq.jobs j
+           SET current_lease_seconds = coalesce(:extend_seconds, j.current_lease_seconds),
+               lease_expires_at = now() + make_interval(
+                   secs => coalesce(:extend_seconds, j.current_lease_seconds)),
+               progress_percent = CASE WHEN :has_progress THEN :percent ELSE j.progress_percent END,
+               progress_stage = CASE WHEN :has_progress THEN :stage ELSE j.progress_stage END,
+               progress_message = CASE WHEN :has_progress THEN :message ELSE j.progress_message END,
+               progress_updated_at = CASE WHEN :has_progress THEN now()
+                                          ELSE j.progress_updated_at END,
+               updated_at = now()
+          FROM held
+         WHERE held.needs_write  -- decided on this statement's snapshot
+           AND j.id = held.id AND j.lease_id = :lease_id AND j.state = 'running'
+        RETURNING j.lease_expires_at, j.cancel_requested
+    )
+    SELECT true AS written, lease_expires_at, cancel_requested FROM written
+    UNION ALL
+    SELECT false, lease_expires_at, cancel_requested FROM held WHERE NOT held.needs_write
     """
 )
-"""Extend a live lease from now, and record the worker's progress if it sent any."""
+"""Extend a live lease from now and record progress, writing the row at most once per interval."""
 
 FINISH = sql(
     """
@@ -671,3 +755,18 @@ DATABASE_HEALTH = sql(
     """
 )
 """Dead tuples and vacuums of the jobs table; the oldest transaction holding back vacuum."""
+
+
+GET_QUEUE_SETTINGS = sql("SELECT name, max_backlog FROM jobq.queues WHERE name = :queue")
+"""A queue's settings row, if it was ever configured."""
+
+SET_QUEUE_MAX_BACKLOG = sql(
+    """
+    INSERT INTO jobq.queues AS q (name, max_backlog)
+    VALUES (:queue, :max_backlog)
+    ON CONFLICT (name) DO UPDATE
+        SET max_backlog = excluded.max_backlog, updated_at = now()
+    RETURNING q.name, q.max_backlog
+    """
+)
+"""Set (or clear, with NULL) a queue's maximum backlog, creating its settings row if needed."""

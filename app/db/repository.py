@@ -286,3 +286,15 @@ class JobsRepository:
     async def database_health(self) -> Row:
         (row,) = await self._all(queries.DATABASE_HEALTH, {})
         return row
+
+    # ---- queue settings ------------------------------------------------------------
+
+    async def get_queue_settings(self, queue: str) -> Row | None:
+        rows = await self._all(queries.GET_QUEUE_SETTINGS, {"queue": queue})
+        return rows[0] if rows else None
+
+    async def set_queue_max_backlog(self, queue: str, max_backlog: int | None) -> Row:
+        (row,) = await self._all(
+            queries.SET_QUEUE_MAX_BACKLOG, {"queue": queue, "max_backlog": max_backlog}
+        )
+        return row

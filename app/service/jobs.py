@@ -23,6 +23,7 @@ from app.core.errors import (
     JobqError,
     LeaseLost,
     LeaseNotFound,
+    QueueFull,
     ValidationFailed,
 )
 from app.db.repository import Backoff, JobsRepository, Row
@@ -60,6 +61,7 @@ class Heartbeat:
     token: str
     expires_at: datetime
     cancel_requested: bool
+    progress_recorded: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +117,12 @@ class JobService:
 
     def _insert_params(self, job: JobIn, loc: tuple[str | int, ...]) -> dict[str, Any]:
         limit = self._settings.max_payload_bytes
+        depth = self._settings.max_json_depth
         return {
             "type": job.type,
-            "payload": payloads.encode(job.payload, field=(*loc, "payload"), max_bytes=limit),
+            "payload": payloads.encode(
+                job.payload, field=(*loc, "payload"), max_bytes=limit, max_depth=depth
+            ),
             "priority": job.priority,
             "run_at": job.run_at,
             "delay_seconds": job.delay_seconds or 0.0,
@@ -125,7 +130,9 @@ class JobService:
             "lease_seconds": self._lease_seconds(job.lease_seconds, (*loc, "lease_seconds"))
             or self._settings.default_lease_seconds,
             "idempotency_key": job.idempotency_key,
-            "metadata": payloads.encode(job.metadata, field=(*loc, "metadata"), max_bytes=limit),
+            "metadata": payloads.encode(
+                job.metadata, field=(*loc, "metadata"), max_bytes=limit, max_depth=depth
+            ),
         }
 
     async def enqueue(self, queue: str, job: JobIn, idempotency_key: str | None) -> Row:
@@ -141,9 +148,11 @@ class JobService:
         params = {"queue": queue, **self._insert_params(job, ("body",))}
         for _ in range(ENQUEUE_RACE_RETRIES):
             row = await self._repo.enqueue_one(params)
-            if row is not None:
+            if row is not None and row["id"] is not None:
                 telemetry.enqueued(queue, [row])
                 return row
+            if row is not None and row["refused_max_backlog"] is not None:
+                raise self._queue_full(queue, row["refused_max_backlog"], row["refused_backlog"])
             # The job holding the key was committed after this statement's snapshot, or
             # deleted by retention in between: go again.
         raise Conflict("the idempotency key is changing hands too fast; retry the request")
@@ -163,6 +172,14 @@ class JobService:
                 array: [params[i][field] for i in pending] for array, field in _BATCH_ARRAYS.items()
             }
             rows = await self._repo.enqueue_many(queue, columns)
+            if rows and rows[0]["refused_max_backlog"] is not None:
+                first = rows[0]
+                raise self._queue_full(
+                    queue,
+                    first["refused_max_backlog"],
+                    first["refused_backlog"],
+                    new_jobs=first["refused_new_jobs"],
+                )
             telemetry.enqueued(queue, [row for row in rows if row["id"] is not None])
             for index, row in zip(pending, rows, strict=True):
                 answers[index] = row if row["id"] is not None else None
@@ -170,6 +187,27 @@ class JobService:
             if not pending:
                 return [row for row in answers if row is not None]
         raise Conflict("the idempotency key is changing hands too fast; retry the request")
+
+    def _queue_full(
+        self, queue: str, max_backlog: int, backlog: int, *, new_jobs: int = 1
+    ) -> QueueFull:
+        backlog = min(backlog, max_backlog)  # each state is counted up to max_backlog
+        if backlog >= max_backlog:
+            detail = (
+                f"queue {queue!r} already holds its max_backlog of {max_backlog} unfinished jobs"
+            )
+        else:
+            detail = (
+                f"the batch's {new_jobs} new jobs do not fit in queue {queue!r}: it holds "
+                f"{backlog} unfinished jobs and its max_backlog is {max_backlog}"
+            )
+        return QueueFull(
+            detail,
+            retry_after_seconds=self._settings.queue_full_retry_after_seconds,
+            queue=queue,
+            max_backlog=max_backlog,
+            backlog=backlog,
+        )
 
     async def ping(self) -> None:
         """Raise `DatabaseUnavailable` unless the database answers."""
@@ -243,10 +281,16 @@ class JobService:
                 "percent": progress.percent if progress else None,
                 "stage": progress.stage if progress else None,
                 "message": progress.message if progress else None,
+                "min_interval": self._settings.heartbeat_min_interval_seconds,
             }
         )
         if row is not None:
-            return Heartbeat(token, row["lease_expires_at"], row["cancel_requested"])
+            return Heartbeat(
+                token,
+                row["lease_expires_at"],
+                row["cancel_requested"],
+                progress_recorded=row["written"] and progress is not None,
+            )
         error = explain_stale(await self._repo.get(job_id), lease, None)
         assert error is not None
         raise error
@@ -273,8 +317,13 @@ class JobService:
     def _ack_params(self, index: int, ack: AckComplete | AckFail) -> tuple[Any, Any]:
         limit = self._settings.max_payload_bytes
         loc = ("body", "acks", index)
+        depth = self._settings.max_json_depth
         if isinstance(ack, AckComplete):
-            return payloads.encode(ack.result, field=(*loc, "result"), max_bytes=limit), None
+            result = payloads.encode(
+                ack.result, field=(*loc, "result"), max_bytes=limit, max_depth=depth
+            )
+            return result, None
+        payloads.check_depth(ack.error.details, field=(*loc, "error", "details"), max_depth=depth)
         error = {
             "type": ack.error.type,
             "message": payloads.truncate_utf8(

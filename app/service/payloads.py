@@ -13,8 +13,41 @@ from app.core.errors import PayloadTooLarge, ValidationFailed
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
-def encode(value: Any, *, field: tuple[str | int, ...], max_bytes: int) -> str:
-    """`value` as JSON text for a jsonb parameter, within `max_bytes` of UTF-8."""
+def depth(value: Any, *, stop_after: int | None = None) -> int:
+    """How deeply arrays and objects nest in `value` (a scalar is 0, `[]` and `{"a": 1}` are 1).
+
+    Iterative, so a hostile document cannot exhaust the interpreter's stack; with
+    `stop_after`, the walk ends as soon as it finds a deeper level.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        if stop_after is not None and deepest > stop_after:
+            break
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, dict | list):
+                stack.append((child, level + 1))
+    return deepest
+
+
+def check_depth(value: Any, *, field: tuple[str | int, ...], max_depth: int) -> None:
+    """Refuse `value` (422 `validation_error`, type `json_too_deep`) if it nests too deeply."""
+    if depth(value, stop_after=max_depth) > max_depth:
+        raise ValidationFailed.field(
+            field,
+            f"JSON nests more than {max_depth} levels deep (arrays and objects)",
+            "json_too_deep",
+        )
+
+
+def encode(
+    value: Any, *, field: tuple[str | int, ...], max_bytes: int, max_depth: int | None = None
+) -> str:
+    """`value` as JSON text for a jsonb parameter, within `max_bytes` of UTF-8 (and `max_depth`)."""
+    if max_depth is not None:
+        check_depth(value, field=field, max_depth=max_depth)
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         size = len(text.encode("utf-8"))

@@ -13,6 +13,7 @@ from app.schemas import (
     DEFAULT_LIST_LIMIT,
     MAX_BIGINT,
     MAX_LIST_LIMIT,
+    MAX_NAME_LENGTH,
     NAME_PATTERN,
     BatchIn,
     BatchOut,
@@ -26,7 +27,9 @@ from app.schemas import (
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 
-QueuePath = Annotated[str, Path(pattern=NAME_PATTERN, description="Queue name.")]
+QueuePath = Annotated[
+    str, Path(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH, description="Queue name.")
+]
 JobIdPath = Annotated[int, Path(ge=1, le=MAX_BIGINT)]
 
 
@@ -37,7 +40,7 @@ JobIdPath = Annotated[int, Path(ge=1, le=MAX_BIGINT)]
     response_model=EnqueuedJob,
     responses={
         200: {"model": EnqueuedJob, "description": "A job already had this key: that job."},
-        **problems(400, 413, 422),
+        **problems(400, 413, 422, 429),
     },
 )
 async def enqueue_job(
@@ -59,7 +62,7 @@ async def enqueue_job(
     operation_id="enqueueJobs",
     status_code=201,
     response_model=BatchOut,
-    responses=problems(400, 413, 422),
+    responses=problems(400, 413, 422, 429),
 )
 async def enqueue_jobs(queue: QueuePath, batch: BatchIn, jobs: JobsDep) -> dict[str, Any]:
     """Enqueue up to 1000 jobs in one call; answers in request order."""
@@ -81,9 +84,9 @@ async def get_job(job_id: JobIdPath, jobs: JobsDep) -> dict[str, Any]:
 @router.get("/jobs", operation_id="listJobs", response_model=JobsPage, responses=problems(422))
 async def list_jobs(
     jobs: JobsDep,
-    queue: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
+    queue: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)] = None,
     state: JobState | None = None,
-    type: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
+    type: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
     after: Annotated[int, Query(ge=0, le=MAX_BIGINT, description="Last id seen.")] = 0,
 ) -> dict[str, Any]:

@@ -63,6 +63,7 @@ async def heartbeat_lease(
         "lease_id": beat.token,
         "expires_at": beat.expires_at,
         "cancel_requested": beat.cancel_requested,
+        "progress_recorded": beat.progress_recorded,
     }
 
 

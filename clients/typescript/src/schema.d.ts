@@ -350,6 +350,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queues/{queue}/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Queue Settings
+         * @description Get a queue's settings; a queue nobody configured has the defaults.
+         */
+        get: operations["getQueueSettings"];
+        /**
+         * Set Queue Settings
+         * @description Set a queue's maximum backlog (`null`: none); applies to the next enqueue.
+         */
+        put: operations["setQueueSettings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/queues": {
         parameters: {
             query?: never;
@@ -795,6 +819,11 @@ export interface components {
             expires_at: string;
             /** Cancel Requested */
             cancel_requested: boolean;
+            /**
+             * Progress Recorded
+             * @description This heartbeat's progress was stored; false when it sent none, or when the lease's row was written less than JOBQ_HEARTBEAT_MIN_INTERVAL_SECONDS ago.
+             */
+            progress_recorded: boolean;
         };
         /** HourWindow */
         HourWindow: {
@@ -1153,6 +1182,30 @@ export interface components {
             deleted: number;
         };
         /**
+         * QueueSettingsIn
+         * @description A queue's settings; `null` clears one.
+         * @example {
+         *       "max_backlog": 10000
+         *     }
+         */
+        QueueSettingsIn: {
+            /**
+             * Max Backlog
+             * @description Enqueue answers 429 `queue_full` once the queue holds this many unfinished (queued or running) jobs; `null`: no limit.
+             */
+            max_backlog: number | null;
+        };
+        /**
+         * QueueSettingsOut
+         * @description A queue's settings; a queue nobody configured has the defaults.
+         */
+        QueueSettingsOut: {
+            /** Queue */
+            queue: string;
+            /** Max Backlog */
+            max_backlog: number | null;
+        };
+        /**
          * QueueStateOut
          * @description Whether a queue is paused, and since when.
          */
@@ -1453,6 +1506,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Service Unavailable */
             503: {
                 headers: {
@@ -1519,6 +1583,17 @@ export interface operations {
             /** @description Validation error */
             422: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2418,6 +2493,119 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PurgeOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getQueueSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Queue name. */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueSettingsOut"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    setQueueSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Queue name. */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QueueSettingsIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueSettingsOut"];
                 };
             };
             /** @description Bad Request */

@@ -1,0 +1,43 @@
+"""Operators: a queue's settings (its maximum backlog)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+
+from app.api.deps import QueueSettingsDep
+from app.api.openapi import problems
+from app.schemas import MAX_NAME_LENGTH, NAME_PATTERN, QueueSettingsIn, QueueSettingsOut
+
+router = APIRouter(prefix="/v1", tags=["queues"])
+
+QueuePath = Annotated[
+    str, Path(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH, description="Queue name.")
+]
+
+
+@router.get(
+    "/queues/{queue}/settings",
+    operation_id="getQueueSettings",
+    response_model=QueueSettingsOut,
+    responses=problems(422),
+)
+async def get_queue_settings(queue: QueuePath, settings: QueueSettingsDep) -> dict[str, Any]:
+    """Get a queue's settings; a queue nobody configured has the defaults."""
+    current = await settings.get(queue)
+    return {"queue": current.queue, "max_backlog": current.max_backlog}
+
+
+@router.put(
+    "/queues/{queue}/settings",
+    operation_id="setQueueSettings",
+    response_model=QueueSettingsOut,
+    responses=problems(400, 413, 422),
+)
+async def set_queue_settings(
+    queue: QueuePath, request: QueueSettingsIn, settings: QueueSettingsDep
+) -> dict[str, Any]:
+    """Set a queue's maximum backlog (`null`: none); applies to the next enqueue."""
+    current = await settings.set_max_backlog(queue, request.max_backlog)
+    return {"queue": current.queue, "max_backlog": current.max_backlog}
