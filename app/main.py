@@ -12,13 +12,15 @@ from fastapi import FastAPI
 
 from app import __version__
 from app.api import openapi, problems
+from app.api.auth import KeyGate
 from app.api.body_limit import BodySizeLimit
-from app.api.routes import health, jobs, leases
+from app.api.routes import health, jobs, keys, leases
 from app.core.config import Settings, get_settings
 from app.core.signals import on_shutdown_signal
 from app.db.engine import create_engine, resolve_database_url
 from app.db.listener import DueListener
 from app.db.repository import JobsRepository
+from app.service.auth import Authenticator, is_loopback
 from app.service.jobs import JobService, backoff_from
 from app.service.maintenance import run_periodically
 from app.service.pruner import Pruner
@@ -54,6 +56,18 @@ def create_app(
         url = database_url or await resolve_database_url(settings)
         engine = create_engine(url, settings.db_pool_size)
         repo = JobsRepository(engine)
+        auth = Authenticator(
+            repo,
+            disabled=settings.auth == "disabled",
+            loopback=is_loopback(settings.host),
+            cache_seconds=settings.auth_cache_seconds,
+        )
+        try:
+            await auth.start(settings.host)  # AuthRequired: no key, and not on loopback
+        except BaseException:
+            await engine.dispose()
+            raise
+        app.state.auth = auth
         wakeups = Wakeups(
             poll_seconds=settings.longpoll_poll_seconds,
             recheck_seconds=settings.longpoll_recheck_seconds,
@@ -63,10 +77,14 @@ def create_app(
 
         def listening(up: bool) -> None:
             wakeups.listening = up
+            auth.listening = up
             if up:
                 wakeups.wake_all()  # announcements may have been missed while down
+                auth.forget()
 
-        listener = DueListener(url, on_due=wakeups.announce, on_state=listening)
+        listener = DueListener(
+            url, on_due=wakeups.announce, on_state=listening, on_keys=auth.notified
+        )
         tasks = [asyncio.create_task(listener.run())]
         app.state.jobs = JobService(repo, settings, wakeups)
         app.state.reaper = Reaper(
@@ -111,7 +129,9 @@ def create_app(
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(leases.router)
+    app.include_router(keys.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(KeyGate)  # outermost: a body without a valid key is never read
 
     def custom_openapi() -> dict[str, Any]:
         return openapi.build(app)

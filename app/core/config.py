@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -46,6 +46,11 @@ DEFAULT_LONGPOLL_RECHECK_SECONDS = 5.0
 
 DEFAULT_DB_POOL_SIZE = 10
 DEFAULT_SHUTDOWN_GRACE_SECONDS = 30.0
+
+# `auto`: API keys are required once one exists; with none, jobq serves openly on
+# loopback only and refuses to start on any other address. `disabled`: open everywhere.
+AuthMode = Literal["auto", "disabled"]
+DEFAULT_AUTH_CACHE_SECONDS = 2.0
 
 
 class Settings(BaseSettings):
@@ -111,6 +116,16 @@ class Settings(BaseSettings):
         default=DEFAULT_LONGPOLL_RECHECK_SECONDS,
         gt=0,
         description="How often a waiting lease re-checks even when no announcement came.",
+    )
+
+    auth: AuthMode = Field(
+        default="auto",
+        description="`auto`: keys required once one exists; `disabled`: no authentication.",
+    )
+    auth_cache_seconds: float = Field(
+        default=DEFAULT_AUTH_CACHE_SECONDS,
+        ge=0,
+        description="How long a verified API key is trusted without the database; 0: never.",
     )
 
     @model_validator(mode="after")

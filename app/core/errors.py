@@ -7,11 +7,16 @@ raise them and know nothing of HTTP.
     JobqError
     ├── BadRequest (400)
     │   └── InvalidJson
+    ├── Unauthorized (401)
+    ├── Forbidden (403)
+    │   └── LeaseForbidden
     ├── NotFound (404)
     │   ├── JobNotFound
-    │   └── LeaseNotFound
+    │   ├── LeaseNotFound
+    │   └── KeyNotFound
     ├── Conflict (409)
-    │   └── LeaseLost
+    │   ├── LeaseLost
+    │   └── KeyExists
     ├── PayloadTooLarge (413)
     ├── ValidationFailed (422)
     └── Unavailable (503)
@@ -130,3 +135,51 @@ class ReaperStalled(Unavailable):
 
     code = "reaper_stalled"
     title = "Reaper stalled"
+
+
+# ---- authentication and authorization --------------------------------------------------
+
+
+class Unauthorized(JobqError):
+    """This request needs a valid API key: send `Authorization: Bearer <key>`."""
+
+    status = 401
+    code = "unauthorized"
+    title = "Unauthorized"
+
+    def __init__(self, detail: str | None = None, *, invalid_token: bool = False) -> None:
+        super().__init__(detail)
+        # RFC 6750: a challenge on every 401; `invalid_token` when a key was sent but refused.
+        challenge = 'Bearer realm="jobq"'
+        if invalid_token:
+            challenge += ', error="invalid_token"'
+        self.headers = {"WWW-Authenticate": challenge}
+
+
+class Forbidden(JobqError):
+    """This API key may not do this: its scopes or queues do not allow it."""
+
+    status = 403
+    code = "forbidden"
+    title = "Forbidden"
+
+
+class LeaseForbidden(Forbidden):
+    """This lease was taken with another API key; only that key may act on it."""
+
+    code = "lease_forbidden"
+    title = "Lease forbidden"
+
+
+class KeyNotFound(NotFound):
+    """No API key has this name."""
+
+    code = "key_not_found"
+    title = "API key not found"
+
+
+class KeyExists(Conflict):
+    """An API key with this name already exists (revoked keys keep their names)."""
+
+    code = "key_exists"
+    title = "API key exists"
