@@ -148,8 +148,28 @@ ROUTES = sorted(decisions(create_app()))
 
 
 def test_every_route_declares_exactly_one_access_rule() -> None:
-    undeclared = [route for route, need in decisions(create_app()).items() if need is None]
+    table = decisions(create_app())
+    # The table really is the app's (routers unfolded), not an empty or partial one.
+    assert {("POST", "/v1/leases"), ("DELETE", "/v1/keys/{name}"), ("GET", "/docs")} <= set(table)
+    assert len(table) >= 18
+    undeclared = [route for route, need in table.items() if need is None]
     assert undeclared == [], "declare access with a dependency from app/api/auth.py"
+
+
+def test_the_openapi_document_asks_keyed_operations_for_the_bearer_key() -> None:
+    app = create_app()
+    spec = app.openapi()
+    assert spec["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
+    for (method, path), need in decisions(app).items():
+        operation = spec["paths"].get(path, {}).get(method.lower())
+        if operation is None:
+            continue  # the OpenAPI document and its viewers are not in it
+        security = operation.get("security")
+        assert security == (None if need == "public" else [{"apiKey": []}]), (method, path)
+        if need != "public":
+            assert "401" in operation["responses"], (method, path)
+        if need not in ("public", "probe"):
+            assert "403" in operation["responses"], (method, path)
 
 
 def test_a_route_that_declares_nothing_is_caught() -> None:
