@@ -457,6 +457,53 @@ async def test_verified_keys_are_cached_and_not_trusted_while_deaf(
     assert_problem(await service.remote.get("/v1/jobs", headers=bearer(key)), 401, "unauthorized")
 
 
+async def test_concurrent_requests_share_one_key_lookup(
+    service_factory: Callable[..., Awaitable[Service]],
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key = await create_key(database_url, "reader", ["read"])
+    service = await service_factory()
+    repo = service.auth._repo
+    lookups = 0
+    get_key = repo.get_key
+
+    async def counted(lookup_id: str) -> Any:
+        nonlocal lookups
+        lookups += 1
+        return await get_key(lookup_id)
+
+    monkeypatch.setattr(repo, "get_key", counted)
+    responses = await asyncio.gather(
+        *(service.remote.get("/v1/jobs", headers=bearer(key)) for _ in range(20))
+    )
+    assert [r.status_code for r in responses] == [200] * 20
+    assert lookups == 1
+
+
+async def test_a_read_from_before_a_revocation_is_not_shared_after_it(
+    service_factory: Callable[..., Awaitable[Service]],
+) -> None:
+    auth = (await service_factory()).auth
+    release = asyncio.Event()
+
+    async def before() -> str:
+        await release.wait()
+        return "read before"
+
+    async def after() -> str:
+        return "read after"
+
+    first = asyncio.create_task(auth._read("k", before))
+    await asyncio.sleep(0)
+    joined = asyncio.create_task(auth._read("k", after))  # shares the read in flight
+    await asyncio.sleep(0)
+    auth.notified("revoked k")
+    assert await auth._read("k", after) == "read after"  # a read of its own
+    release.set()
+    assert (await first, await joined) == ("read before", "read before")
+
+
 async def test_last_used_at_is_recorded(
     service_factory: Callable[..., Awaitable[Service]],
     database_url: str,

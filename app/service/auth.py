@@ -25,6 +25,7 @@ as the notification arrives.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import hmac
@@ -33,9 +34,9 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, TypeVar, cast, get_args
 
 from app.core.errors import (
     DatabaseUnavailable,
@@ -63,6 +64,7 @@ _QUEUE_PATTERN = re.compile(QUEUE_PATTERN)
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 log = logging.getLogger("jobq.auth")
+T = TypeVar("T")
 
 
 class AuthRequired(Exception):
@@ -270,6 +272,7 @@ class Authenticator:
         self._keys_exist = False  # once true, for good
         self._no_keys_at: float | None = None  # when the database last said "no key"
         self._generation = 0  # bumped by every invalidation
+        self._reading: dict[tuple[str, int], asyncio.Future[Any]] = {}
         self.listening = False  # the LISTEN connection is up: notifications arrive
 
     @property
@@ -287,7 +290,7 @@ class Authenticator:
             )
             return
         try:
-            self._keys_exist = await self._repo.any_key()
+            self._keys_exist = self._keys_exist or await self._repo.any_key()
         except DatabaseUnavailable:
             log.warning("could not check for API keys (database unavailable); will on first use")
             return
@@ -306,6 +309,26 @@ class Authenticator:
         else:
             raise AuthRequired(open_network_refusal(host))
 
+    async def _read(self, what: str, read: Callable[[], Awaitable[T]]) -> T:
+        """One database read of `what` at a time, shared by the requests that need it then.
+
+        Only reads started since the latest invalidation are shared: a request never gets
+        a row read before a revocation it could have seen.
+        """
+        key = (what, self._generation)
+        future = self._reading.get(key)
+        if future is None:
+            future = asyncio.ensure_future(read())
+            self._reading[key] = future
+
+            def done(finished: asyncio.Future[Any]) -> None:
+                self._reading.pop(key, None)
+                if not finished.cancelled():
+                    finished.exception()  # retrieved, even if every reader went away
+
+            future.add_done_callback(done)
+        return cast(T, await asyncio.shield(future))
+
     def _fresh(self, at: float) -> bool:
         return self.listening and self._clock() - at < self._cache_seconds
 
@@ -317,8 +340,9 @@ class Authenticator:
         if self._no_keys_at is not None and self._fresh(self._no_keys_at):
             return True
         generation = self._generation
-        self._keys_exist = await self._repo.any_key()
-        if not self._keys_exist and generation == self._generation:
+        if await self._read("any key", self._repo.any_key):
+            self._keys_exist = True  # for good: a notification may have said so meanwhile
+        elif generation == self._generation:
             self._no_keys_at = self._clock()
         return not self._keys_exist
 
@@ -335,7 +359,7 @@ class Authenticator:
         cached = self._cache.get(lookup_id)
         if cached is None or not self._fresh(cached.at):
             generation = self._generation
-            row = await self._repo.get_key(lookup_id)
+            row = await self._read(lookup_id, lambda: self._repo.get_key(lookup_id))
             if row is None:
                 self._cache.pop(lookup_id, None)
                 raise Unauthorized("unknown API key", invalid_token=True)
