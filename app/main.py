@@ -14,12 +14,13 @@ from app import __version__
 from app.api import openapi, problems
 from app.api.auth import KeyGate
 from app.api.body_limit import BodySizeLimit
-from app.api.routes import health, jobs, keys, leases
+from app.api.routes import admin, health, jobs, keys, leases
 from app.core.config import Settings, get_settings
 from app.core.signals import on_shutdown_signal
 from app.db.engine import create_engine, resolve_database_url
 from app.db.listener import DueListener
 from app.db.repository import JobsRepository
+from app.service.admin import AdminService
 from app.service.auth import Authenticator, is_loopback
 from app.service.jobs import JobService, backoff_from
 from app.service.maintenance import run_periodically
@@ -87,6 +88,7 @@ def create_app(
         )
         tasks = [asyncio.create_task(listener.run())]
         app.state.jobs = JobService(repo, settings, wakeups)
+        app.state.admin = AdminService(repo)
         app.state.reaper = Reaper(
             repo,
             backoff=backoff_from(settings),
@@ -130,6 +132,7 @@ def create_app(
     app.include_router(jobs.router)
     app.include_router(leases.router)
     app.include_router(keys.router)
+    app.include_router(admin.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(KeyGate)  # outermost: a body without a valid key is never read
 

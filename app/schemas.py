@@ -406,3 +406,60 @@ class KeyCreated(KeyOut):
 
 class KeysOut(BaseModel):
     keys: list[KeyOut]
+
+
+# ---- admin actions -------------------------------------------------------------------
+
+DEFAULT_REDRIVE_LIMIT = 1000
+MAX_REDRIVE_LIMIT = 10_000
+
+
+class RetryIn(Strict):
+    """How to send a failed or cancelled job back to the queue."""
+
+    reset_attempts: bool = Field(
+        default=False, description="Start counting attempts from 0 again (history is kept)."
+    )
+    run_at: AwareDatetime | None = Field(default=None, description="Due then; default now.")
+
+
+class RedriveIn(Strict):
+    """Which failed jobs of the queue to send back, oldest failure first."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"type": "send_email", "error_type": "SMTPTimeout", "limit": 500}]
+        }
+    )
+
+    type: Name | None = Field(default=None, description="Only jobs of this type.")
+    error_type: ErrorType | None = Field(
+        default=None, description="Only jobs whose `last_error.type` is this."
+    )
+    failed_since: AwareDatetime | None = Field(
+        default=None, description="Only jobs that failed at or after this time."
+    )
+    limit: int = Field(default=DEFAULT_REDRIVE_LIMIT, ge=1, le=MAX_REDRIVE_LIMIT)
+    reset_attempts: bool = False
+
+
+class RedriveOut(BaseModel):
+    retried: int
+
+
+class QueueStateOut(BaseModel):
+    """Whether a queue is paused, and since when."""
+
+    queue: str
+    paused: bool
+    paused_at: datetime | None
+
+
+class PurgeIn(Strict):
+    """Deleting a queue's queued jobs must name the queue again."""
+
+    confirm: str = Field(max_length=255, description="The queue's name.")
+
+
+class PurgeOut(BaseModel):
+    deleted: int

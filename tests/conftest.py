@@ -74,9 +74,9 @@ def database_url(server_url: str) -> Iterator[str]:
 
 @pytest.fixture
 async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
-    """A direct connection to the test database, emptied first."""
+    """A direct connection to the test database, its jobs and queue settings emptied first."""
     conn = await asyncpg.connect(plain(database_url))
-    await conn.execute("TRUNCATE jobq.jobs RESTART IDENTITY")
+    await conn.execute("TRUNCATE jobq.jobs, jobq.queues RESTART IDENTITY")
     try:
         yield conn
     finally:

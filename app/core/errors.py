@@ -16,9 +16,13 @@ raise them and know nothing of HTTP.
     │   └── KeyNotFound
     ├── Conflict (409)
     │   ├── LeaseLost
-    │   └── KeyExists
+    │   ├── KeyExists
+    │   ├── JobFinished
+    │   ├── JobNotRetryable
+    │   └── JobRunning
     ├── PayloadTooLarge (413)
     ├── ValidationFailed (422)
+    │   └── ConfirmationMismatch
     └── Unavailable (503)
         ├── DatabaseUnavailable
         └── ReaperStalled
@@ -183,3 +187,34 @@ class KeyExists(Conflict):
 
     code = "key_exists"
     title = "API key exists"
+
+
+# ---- admin actions ---------------------------------------------------------------------
+
+
+class JobFinished(Conflict):
+    """The job already finished (succeeded or failed): there is nothing left to cancel."""
+
+    code = "job_finished"
+    title = "Job finished"
+
+
+class JobNotRetryable(Conflict):
+    """Only a failed or cancelled job can be retried."""
+
+    code = "job_not_retryable"
+    title = "Job not retryable"
+
+
+class JobRunning(Conflict):
+    """The job is running: cancel it first, then delete it once it has stopped."""
+
+    code = "job_running"
+    title = "Job running"
+
+
+class ConfirmationMismatch(ValidationFailed):
+    """The confirmation does not name the queue the action is for."""
+
+    code = "confirmation_mismatch"
+    title = "Confirmation mismatch"

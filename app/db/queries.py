@@ -138,9 +138,15 @@ ENQUEUE_MANY = sql(
 
 LEASE = sql(
     """
-    WITH picked AS (
-        SELECT c.id
+    WITH active AS (
+        -- paused queues are skipped (admin: pause/resume); a queue without a row is active
+        SELECT q.name
           FROM unnest(CAST(:queues AS text[])) AS q(name)
+         WHERE NOT EXISTS (SELECT FROM jobq.queues p WHERE p.name = q.name AND p.paused)
+    ),
+    picked AS (
+        SELECT c.id
+          FROM active AS q
          CROSS JOIN LATERAL (
                 SELECT id, priority, run_at
                   FROM jobq.jobs
@@ -229,11 +235,13 @@ FINISH = sql(
     UPDATE jobq.jobs j
        SET """
     + _retry_or_stop(
-        retry="(i.outcome = 'fail' AND i.retryable AND j.attempt < j.max_attempts)",
+        # a job whose cancellation was requested is not retried: it ends `cancelled`
+        retry="(i.outcome = 'fail' AND i.retryable AND j.attempt < j.max_attempts"
+        " AND NOT j.cancel_requested)",
         retry_after="i.retry_after",
         error="CASE WHEN i.outcome = 'fail' THEN i.error ELSE j.last_error END",
         stop_state="CASE WHEN i.outcome = 'complete' THEN 'succeeded'::jobq.job_state"
-        " ELSE 'failed' END",
+        " WHEN j.cancel_requested THEN 'cancelled' ELSE 'failed' END",
     )
     + """
            result = CASE WHEN i.outcome = 'complete' THEN i.result ELSE j.result END,
@@ -273,8 +281,10 @@ REAP_EXPIRED = sql(
     UPDATE jobq.jobs j
        SET """
     + _retry_or_stop(
-        retry="(j.attempt < j.max_attempts)",
-        stop_state="'failed'",
+        # a job whose cancellation was requested is not retried: it ends `cancelled`
+        retry="(j.attempt < j.max_attempts AND NOT j.cancel_requested)",
+        stop_state="CASE WHEN j.cancel_requested THEN 'cancelled'::jobq.job_state"
+        " ELSE 'failed' END",
         retry_after="NULL",
         error=_LEASE_EXPIRED_ERROR,
     )
@@ -295,7 +305,7 @@ REAP_EXPIRED = sql(
     SELECT reaped.* FROM reaped """
     + _AFTER_ANNOUNCING
 )
-"""Return up to `batch_size` jobs whose lease expired to the queue (or to `failed`)."""
+"""Return up to `batch_size` expired leases' jobs to the queue (or `failed`, `cancelled`)."""
 
 PRUNE_FINISHED = sql(
     """
@@ -416,3 +426,144 @@ ANY_KEY = sql("SELECT EXISTS (SELECT FROM jobq.api_keys)")
 
 TOUCH_KEY = sql("UPDATE jobq.api_keys SET last_used_at = now() WHERE id = :key_id")
 """Record that a key was just used."""
+
+
+# ---- admin actions: cancel, retry, redrive, pause and resume, purge, delete -------------
+#
+# Each action is one statement whose `WHERE` holds the state it may start from; a miss
+# is explained afterwards (404 or 409) from the job as it then is.
+
+
+def _requeue(*, run_at: str) -> str:
+    """SET clauses sending a finished job back to `queued`; its history is kept."""
+    return f"""
+           state = 'queued',
+           run_at = {run_at},
+           attempt = CASE WHEN :reset_attempts THEN 0 ELSE j.attempt END,
+           -- a job that used up its attempts gets one more (as River and Oban do)
+           max_attempts = CASE WHEN :reset_attempts THEN j.max_attempts
+                               ELSE greatest(j.max_attempts, j.attempt + 1) END,
+           cancel_requested = false,
+           lease_id = NULL,
+           lease_expires_at = NULL,
+           current_lease_seconds = NULL,
+           worker_id = NULL,
+           finished_at = NULL,
+           updated_at = now()"""
+
+
+CANCEL_JOB = sql(
+    """
+    UPDATE jobq.jobs
+       SET state = CASE WHEN state = 'queued' THEN 'cancelled'::jobq.job_state ELSE state END,
+           finished_at = CASE WHEN state = 'queued' THEN now() ELSE finished_at END,
+           cancel_requested = true,
+           updated_at = now()
+     WHERE id = :job_id AND state IN ('queued', 'running')
+    RETURNING *
+    """
+)
+"""Cancel a queued job at once; flag a running one for its worker to see on its heartbeat."""
+
+RETRY_JOB = sql(
+    """
+    WITH retried AS (
+    UPDATE jobq.jobs j
+       SET """
+    + _requeue(run_at="coalesce(CAST(:run_at AS timestamptz), now())")
+    + """
+     WHERE j.id = :job_id AND j.state IN ('failed', 'cancelled')
+    RETURNING j.*
+    ),
+    """
+    + _announce("retried")
+    + """
+    SELECT retried.* FROM retried """
+    + _AFTER_ANNOUNCING
+)
+"""Send one failed or cancelled job back to the queue, due at `run_at` (default now)."""
+
+REDRIVE_FAILED = sql(
+    """
+    WITH picked AS (
+        SELECT id
+          FROM jobq.jobs
+         WHERE queue = :queue AND state = 'failed'
+           AND (CAST(:type AS text) IS NULL OR type = :type)
+           AND (CAST(:error_type AS text) IS NULL OR last_error->>'type' = :error_type)
+           AND (CAST(:failed_since AS timestamptz) IS NULL OR finished_at >= :failed_since)
+         ORDER BY finished_at, id
+         LIMIT :limit
+           FOR UPDATE SKIP LOCKED
+    ),
+    retried AS (
+    UPDATE jobq.jobs j
+       SET """
+    + _requeue(run_at="now()")
+    + """
+      FROM picked
+     WHERE j.id = picked.id
+    RETURNING j.queue, j.state, j.run_at
+    ),
+    """
+    + _announce("retried")
+    + """
+    SELECT count(*) AS retried FROM retried """
+    + _AFTER_ANNOUNCING
+)
+"""Send up to `limit` failed jobs of a queue, oldest failure first, back to the queue."""
+
+PAUSE_QUEUE = sql(
+    """
+    INSERT INTO jobq.queues AS q (name, paused, paused_at)
+    VALUES (:queue, true, now())
+    ON CONFLICT (name) DO UPDATE
+       SET paused = true, paused_at = coalesce(q.paused_at, now()), updated_at = now()
+    RETURNING q.name, q.paused, q.paused_at
+    """
+)
+"""Pause a queue (its row is created if it has none); pausing again keeps `paused_at`."""
+
+RESUME_QUEUE = sql(
+    f"""
+    WITH resumed AS (
+        UPDATE jobq.queues
+           SET paused = false, paused_at = NULL, updated_at = now()
+         WHERE name = :queue AND paused
+        RETURNING name, paused, paused_at
+    ),
+    announced AS MATERIALIZED (
+        SELECT pg_notify('{CHANNEL}', name || ' ' || extract(epoch FROM now())) FROM resumed
+    )
+    SELECT resumed.* FROM resumed {_AFTER_ANNOUNCING}
+    UNION ALL
+    SELECT :queue, false, NULL WHERE NOT EXISTS (SELECT FROM resumed)
+    """
+)
+"""Resume a paused queue and wake the lease requests waiting on it; a no-op if not paused."""
+
+PURGE_QUEUED = sql(
+    """
+    WITH bound AS (
+        SELECT coalesce(CAST(:up_to AS bigint), (SELECT max(id) FROM jobq.jobs)) AS up_to
+    ),
+    doomed AS (
+        SELECT id
+          FROM jobq.jobs
+         WHERE queue = :queue AND state = 'queued' AND id <= (SELECT up_to FROM bound)
+         LIMIT :batch_size
+           FOR UPDATE SKIP LOCKED
+    ),
+    deleted AS (
+        DELETE FROM jobq.jobs j
+         USING doomed
+         WHERE j.id = doomed.id AND j.state = 'queued'
+        RETURNING j.id
+    )
+    SELECT (SELECT count(*) FROM deleted) AS deleted, (SELECT up_to FROM bound) AS up_to
+    """
+)
+"""Delete up to `batch_size` queued jobs of a queue with ids up to `up_to` (default: all now)."""
+
+DELETE_JOB = sql("DELETE FROM jobq.jobs WHERE id = :job_id AND state <> 'running' RETURNING id")
+"""Delete one job unless it is running."""

@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeAlias
 
 import asyncpg
@@ -269,3 +270,71 @@ class JobsRepository:
 
     async def touch_key(self, key_id: int) -> None:
         await self._all(queries.TOUCH_KEY, {"key_id": key_id})
+
+    # ---- admin actions -------------------------------------------------------------
+
+    async def _one(self, statement: Statement, params: dict[str, Any]) -> Row | None:
+        rows = await self._all(statement, params)
+        return rows[0] if rows else None
+
+    async def cancel(self, job_id: int) -> Row | None:
+        """The job, cancelled or flagged; None when it is neither queued nor running."""
+        return await self._one(queries.CANCEL_JOB, {"job_id": job_id})
+
+    async def retry(
+        self, job_id: int, *, reset_attempts: bool, run_at: datetime | None
+    ) -> Row | None:
+        """The job, queued again; None when it is neither failed nor cancelled."""
+        return await self._one(
+            queries.RETRY_JOB,
+            {"job_id": job_id, "reset_attempts": reset_attempts, "run_at": run_at},
+        )
+
+    async def redrive(
+        self,
+        queue: str,
+        *,
+        type_: str | None,
+        error_type: str | None,
+        failed_since: datetime | None,
+        limit: int,
+        reset_attempts: bool,
+    ) -> int:
+        """How many failed jobs of `queue` went back to the queue."""
+        row = await self._one(
+            queries.REDRIVE_FAILED,
+            {
+                "queue": queue,
+                "type": type_,
+                "error_type": error_type,
+                "failed_since": failed_since,
+                "limit": limit,
+                "reset_attempts": reset_attempts,
+            },
+        )
+        assert row is not None
+        return int(row["retried"])
+
+    async def pause_queue(self, queue: str) -> Row:
+        row = await self._one(queries.PAUSE_QUEUE, {"queue": queue})
+        assert row is not None
+        return row
+
+    async def resume_queue(self, queue: str) -> Row:
+        row = await self._one(queries.RESUME_QUEUE, {"queue": queue})
+        assert row is not None
+        return row
+
+    async def purge_queued(
+        self, queue: str, *, batch_size: int, up_to: int | None
+    ) -> tuple[int, int | None]:
+        """(jobs deleted, the highest id a later batch may delete)."""
+        row = await self._one(
+            queries.PURGE_QUEUED, {"queue": queue, "batch_size": batch_size, "up_to": up_to}
+        )
+        assert row is not None
+        return int(row["deleted"]), row["up_to"]
+
+    async def delete(self, job_id: int) -> bool:
+        """Whether the job was deleted (it existed and was not running)."""
+        return await self._one(queries.DELETE_JOB, {"job_id": job_id}) is not None

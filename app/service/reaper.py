@@ -1,5 +1,7 @@
 """The reaper: jobs whose lease expired go back to the queue, or to `failed`.
 
+A job whose cancellation was requested is not retried: it becomes `cancelled`.
+
 Shaped like River's maintenance services: `run_once()` does one full pass in batches
 and returns what it did (tests call it directly); `maintenance.run_periodically` adds
 the interval. Leadership is a transaction-level advisory lock taken with each batch,
@@ -34,10 +36,11 @@ class ReapResult:
     requeued: int = 0
     failed: int = 0
     job_ids: list[int] = field(default_factory=list)
+    cancelled: int = 0  # cancellation requested: stopped rather than retried
 
     @property
     def reaped(self) -> int:
-        return self.requeued + self.failed
+        return self.requeued + self.failed + self.cancelled
 
 
 class Reaper:
@@ -76,6 +79,7 @@ class Reaper:
             states = Counter(row["state"] for row in rows)
             result.requeued += states["queued"]
             result.failed += states["failed"]
+            result.cancelled += states["cancelled"]
             result.job_ids.extend(row["id"] for row in rows)
             if rows:
                 # One line per batch: which replica held the lock, when (by the database's
@@ -89,7 +93,14 @@ class Reaper:
                     batch.ended,
                     states["queued"],
                     states["failed"],
-                    ",".join(str(row["id"]) for row in rows),
+                    ",".join(str(row["id"]) for row in rows if row["state"] != "cancelled"),
+                )
+            if states["cancelled"]:
+                log.info(
+                    "reaped cancelled jobs replica=%s cancelled=%d job_ids=%s",
+                    self.replica,
+                    states["cancelled"],
+                    ",".join(str(row["id"]) for row in rows if row["state"] == "cancelled"),
                 )
             if len(rows) < self.batch_size:
                 break
