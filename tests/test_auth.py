@@ -151,7 +151,7 @@ def test_every_route_declares_exactly_one_access_rule() -> None:
     table = decisions(create_app())
     # The table really is the app's (routers unfolded), not an empty or partial one.
     assert {("POST", "/v1/leases"), ("DELETE", "/v1/keys/{name}"), ("GET", "/docs")} <= set(table)
-    assert len(table) >= 18
+    assert len(table) >= 25
     undeclared = [route for route, need in table.items() if need is None]
     assert undeclared == [], "declare access with a dependency from app/api/auth.py"
 
@@ -297,6 +297,20 @@ async def _on_lease(m: Matrix, kind: str, action: str, body: dict[str, Any]) -> 
     return await m.call(kind, "POST", f"/v1/leases/{token}/{action}", json=body)
 
 
+async def _retry(m: Matrix, kind: str) -> Outcome:
+    job_id = await m.job()
+    cancelled = await m.service.remote.post(
+        f"/v1/jobs/{job_id}/cancel", headers=bearer(m.keys["admin"])
+    )
+    assert cancelled.status_code == 200, cancelled.text
+    return await m.call(kind, "POST", f"/v1/jobs/{job_id}/retry")
+
+
+async def _on_job(m: Matrix, kind: str, method: str, action: str) -> Outcome:
+    job_id = await m.job()
+    return await m.call(kind, method, f"/v1/jobs/{job_id}{action}")
+
+
 Example = Callable[[Matrix, str], Awaitable[Outcome]]
 EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/healthz"): lambda m, k: m.call(k, "GET", "/healthz"),
@@ -327,6 +341,18 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ),
     ("GET", "/v1/keys"): lambda m, k: m.call(k, "GET", "/v1/keys"),
     ("DELETE", "/v1/keys/{name}"): _revoke,
+    ("POST", "/v1/jobs/{job_id}/cancel"): lambda m, k: _on_job(m, k, "POST", "/cancel"),
+    ("POST", "/v1/jobs/{job_id}/retry"): _retry,
+    ("DELETE", "/v1/jobs/{job_id}"): lambda m, k: _on_job(m, k, "DELETE", ""),
+    ("POST", "/v1/queues/{queue}/failed/retry"): lambda m, k: m.call(
+        k, "POST", "/v1/queues/q/failed/retry", json={}
+    ),
+    # Other queues than `q`, which the lease examples use.
+    ("POST", "/v1/queues/{queue}/pause"): lambda m, k: m.call(k, "POST", "/v1/queues/pq/pause"),
+    ("POST", "/v1/queues/{queue}/resume"): lambda m, k: m.call(k, "POST", "/v1/queues/pq/resume"),
+    ("POST", "/v1/queues/{queue}/purge"): lambda m, k: m.call(
+        k, "POST", "/v1/queues/purged/purge", json={"confirm": "purged"}
+    ),
 }
 
 
