@@ -14,8 +14,8 @@ test: $(VENV)/.installed-dev
 	$(BIN)/pytest
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check app tests alembic bench
-	$(BIN)/ruff format --check app tests alembic bench
+	$(BIN)/ruff check app tests alembic bench clients/python
+	$(BIN)/ruff format --check app tests alembic bench clients/python
 	$(BIN)/mypy
 
 openapi: $(VENV)/.installed
@@ -36,8 +36,8 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.python
 	$(BIN)/python -m pip install --quiet -e .
 	@touch $@
 
-$(VENV)/.installed-dev: pyproject.toml $(VENV)/.python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml $(VENV)/.python
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -e clients/python
 	@touch $@ $(VENV)/.installed
 
 clean:

@@ -1,4 +1,4 @@
-"""The `jobq` command: serve, migrate, openapi, keys."""
+"""The `jobq` command: serve, migrate, openapi, keys, worker."""
 
 from __future__ import annotations
 
@@ -266,6 +266,40 @@ def keys_revoke(name: Annotated[str, typer.Argument(help="The key's name")]) -> 
     except JobqError as error:
         raise _fail(error) from None
     _err.print(f"Revoked API key {name!r} ({KEY_PREFIX}{row['lookup_id']}…).", highlight=False)
+
+
+@cli.command()
+def worker(
+    target: Annotated[
+        str, typer.Argument(help="The jobq_client.Worker to run, as module:attribute.")
+    ],
+    url: Annotated[
+        str | None,
+        typer.Option(envvar="JOBQ_URL", help="jobq's URL (default: the worker's own client's)"),
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="JOBQ_API_KEY", help="Sent as a Bearer token.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Jobs run at once (default: the worker's own)")
+    ] = None,
+) -> None:
+    """Run a Python worker (e.g. myapp.tasks:worker) until SIGTERM or Ctrl-C, then drain it.
+
+    Needs the SDK in clients/python: pip install -e clients/python
+    """
+    try:
+        from jobq_client import JobqError
+        from jobq_client.cli import run_worker
+    except ImportError:
+        typer.echo("jobq worker needs the Python SDK: pip install -e clients/python", err=True)
+        raise typer.Exit(2) from None
+    _setup_logging()
+    try:
+        run_worker(target, url=url, api_key=api_key, concurrency=concurrency)
+    except (JobqError, ValueError, TypeError, ImportError) as exc:
+        typer.echo(f"jobq worker: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 def main() -> None:

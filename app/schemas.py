@@ -114,6 +114,19 @@ class JobIn(Strict):
 class BatchIn(Strict):
     """Several jobs for one queue, enqueued in one round trip."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "jobs": [
+                        {"type": "send_email", "payload": {"to": "grace@example.com"}},
+                        {"type": "send_email", "payload": {"to": "alan@example.com"}},
+                    ]
+                }
+            ]
+        }
+    )
+
     jobs: list[JobIn] = Field(min_length=1, max_length=DEFAULT_MAX_ENQUEUE_BATCH)
 
 
@@ -152,6 +165,12 @@ class ProgressIn(Strict):
 class HeartbeatIn(Strict):
     """Keep a lease alive, optionally reporting progress."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"extend_seconds": 120, "progress": {"percent": 50, "stage": "rendering"}}]
+        }
+    )
+
     extend_seconds: LeaseSeconds | None = Field(
         default=None, description="New lease length from now; default: the lease's length."
     )
@@ -168,6 +187,8 @@ class ErrorIn(Strict):
 
 class CompleteIn(Strict):
     """The job's result."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"result": {"message_id": "msg-1"}}]})
 
     result: Any = None
 
@@ -208,10 +229,71 @@ Ack = Annotated[AckComplete | AckFail, Field(discriminator="outcome")]
 class AcksIn(Strict):
     """Many completions and failures, in one round trip."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "acks": [
+                        {
+                            "lease_id": "4-07ff06259c5e4b7c9d1e0f2a3b4c5d6e",
+                            "outcome": "complete",
+                            "result": {"message_id": "msg-3"},
+                        },
+                        {
+                            "lease_id": "3-ce244a58f1e2d3c4b5a69788a7b6c5d4",
+                            "outcome": "fail",
+                            "error": {"type": "SMTPTimeout", "message": "timed out"},
+                        },
+                    ]
+                }
+            ]
+        }
+    )
+
     acks: list[Ack] = Field(min_length=1, max_length=DEFAULT_MAX_ACK_BATCH)
 
 
 # ---- responses -----------------------------------------------------------------------
+
+JOB_EXAMPLE: dict[str, Any] = {
+    "id": 1,
+    "queue": "emails",
+    "type": "send_email",
+    "state": "succeeded",
+    "priority": 10,
+    "payload": {"to": "ada@example.com"},
+    "attempt": 1,
+    "max_attempts": 5,
+    "lease_seconds": 60,
+    "run_at": "2026-11-22T04:08:33.280955Z",
+    "created_at": "2026-11-22T04:08:33.280955Z",
+    "started_at": "2026-11-22T04:08:33.474273Z",
+    "finished_at": "2026-11-22T04:08:35.551039Z",
+    "updated_at": "2026-11-22T04:08:35.551039Z",
+    "worker_id": None,
+    "lease_expires_at": None,
+    "cancel_requested": False,
+    "progress": {
+        "percent": 50,
+        "stage": "rendering",
+        "message": None,
+        "updated_at": "2026-11-22T04:08:34.551039Z",
+    },
+    "result": {"message_id": "msg-1"},
+    "last_error": None,
+    "idempotency_key": "welcome-ada",
+    "metadata": {},
+    "attempts": [
+        {
+            "attempt": 1,
+            "worker_id": "worker-1",
+            "started_at": "2026-11-22T04:08:33.474273Z",
+            "finished_at": "2026-11-22T04:08:35.551039Z",
+            "outcome": "succeeded",
+            "error": None,
+        }
+    ],
+}
 
 
 class ProgressOut(BaseModel):
@@ -234,6 +316,8 @@ class AttemptOut(BaseModel):
 
 class JobOut(BaseModel):
     """A job and its history."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [JOB_EXAMPLE]})
 
     id: int
     queue: str
@@ -263,6 +347,24 @@ class JobOut(BaseModel):
 class EnqueuedJob(JobOut):
     """The job, and whether it already existed under the same idempotency key."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    **JOB_EXAMPLE,
+                    "state": "queued",
+                    "attempt": 0,
+                    "started_at": None,
+                    "finished_at": None,
+                    "progress": None,
+                    "result": None,
+                    "attempts": [],
+                    "deduplicated": False,
+                }
+            ]
+        }
+    )
+
     deduplicated: bool
 
 
@@ -287,6 +389,27 @@ class JobsPage(BaseModel):
 
 class LeaseOut(BaseModel):
     """A job handed to a worker, and the token that proves it holds the job."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "lease_id": "1-2800d5329c5e4b7c9d1e0f2a3b4c5d6e",
+                    "expires_at": "2026-11-22T04:09:33.474273Z",
+                    "job": {
+                        **JOB_EXAMPLE,
+                        "state": "running",
+                        "finished_at": None,
+                        "worker_id": "worker-1",
+                        "lease_expires_at": "2026-11-22T04:09:33.474273Z",
+                        "progress": None,
+                        "result": None,
+                        "attempts": [],
+                    },
+                }
+            ]
+        }
+    )
 
     lease_id: str
     expires_at: datetime

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import httpx
 import pytest
 import typer.main
 import yaml
@@ -41,6 +42,9 @@ from app.core.config import Settings
 from app.db import migrate
 from app.db.embedded import quote_ident
 from app.db.url import async_url, with_database
+from jobq_client import Worker
+from jobq_client.cli import load_worker as cli_load_worker
+from tests.sdk_support import clean_env, eventually, start_service, stop_process
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "Dockerfile"
@@ -140,7 +144,7 @@ def healthcheck_argv(stage: Stage) -> list[str]:
     return exec_form(Instruction("HEALTHCHECK", match["command"]))
 
 
-def copied_paths(stage: Stage) -> dict[str, str]:
+def copied_paths(stage: Stage, context: Path = REPO) -> dict[str, str]:
     """Build-context path -> where it ends up in the image, for the stage's plain COPYs."""
     workdir = "/"
     targets: dict[str, str] = {}
@@ -155,7 +159,7 @@ def copied_paths(stage: Stage) -> dict[str, str]:
             into = posixpath.normpath(posixpath.join(workdir, destination))
             for source in sources:
                 name = posixpath.normpath(source)
-                if (REPO / name).is_dir():
+                if (context / name).is_dir():
                     targets[name] = into  # a directory's *contents* are copied
                 elif destination.endswith("/") or len(sources) > 1:
                     targets[name] = posixpath.join(into, posixpath.basename(name))
@@ -409,6 +413,8 @@ def test_jobq_waits_for_postgres_and_migrations_and_publishes_8000(
 def test_every_jobq_variable_is_a_setting(services: dict[str, dict[str, Any]]) -> None:
     seen = 0
     for name, service in services.items():
+        if runs_the_sdk(service):
+            continue  # its JOBQ_ variables are the SDK's: see test_worker_service_*
         env = environment(service)
         assert_valid_settings(env, f"service {name}")
         seen += sum(key.startswith(ENV_PREFIX) for key in env)
@@ -589,3 +595,145 @@ def test_serve_passes_the_image_healthcheck_and_stops_cleanly_on_sigterm(
             server.communicate()
     assert server.returncode == 0, output
     assert "schema is up to date" in output
+
+
+# --- the example Python worker: clients/python/Dockerfile and its compose service ----
+
+SDK_DIR = REPO / "clients" / "python"
+WORKER_DOCKERFILE = SDK_DIR / "Dockerfile"
+SDK_ENV_NAMES = {"JOBQ_URL", "JOBQ_API_KEY"}  # what jobq_client reads, not the service
+WORKER_ENTRYPOINT = ["python", "-m", "jobq_client", "worker"]
+
+
+def build_dir(service: dict[str, Any]) -> Path | None:
+    build = service.get("build")
+    if build is None:
+        return None
+    context = build if isinstance(build, str) else build.get("context", ".")
+    return (COMPOSE_FILE.parent / context).resolve()
+
+
+def runs_the_sdk(service: dict[str, Any]) -> bool:
+    return build_dir(service) == SDK_DIR
+
+
+@pytest.fixture(scope="module")
+def worker_stages() -> list[Stage]:
+    return parse_dockerfile(WORKER_DOCKERFILE.read_text())
+
+
+@pytest.fixture
+def load_worker(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`jobq_client.cli.load_worker` as the image runs it: from clients/python."""
+    monkeypatch.chdir(SDK_DIR)
+    monkeypatch.syspath_prepend(str(SDK_DIR))
+    return cli_load_worker
+
+
+def test_worker_image_is_slim_multi_stage_non_root_with_the_sdk_only(
+    worker_stages: list[Stage],
+) -> None:
+    builder, final_stage = worker_stages[0], worker_stages[-1]
+    assert len(worker_stages) >= 2 and builder.name
+    assert final_stage.base == builder.base
+    assert re.fullmatch(r"python:3\.(1[1-9]|[2-9]\d)[\w.-]*-slim[\w.-]*", builder.base)
+    runs = " ".join(i.args for i in builder.all("RUN"))
+    assert "pip install ." in runs and "[" not in runs.split("pip install", 1)[1]
+    for source in copied_paths(builder, SDK_DIR):
+        assert (SDK_DIR / source).exists(), f"COPY {source}: not in the build context"
+    for source in copied_paths(final_stage, SDK_DIR):
+        assert (SDK_DIR / source).exists(), f"COPY {source}: not in the build context"
+    user, _, group = final_stage.last("USER").args.partition(":")
+    assert user not in {"", "root", "0"} and group not in {"root", "0"}
+    assert final_stage.env()["PATH"].startswith("/opt/venv/bin:")
+
+
+def test_worker_image_entrypoint_names_a_real_worker(
+    worker_stages: list[Stage], load_worker: Any
+) -> None:
+    final_stage = worker_stages[-1]
+    assert exec_form(final_stage.last("ENTRYPOINT")) == WORKER_ENTRYPOINT
+    (target,) = exec_form(final_stage.last("CMD"))
+    worker = load_worker(target)
+    assert isinstance(worker, Worker)
+    assert worker.handlers and worker.queues == ["images"]
+    # The image's working directory holds the example, as the import needs.
+    assert copied_paths(final_stage, SDK_DIR)["examples"] == "/srv/worker/examples"
+    assert final_stage.last("WORKDIR").args == "/srv/worker"
+
+
+def test_worker_service_runs_the_example_against_the_jobq_service(
+    services: dict[str, dict[str, Any]], worker_stages: list[Stage], final: Stage, load_worker: Any
+) -> None:
+    worker = services["worker"]
+    assert runs_the_sdk(worker)
+    (target,) = worker["command"]
+    assert load_worker(target).queues == ["images"]
+    env = environment(worker)
+    ours = {key for key in env if key.startswith(ENV_PREFIX)}
+    assert ours <= SDK_ENV_NAMES, f"{sorted(ours - SDK_ENV_NAMES)} are not read by jobq_client"
+    url = make_url(env["JOBQ_URL"].replace("http://", "postgresql://", 1))
+    assert (url.host, url.port) == ("jobq", int(final.env()["JOBQ_PORT"]))
+    assert depends_on(worker) == {"jobq": "service_healthy"}
+    assert "ports" not in worker
+
+
+def test_every_dependency_condition_can_be_met(services: dict[str, dict[str, Any]]) -> None:
+    """`service_healthy` needs a healthcheck; `service_completed_successfully` a one-shot."""
+    for name, service in services.items():
+        for dependency, condition in depends_on(service).items():
+            target = services[dependency]
+            if condition == "service_healthy":
+                check = target.get("healthcheck") or {}
+                assert not check.get("disable"), f"{name} waits on {dependency}'s healthcheck"
+                directory = build_dir(target)
+                in_image = directory is not None and any(
+                    stage.all("HEALTHCHECK")
+                    for stage in parse_dockerfile((directory / "Dockerfile").read_text())[-1:]
+                )
+                assert check.get("test") or in_image, f"{dependency} has no healthcheck"
+            elif condition == "service_completed_successfully":
+                assert target.get("restart") == "no", f"{dependency} must run once"
+            else:
+                assert condition == "service_started", condition
+
+
+async def test_worker_image_command_runs_jobs_and_stops_on_sigterm(
+    database_url: str, db: Any, tmp_path: Path
+) -> None:
+    """What `docker compose up worker` runs, run directly against a real service."""
+    stages = parse_dockerfile(WORKER_DOCKERFILE.read_text())
+    argv = exec_form(stages[-1].last("ENTRYPOINT")) + exec_form(stages[-1].last("CMD"))
+    service = await asyncio.to_thread(start_service, database_url, tmp_path / "serve.log")
+    log = tmp_path / "worker.log"
+    try:
+        async with httpx.AsyncClient(base_url=service.url) as http:
+            created = await http.post(
+                "/v1/queues/images/jobs",
+                json={"type": "resize", "payload": {"width": 1920, "height": 1080}},
+            )
+            assert created.status_code == 201, created.text
+            with log.open("wb") as output:
+                worker = subprocess.Popen(
+                    [sys.executable, *argv[1:]],
+                    cwd=SDK_DIR,
+                    env=clean_env(JOBQ_URL=service.url),
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                )
+            try:
+
+                async def finished() -> dict[str, Any] | None:
+                    job: dict[str, Any] = (
+                        await http.get(f"/v1/jobs/{created.json()['id']}")
+                    ).json()
+                    return job if job["state"] == "succeeded" else None
+
+                job = await eventually(finished, timeout=30)
+            finally:
+                code = await asyncio.to_thread(stop_process, worker)
+    finally:
+        await asyncio.to_thread(stop_process, service.process)
+    assert job["result"] == {"width": 640, "height": 360}
+    assert job["progress"]["stage"] == "upload"
+    assert code == 0, log.read_text()

@@ -44,7 +44,7 @@ def test_every_operation_is_named_and_errors_are_problems() -> None:
         "completeLease",
         "failLease",
         "ackLeases",
-        "health",
+        "checkHealth",
     } <= set(ids)
     for path, method, op in _operations(spec):
         assert op.get("summary"), (path, method)

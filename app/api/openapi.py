@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
 
+from app import schemas
 from app.api.problems import PROBLEM_MEDIA_TYPE
 from app.schemas import Problem
 
@@ -28,6 +31,8 @@ def build(app: FastAPI) -> dict[str, Any]:
         description=app.description,
         routes=app.routes,
     )
+    _document_common_errors(schema)
+    _keep_example_nulls(schema)
     for path in schema["paths"].values():
         for operation in path.values():
             for status, response in operation.get("responses", {}).items():
@@ -40,3 +45,30 @@ def build(app: FastAPI) -> dict[str, Any]:
     components.pop("ValidationError", None)
     app.openapi_schema = schema
     return schema
+
+
+# Any request with a body may be refused as such; anything under /v1 needs the database.
+_BODY_ERRORS = ("400", "413", "415", "422")
+_DATABASE_ERRORS = ("503",)
+
+
+def _document_common_errors(schema: dict[str, Any]) -> None:
+    """Add the error answers every operation of a kind may give, for client generators."""
+    for path, item in schema["paths"].items():
+        for operation in item.values():
+            responses = operation.setdefault("responses", {})
+            statuses: tuple[str, ...] = _BODY_ERRORS if "requestBody" in operation else ()
+            statuses += _DATABASE_ERRORS if path.startswith("/v1/") else ()
+            for status in statuses:
+                responses.setdefault(status, {"description": HTTPStatus(int(status)).phrase})
+
+
+def _keep_example_nulls(schema: dict[str, Any]) -> None:
+    """Put the schemas' examples back as written: FastAPI drops their null fields."""
+    components = schema.get("components", {}).get("schemas", {})
+    for name, model in vars(schemas).items():
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            continue
+        extra = model.model_config.get("json_schema_extra")
+        if name in components and isinstance(extra, dict) and "examples" in extra:
+            components[name]["examples"] = extra["examples"]

@@ -14,7 +14,7 @@ router = APIRouter(tags=["health"])
 
 
 @router.get(
-    "/healthz", operation_id="health", response_model=Health, dependencies=[Depends(PUBLIC)]
+    "/healthz", operation_id="checkHealth", response_model=Health, dependencies=[Depends(PUBLIC)]
 )
 async def healthz() -> dict[str, str]:
     """The process is up."""
@@ -23,7 +23,7 @@ async def healthz() -> dict[str, str]:
 
 @router.get(
     "/readyz",
-    operation_id="ready",
+    operation_id="checkReadiness",
     response_model=Health,
     responses=problems(401, 503),
     dependencies=[Depends(PROBE)],

@@ -1,0 +1,106 @@
+"""A Python client and worker SDK for jobq, the PostgreSQL-backed job queue over HTTP.
+
+from jobq_client import Client, Job, Worker
+
+with Client("http://127.0.0.1:8000") as jobq:
+    jobq.enqueue("images", "resize", {"path": "cat.png", "width": 640})
+
+worker = Worker(queues=["images"], concurrency=4)
+
+@worker.handler("resize")
+async def resize(job: Job) -> dict[str, str]:
+    await job.progress(50, stage="resize")
+    return {"path": job.payload["path"]}
+
+worker.run()
+"""
+
+from jobq_client._client import AsyncClient, Client, RetryPolicy
+from jobq_client._errors import (
+    BadRequest,
+    Conflict,
+    ConnectionFailed,
+    DatabaseUnavailable,
+    Forbidden,
+    InvalidJson,
+    JobFinished,
+    JobNotFound,
+    JobNotRetryable,
+    JobqError,
+    JobRunning,
+    LeaseLost,
+    LeaseNotFound,
+    NotFound,
+    PayloadTooLarge,
+    QueueFull,
+    RateLimited,
+    Unauthorized,
+    Unavailable,
+    UnsupportedMediaType,
+    ValidationError,
+)
+from jobq_client._models import (
+    Ack,
+    AckResult,
+    Attempt,
+    BatchItem,
+    Complete,
+    Enqueued,
+    Fail,
+    Heartbeat,
+    JobRecord,
+    JobsPage,
+    JobSpec,
+    JobState,
+    Lease,
+    Progress,
+)
+from jobq_client._worker import Job, JobCancelled, Permanent, Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Ack",
+    "AckResult",
+    "AsyncClient",
+    "Attempt",
+    "BadRequest",
+    "BatchItem",
+    "Client",
+    "Complete",
+    "Conflict",
+    "ConnectionFailed",
+    "DatabaseUnavailable",
+    "Enqueued",
+    "Fail",
+    "Forbidden",
+    "Heartbeat",
+    "InvalidJson",
+    "Job",
+    "JobCancelled",
+    "JobFinished",
+    "JobNotFound",
+    "JobNotRetryable",
+    "JobRecord",
+    "JobRunning",
+    "JobSpec",
+    "JobState",
+    "JobqError",
+    "JobsPage",
+    "Lease",
+    "LeaseLost",
+    "LeaseNotFound",
+    "NotFound",
+    "PayloadTooLarge",
+    "Permanent",
+    "Progress",
+    "QueueFull",
+    "RateLimited",
+    "RetryPolicy",
+    "Unauthorized",
+    "Unavailable",
+    "UnsupportedMediaType",
+    "ValidationError",
+    "Worker",
+    "__version__",
+]

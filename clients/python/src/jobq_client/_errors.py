@@ -1,0 +1,274 @@
+"""The errors the client raises, one class per problem `code` the service sends.
+
+Every error answer of jobq is `application/problem+json` with a stable `code`; the
+client raises the class registered for that code, or else the one for the HTTP
+status, or else `JobqError` itself. Catch by class, not by message.
+
+    JobqError                  status, code, detail, problem
+    ├── ConnectionFailed       no answer (connection refused, reset, timed out)
+    ├── BadRequest (400)
+    │   └── InvalidJson
+    ├── Unauthorized (401)
+    ├── Forbidden (403)
+    ├── NotFound (404)
+    │   ├── JobNotFound
+    │   └── LeaseNotFound
+    ├── Conflict (409)
+    │   ├── LeaseLost          job_id, state: where the job is now
+    │   ├── JobFinished        nothing left to cancel
+    │   ├── JobNotRetryable    only failed or cancelled jobs can be retried
+    │   └── JobRunning         cancel it before deleting it
+    ├── PayloadTooLarge (413)
+    ├── UnsupportedMediaType (415)
+    ├── ValidationError (422)  errors: [{loc, msg, type}]
+    ├── QueueFull              the queue is at its backlog limit
+    ├── RateLimited (429)
+    └── Unavailable (503)      retried by the client
+        └── DatabaseUnavailable
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import httpx
+
+
+class JobqError(Exception):
+    """jobq answered with an error, or could not be reached."""
+
+    default_status: ClassVar[int | None] = None
+    default_code: ClassVar[str] = "error"
+    retryable: ClassVar[bool] = False  # the client retries these by itself
+
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        problem: dict[str, Any] | None = None,
+    ) -> None:
+        self.status = self.default_status if status is None else status
+        self.code = code or self.default_code
+        self.detail = detail or (type(self).__doc__ or self.code).strip()
+        self.problem: dict[str, Any] = problem or {}
+        super().__init__(self.detail)
+
+    def __str__(self) -> str:
+        where = f"{self.status} " if self.status is not None else ""
+        return f"{where}{self.code}: {self.detail}"
+
+
+class ConnectionFailed(JobqError):
+    """jobq could not be reached, or did not answer in time."""
+
+    default_code = "connection_failed"
+    retryable = True
+
+
+class BadRequest(JobqError):
+    """The request could not be understood."""
+
+    default_status = 400
+    default_code = "bad_request"
+
+
+class InvalidJson(BadRequest):
+    """The request body is not valid JSON."""
+
+    default_code = "invalid_json"
+
+
+class Unauthorized(JobqError):
+    """No valid API key was sent."""
+
+    default_status = 401
+    default_code = "unauthorized"
+
+
+class Forbidden(JobqError):
+    """The API key may not do this."""
+
+    default_status = 403
+    default_code = "forbidden"
+
+
+class NotFound(JobqError):
+    """Nothing exists at this address."""
+
+    default_status = 404
+    default_code = "not_found"
+
+
+class JobNotFound(NotFound):
+    """No job has this id."""
+
+    default_code = "job_not_found"
+
+
+class LeaseNotFound(NotFound):
+    """No lease with this token was ever issued."""
+
+    default_code = "lease_not_found"
+
+
+class Conflict(JobqError):
+    """The request conflicts with the resource's current state."""
+
+    default_status = 409
+    default_code = "conflict"
+
+
+class LeaseLost(Conflict):
+    """This lease no longer holds the job: drop it, someone else has it or it is settled."""
+
+    default_code = "lease_lost"
+
+    @property
+    def job_id(self) -> int | None:
+        value = self.problem.get("job_id")
+        return value if isinstance(value, int) else None
+
+    @property
+    def state(self) -> str | None:
+        value = self.problem.get("state")
+        return value if isinstance(value, str) else None
+
+
+class JobFinished(Conflict):
+    """The job already finished: there is nothing left to cancel."""
+
+    default_code = "job_finished"
+
+
+class JobNotRetryable(Conflict):
+    """Only a failed or cancelled job can be retried."""
+
+    default_code = "job_not_retryable"
+
+
+class JobRunning(Conflict):
+    """The job is running: cancel it first, then delete it once it has stopped."""
+
+    default_code = "job_running"
+
+
+class PayloadTooLarge(JobqError):
+    """The request, payload or result is larger than the service accepts."""
+
+    default_status = 413
+    default_code = "payload_too_large"
+
+
+class UnsupportedMediaType(JobqError):
+    """The body was not sent as JSON."""
+
+    default_status = 415
+    default_code = "unsupported_media_type"
+
+
+class ValidationError(JobqError):
+    """Fields are missing, unknown or out of bounds."""
+
+    default_status = 422
+    default_code = "validation_error"
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        value = self.problem.get("errors")
+        return value if isinstance(value, list) else []
+
+
+class QueueFull(JobqError):
+    """The queue holds as many jobs as it may: enqueue later."""
+
+    default_code = "queue_full"
+
+
+class RateLimited(JobqError):
+    """Too many requests."""
+
+    default_status = 429
+    default_code = "rate_limited"
+
+
+class Unavailable(JobqError):
+    """The service cannot do its work right now; retry shortly."""
+
+    default_status = 503
+    default_code = "unavailable"
+    retryable = True
+
+
+class DatabaseUnavailable(Unavailable):
+    """The service cannot reach its database right now; retry shortly."""
+
+    default_code = "database_unavailable"
+
+
+_BY_CODE: dict[str, type[JobqError]] = {
+    cls.default_code: cls
+    for cls in (
+        BadRequest,
+        InvalidJson,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        JobNotFound,
+        LeaseNotFound,
+        Conflict,
+        LeaseLost,
+        JobFinished,
+        JobNotRetryable,
+        JobRunning,
+        PayloadTooLarge,
+        UnsupportedMediaType,
+        ValidationError,
+        QueueFull,
+        RateLimited,
+        Unavailable,
+        DatabaseUnavailable,
+    )
+}
+_BY_STATUS: dict[int, type[JobqError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+    415: UnsupportedMediaType,
+    422: ValidationError,
+    429: RateLimited,
+    502: Unavailable,
+    503: Unavailable,
+    504: Unavailable,
+}
+
+
+def error_class(status: int, code: str | None) -> type[JobqError]:
+    """The class for a problem: by its `code`, else by its status, else `JobqError`."""
+    if code is not None and code in _BY_CODE:
+        return _BY_CODE[code]
+    return _BY_STATUS.get(status, JobqError)
+
+
+def error_from_response(response: httpx.Response) -> JobqError:
+    """The typed error for an error answer (problem+json or not)."""
+    problem: dict[str, Any] = {}
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        problem = body
+    code = problem.get("code") if isinstance(problem.get("code"), str) else None
+    detail = problem.get("detail") if isinstance(problem.get("detail"), str) else None
+    cls = error_class(response.status_code, code)
+    return cls(
+        detail or response.reason_phrase or f"HTTP {response.status_code}",
+        status=response.status_code,
+        code=code,
+        problem=problem,
+    )

@@ -1,0 +1,307 @@
+"""What the service answers, as frozen dataclasses; and what a batch enqueue sends.
+
+Parsing is lenient about additions: fields the service adds later are ignored, so an
+older client keeps working against a newer service.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+def _time(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+def _required_time(value: Any) -> datetime:
+    parsed = _time(value)
+    if parsed is None:
+        raise ValueError(f"expected an RFC 3339 timestamp, got {value!r}")
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a job's worker got, from its latest heartbeat that carried progress."""
+
+    percent: float | None
+    stage: str | None
+    message: str | None
+    updated_at: datetime | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Progress:
+        return cls(
+            percent=data.get("percent"),
+            stage=data.get("stage"),
+            message=data.get("message"),
+            updated_at=_time(data.get("updated_at")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One finished attempt: `outcome` is succeeded, failed or lease_expired."""
+
+    attempt: int
+    worker_id: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    outcome: str
+    error: dict[str, Any] | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Attempt:
+        return cls(
+            attempt=data["attempt"],
+            worker_id=data.get("worker_id"),
+            started_at=_time(data.get("started_at")),
+            finished_at=_time(data.get("finished_at")),
+            outcome=data["outcome"],
+            error=data.get("error"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A job as the service shows it (`GET /v1/jobs/{id}`)."""
+
+    id: int
+    queue: str
+    type: str
+    state: JobState
+    priority: int
+    payload: Any
+    attempt: int
+    max_attempts: int
+    lease_seconds: int
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    worker_id: str | None = None
+    lease_expires_at: datetime | None = None
+    cancel_requested: bool = False
+    progress: Progress | None = None
+    result: Any = None
+    last_error: dict[str, Any] | None = None
+    idempotency_key: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobRecord:
+        progress = data.get("progress")
+        return cls(
+            id=data["id"],
+            queue=data["queue"],
+            type=data["type"],
+            state=data["state"],
+            priority=data["priority"],
+            payload=data.get("payload"),
+            attempt=data["attempt"],
+            max_attempts=data["max_attempts"],
+            lease_seconds=data["lease_seconds"],
+            run_at=_required_time(data["run_at"]),
+            created_at=_required_time(data["created_at"]),
+            updated_at=_required_time(data["updated_at"]),
+            started_at=_time(data.get("started_at")),
+            finished_at=_time(data.get("finished_at")),
+            worker_id=data.get("worker_id"),
+            lease_expires_at=_time(data.get("lease_expires_at")),
+            cancel_requested=bool(data.get("cancel_requested", False)),
+            progress=Progress.from_json(progress) if isinstance(progress, dict) else None,
+            result=data.get("result"),
+            last_error=data.get("last_error"),
+            idempotency_key=data.get("idempotency_key"),
+            metadata=data.get("metadata") or {},
+            attempts=[Attempt.from_json(a) for a in data.get("attempts") or []],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """An enqueued job; `deduplicated` when a job already had its idempotency key."""
+
+    job: JobRecord
+    deduplicated: bool
+
+    @property
+    def id(self) -> int:
+        return self.job.id
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Enqueued:
+        return cls(job=JobRecord.from_json(data), deduplicated=bool(data["deduplicated"]))
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One job of a batch enqueue, in request order."""
+
+    id: int
+    state: JobState
+    deduplicated: bool
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BatchItem:
+        return cls(id=data["id"], state=data["state"], deduplicated=bool(data["deduplicated"]))
+
+
+@dataclass(frozen=True, slots=True)
+class JobsPage:
+    """A page of jobs; pass `next_after` as `after` for the next one (None: last page)."""
+
+    jobs: list[JobRecord]
+    next_after: int | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobsPage:
+        return cls(
+            jobs=[JobRecord.from_json(j) for j in data["jobs"]], next_after=data.get("next_after")
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A job handed to this worker, and the token that proves it holds the job."""
+
+    lease_id: str
+    expires_at: datetime
+    job: JobRecord
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Lease:
+        return cls(
+            lease_id=data["lease_id"],
+            expires_at=_required_time(data["expires_at"]),
+            job=JobRecord.from_json(data["job"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """A heartbeat's answer: when the lease now ends, and whether to stop."""
+
+    lease_id: str
+    expires_at: datetime
+    cancel_requested: bool
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Heartbeat:
+        return cls(
+            lease_id=data["lease_id"],
+            expires_at=_required_time(data["expires_at"]),
+            cancel_requested=bool(data.get("cancel_requested", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    """What the single finishing call would have answered for this lease."""
+
+    lease_id: str
+    status: int
+    code: str | None
+    job_id: int | None
+    state: JobState | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AckResult:
+        return cls(
+            lease_id=data["lease_id"],
+            status=data["status"],
+            code=data.get("code"),
+            job_id=data.get("job_id"),
+            state=data.get("state"),
+        )
+
+
+# ---- what the client sends ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job of a batch enqueue (`Client.enqueue_many`)."""
+
+    type: str
+    payload: Any = None
+    priority: int | None = None
+    run_at: datetime | None = None
+    delay_seconds: float | None = None
+    max_attempts: int | None = None
+    lease_seconds: int | None = None
+    idempotency_key: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"type": self.type, "payload": self.payload}
+        optional = {
+            "priority": self.priority,
+            "run_at": self.run_at.isoformat() if self.run_at is not None else None,
+            "delay_seconds": self.delay_seconds,
+            "max_attempts": self.max_attempts,
+            "lease_seconds": self.lease_seconds,
+            "idempotency_key": self.idempotency_key,
+            "metadata": self.metadata,
+        }
+        body.update({key: value for key, value in optional.items() if value is not None})
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """An ack that completes a lease with a result (`Client.ack`)."""
+
+    lease_id: str
+    result: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lease_id": self.lease_id, "outcome": "complete", "result": self.result}
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """An ack that fails a lease (`Client.ack`)."""
+
+    lease_id: str
+    error_type: str
+    message: str = ""
+    details: Any = None
+    retryable: bool = True
+    retry_after_seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "lease_id": self.lease_id,
+            "outcome": "fail",
+            "error": error_body(self.error_type, self.message, self.details),
+            "retryable": self.retryable,
+        }
+        if self.retry_after_seconds is not None:
+            body["retry_after_seconds"] = self.retry_after_seconds
+        return body
+
+
+Ack = Complete | Fail
+
+MAX_ERROR_TYPE_CHARS = 255
+
+
+def error_body(error_type: str, message: str, details: Any) -> dict[str, Any]:
+    """The `error` object of a failure, its type cut to what the service accepts."""
+    body: dict[str, Any] = {"type": error_type[:MAX_ERROR_TYPE_CHARS] or "Error"}
+    if message:
+        body["message"] = message
+    if details is not None:
+        body["details"] = details
+    return body

@@ -1,0 +1,613 @@
+"""`Worker`: lease jobs, run their handlers, heartbeat, report, acknowledge in batches.
+
+    worker = Worker(queues=["images"], concurrency=8)
+
+    @worker.handler("resize")
+    async def resize(job: Job) -> dict[str, int]:
+        await job.progress(50, stage="resize")
+        return {"width": job.payload["width"] // 2}
+
+    worker.run()   # until SIGTERM or Ctrl-C
+
+A handler's return value completes the job; an exception fails the attempt with the
+exception's type and message (retried after the service's backoff, unless it is a
+`Permanent` error or the attempts are used up). Async handlers run on the event loop,
+plain functions in threads of their own. While a handler runs, its lease is extended
+by a heartbeat every third of the lease, and `job.cancel_requested` follows what the
+heartbeats answer.
+
+On SIGTERM or SIGINT (or `stop()`) the worker stops leasing, gives running handlers
+`grace_seconds` to finish, then releases the jobs still running: each is failed as a
+retryable `WorkerShutdown` with no delay, so another worker can take it at once (this
+counts as one of the job's attempts, as a lapsed lease would). A second signal skips
+the rest of the grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import inspect
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from datetime import datetime
+from typing import Any, TypeVar
+
+from jobq_client._client import AsyncClient, Client
+from jobq_client._errors import (
+    BadRequest,
+    Forbidden,
+    JobqError,
+    LeaseLost,
+    LeaseNotFound,
+    NotFound,
+    PayloadTooLarge,
+    Unauthorized,
+    ValidationError,
+)
+from jobq_client._models import Ack, Complete, Fail, JobRecord, Lease
+
+log = logging.getLogger("jobq_client.worker")
+
+DEFAULT_CONCURRENCY = 10
+DEFAULT_WAIT_SECONDS = 20.0
+DEFAULT_GRACE_SECONDS = 30.0
+DEFAULT_ACK_INTERVAL_SECONDS = 0.05
+DEFAULT_ACK_BATCH_SIZE = 100
+MAX_LEASE_BATCH = 100
+LEASE_ERROR_BACKOFF_SECONDS = 1.0
+LEASE_ERROR_BACKOFF_CAP_SECONDS = 30.0
+HEARTBEAT_RETRY_SECONDS = 1.0
+RELEASE_WAIT_SECONDS = 5.0
+MAX_TRACEBACK_CHARS = 4000
+SHUTDOWN_ERROR_TYPE = "WorkerShutdown"
+
+# Answers to a lease request that no retry can fix: the worker's configuration is wrong.
+_FATAL = (BadRequest, Unauthorized, Forbidden, NotFound, ValidationError)
+
+HandlerFunc = Callable[["Job"], Any]
+F = TypeVar("F", bound=HandlerFunc)
+
+
+class Permanent(Exception):
+    """Raise from a handler to fail the job for good: it is not retried."""
+
+    retryable = False
+
+
+class JobCancelled(Permanent):
+    """Raise from a handler that saw `job.cancel_requested`: the job fails for good."""
+
+    def __init__(self, message: str = "cancellation was requested") -> None:
+        super().__init__(message)
+
+
+class Job:
+    """A leased job, as its handler sees it.
+
+    @worker.handler("resize")
+    async def resize(job: Job) -> dict[str, Any]:
+        for step in range(10):
+            if job.cancel_requested:
+                raise JobCancelled()
+            await job.progress(step * 10, stage="resize")
+        return {"ok": True}
+    """
+
+    def __init__(self, lease: Lease, session: _Session) -> None:
+        self.lease_id = lease.lease_id
+        self.expires_at: datetime = lease.expires_at
+        self.record: JobRecord = lease.job
+        self._session = session
+        self._cancel_requested = lease.job.cancel_requested
+        self.lease_lost = False
+        self.released = False
+        self._next_beat = 0.0
+
+    @property
+    def id(self) -> int:
+        return self.record.id
+
+    @property
+    def queue(self) -> str:
+        return self.record.queue
+
+    @property
+    def type(self) -> str:
+        return self.record.type
+
+    @property
+    def payload(self) -> Any:
+        return self.record.payload
+
+    @property
+    def attempt(self) -> int:
+        """1 on the first run, 2 on the first retry, ..."""
+        return self.record.attempt
+
+    @property
+    def max_attempts(self) -> int:
+        return self.record.max_attempts
+
+    @property
+    def priority(self) -> int:
+        return self.record.priority
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.record.metadata
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether someone asked for this job to be cancelled (updated by each heartbeat)."""
+        return self._cancel_requested
+
+    def raise_if_cancelled(self) -> None:
+        """Raise `JobCancelled` when cancellation was requested."""
+        if self._cancel_requested:
+            raise JobCancelled()
+
+    async def progress(
+        self, percent: float | None = None, *, stage: str | None = None, message: str | None = None
+    ) -> None:
+        """Report progress now (it also extends the lease), visible in `GET /v1/jobs/{id}`.
+
+        Raises `LeaseLost` if the job is no longer this worker's: stop working on it.
+        """
+        await self._session.beat(self, percent=percent, stage=stage, message=message)
+
+    def progress_sync(
+        self, percent: float | None = None, *, stage: str | None = None, message: str | None = None
+    ) -> None:
+        """`progress` for handlers that are plain functions (they run in a thread)."""
+        loop = self._session.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError("in an async handler, use `await job.progress(...)`")
+        future = asyncio.run_coroutine_threadsafe(
+            self.progress(percent, stage=stage, message=message), loop
+        )
+        future.result()
+
+    def __repr__(self) -> str:
+        return f"Job(id={self.id}, type={self.type!r}, attempt={self.attempt})"
+
+
+class Worker:
+    """Runs handlers for the jobs of some queues; see the module's documentation.
+
+    `client` is an `AsyncClient` or a `Client` (its settings are used); by default one
+    is made from `JOBQ_URL` and `JOBQ_API_KEY`. Jobs are leased `concurrency` at most
+    at a time, waiting up to `wait_seconds` for work (long poll). `lease_seconds`
+    overrides each job's own lease length.
+    """
+
+    def __init__(
+        self,
+        client: AsyncClient | Client | None = None,
+        *,
+        queues: Sequence[str],
+        concurrency: int = DEFAULT_CONCURRENCY,
+        worker_id: str | None = None,
+        lease_seconds: int | None = None,
+        wait_seconds: float = DEFAULT_WAIT_SECONDS,
+        grace_seconds: float = DEFAULT_GRACE_SECONDS,
+        ack_interval_seconds: float = DEFAULT_ACK_INTERVAL_SECONDS,
+        ack_batch_size: int = DEFAULT_ACK_BATCH_SIZE,
+    ) -> None:
+        if not queues:
+            raise ValueError("a worker needs at least one queue")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.client = client
+        self.queues = list(queues)
+        self.concurrency = concurrency
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.lease_seconds = lease_seconds
+        self.wait_seconds = wait_seconds
+        self.grace_seconds = grace_seconds
+        self.ack_interval_seconds = ack_interval_seconds
+        self.ack_batch_size = ack_batch_size
+        self.handlers: dict[str, HandlerFunc] = {}
+        self._session: _Session | None = None
+        self._stop_requested = False
+        self._lock = threading.Lock()
+
+    def handler(self, job_type: str) -> Callable[[F], F]:
+        """Register the decorated function (async or not) for jobs of `job_type`."""
+
+        def register(func: F) -> F:
+            if job_type in self.handlers:
+                raise ValueError(f"a handler for {job_type!r} is already registered")
+            self.handlers[job_type] = func
+            return func
+
+        return register
+
+    def stop(self) -> None:
+        """Stop leasing and drain, as on SIGTERM. Safe to call from any thread."""
+        with self._lock:
+            self._stop_requested = True
+            session = self._session
+        if session is not None:
+            session.loop.call_soon_threadsafe(session.stop)
+
+    def run(self) -> None:
+        """Run until SIGTERM or SIGINT (or `stop()`), then drain and return."""
+        asyncio.run(self.run_async(handle_signals=True))
+
+    async def run_async(self, *, handle_signals: bool = False) -> None:
+        """Run on the current event loop until `stop()` (or a signal, if handled)."""
+        if not self.handlers:
+            raise RuntimeError("register at least one handler with @worker.handler(type)")
+        client, owned = self._async_client()
+        loop = asyncio.get_running_loop()
+        session = _Session(self, client, loop)
+        with self._lock:
+            if self._session is not None:
+                raise RuntimeError("this worker is already running")
+            self._session = session
+            stop_first = self._stop_requested
+        if stop_first:
+            session.stop()
+        handled = _install_signal_handlers(loop, session) if handle_signals else []
+        try:
+            await session.run()
+        finally:
+            for signum in handled:
+                loop.remove_signal_handler(signum)
+            with self._lock:
+                self._session = None
+                self._stop_requested = False
+            if owned:
+                await client.aclose()
+
+    def _async_client(self) -> tuple[AsyncClient, bool]:
+        if isinstance(self.client, AsyncClient):
+            return self.client, False
+        if isinstance(self.client, Client):
+            source = self.client
+            return (
+                AsyncClient(
+                    source.base_url,
+                    api_key=source.api_key,
+                    timeout=source.timeout,
+                    retry=source.retry,
+                ),
+                True,
+            )
+        return AsyncClient(), True
+
+
+def _install_signal_handlers(loop: asyncio.AbstractEventLoop, session: _Session) -> list[int]:
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    installed: list[int] = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, session.on_signal, signum)
+        installed.append(signum)
+    return installed
+
+
+async def _wait_any(*events: asyncio.Event, within: float | None = None) -> None:
+    """Until one of the events is set, or `within` seconds have passed."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
+def _failure(exc: BaseException) -> tuple[str, str, dict[str, Any], bool, float | None]:
+    """(type, message, details, retryable, retry_after_seconds) for a handler's exception."""
+    retryable = getattr(exc, "retryable", True) is not False
+    retry_after = getattr(exc, "retry_after_seconds", None)
+    if not isinstance(retry_after, int | float) or isinstance(retry_after, bool):
+        retry_after = None
+    text = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK_CHARS:]
+    return type(exc).__name__, str(exc), {"traceback": text}, retryable, retry_after
+
+
+class _Session:
+    """One run of a worker: its running jobs, pending acks and stop state."""
+
+    def __init__(self, worker: Worker, client: AsyncClient, loop: asyncio.AbstractEventLoop):
+        self.worker = worker
+        self.client = client
+        self.loop = loop
+        self.running: dict[str, tuple[Job, asyncio.Task[None]]] = {}
+        self.stopping = asyncio.Event()
+        self.forced = asyncio.Event()
+        self.slot_free = asyncio.Event()
+        self.pending_acks: list[Ack] = []
+        self.ack_added = asyncio.Event()
+        self.closing = False
+
+    # ---- control ---------------------------------------------------------------------
+
+    def stop(self) -> None:
+        if not self.stopping.is_set():
+            log.info("worker %s: stopping, no more leases", self.worker.worker_id)
+        self.stopping.set()
+
+    def on_signal(self, signum: int) -> None:
+        if self.stopping.is_set():
+            log.info("second %s: releasing running jobs now", signal.Signals(signum).name)
+            self.forced.set()
+        self.stop()
+
+    async def run(self) -> None:
+        worker = self.worker
+        log.info(
+            "worker %s: serving %s on %s (concurrency %d)",
+            worker.worker_id,
+            ", ".join(sorted(worker.handlers)),
+            ", ".join(worker.queues),
+            worker.concurrency,
+        )
+        acks = asyncio.create_task(self.ack_loop())
+        fatal: JobqError | None = None
+        try:
+            try:
+                await self.lease_loop()
+            except _FATAL as exc:
+                log.error("leasing refused (%s): stopping", exc)
+                fatal = exc
+            await self.drain()
+        finally:
+            self.closing = True
+            self.ack_added.set()
+            await acks
+            for _, task in list(self.running.values()):
+                task.cancel()
+        log.info("worker %s: stopped", worker.worker_id)
+        if fatal is not None:
+            raise fatal
+
+    # ---- leasing ---------------------------------------------------------------------
+
+    async def lease_loop(self) -> None:
+        worker = self.worker
+        errors = 0
+        while not self.stopping.is_set():
+            free = worker.concurrency - len(self.running)
+            if free <= 0:
+                self.slot_free.clear()
+                await _wait_any(self.slot_free, self.stopping)
+                continue
+            request = asyncio.create_task(
+                self.client.lease(
+                    worker.queues,
+                    worker_id=worker.worker_id,
+                    max_jobs=min(free, MAX_LEASE_BATCH),
+                    types=sorted(worker.handlers),
+                    lease_seconds=worker.lease_seconds,
+                    wait_seconds=worker.wait_seconds,
+                )
+            )
+            stopped = asyncio.create_task(self.stopping.wait())
+            await asyncio.wait({request, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            if not request.done():
+                # Hanging up makes the service hand this request no job.
+                request.cancel()
+                with contextlib.suppress(asyncio.CancelledError, JobqError):
+                    await request
+                return
+            try:
+                leases = request.result()
+            except _FATAL:
+                raise
+            except JobqError as exc:
+                errors += 1
+                wait = min(LEASE_ERROR_BACKOFF_CAP_SECONDS, LEASE_ERROR_BACKOFF_SECONDS * errors)
+                log.warning("lease failed (%s); trying again in %.0fs", exc, wait)
+                await _wait_any(self.stopping, within=wait)
+                continue
+            errors = 0
+            for lease in leases:
+                self.start(lease)
+
+    def start(self, lease: Lease) -> None:
+        job = Job(lease, self)
+        job._next_beat = self.loop.time() + self.beat_interval(job)
+        task = asyncio.create_task(self.execute(job), name=f"jobq-job-{job.id}")
+        self.running[job.lease_id] = (job, task)
+
+    # ---- running a job ---------------------------------------------------------------
+
+    async def execute(self, job: Job) -> None:
+        beats = asyncio.create_task(self.heartbeat_loop(job))
+        outcome: Ack | None = None
+        try:
+            outcome = await self.outcome(job)
+        except asyncio.CancelledError:
+            if job.released:
+                return  # drain() queued the release
+            raise
+        finally:
+            beats.cancel()
+            self.running.pop(job.lease_id, None)
+            self.slot_free.set()
+        if outcome is not None and not job.lease_lost:
+            self.add_ack(outcome)
+
+    async def outcome(self, job: Job) -> Ack | None:
+        """Run the handler: a completion, a failure, or None when the lease was lost."""
+        handler = self.worker.handlers[job.type]
+        try:
+            if inspect.iscoroutinefunction(handler):
+                result = await handler(job)
+            else:
+                result = await self.in_thread(handler, job)
+        except (LeaseLost, LeaseNotFound) as exc:
+            job.lease_lost = True
+            log.warning("job %s: lease lost (%s); dropping it", job.id, exc)
+            return None
+        except Exception as exc:
+            error_type, message, details, retryable, retry_after = _failure(exc)
+            log.warning("job %s (%s) failed: %s: %s", job.id, job.type, error_type, message)
+            return Fail(job.lease_id, error_type, message, details, retryable, retry_after)
+        try:
+            json.dumps(result, allow_nan=False)  # what the service would refuse
+        except (TypeError, ValueError) as exc:
+            message = f"the handler's result cannot be stored as JSON: {exc}"
+            log.warning("job %s (%s) failed: %s", job.id, job.type, message)
+            return Fail(job.lease_id, "InvalidResult", message, retryable=False)
+        return Complete(job.lease_id, result)
+
+    async def in_thread(self, handler: HandlerFunc, job: Job) -> Any:
+        """Run a plain function in a daemon thread: one stuck past the grace period
+        cannot keep the process from exiting, unlike an executor's threads."""
+        future: Future[Any] = Future()
+        future.set_running_or_notify_cancel()  # released jobs' threads may still finish
+        context = contextvars.copy_context()
+
+        def target() -> None:
+            try:
+                result = context.run(handler, job)
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        threading.Thread(target=target, name=f"jobq-job-{job.id}", daemon=True).start()
+        return await asyncio.wrap_future(future)
+
+    def beat_interval(self, job: Job) -> float:
+        return (self.worker.lease_seconds or job.record.lease_seconds) / 3
+
+    async def heartbeat_loop(self, job: Job) -> None:
+        while True:
+            delay = job._next_beat - self.loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+                continue
+            try:
+                await self.beat(job)
+            except (LeaseLost, LeaseNotFound):
+                return  # beat() marked the job; its handler learns it on progress()
+            except JobqError as exc:
+                log.warning("job %s: heartbeat failed (%s); retrying", job.id, exc)
+                job._next_beat = self.loop.time() + HEARTBEAT_RETRY_SECONDS
+
+    async def beat(
+        self,
+        job: Job,
+        *,
+        percent: float | None = None,
+        stage: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        try:
+            answer = await self.client.heartbeat(
+                job.lease_id, percent=percent, stage=stage, message=message
+            )
+        except (LeaseLost, LeaseNotFound):
+            job.lease_lost = True
+            raise
+        job.expires_at = answer.expires_at
+        job._next_beat = self.loop.time() + self.beat_interval(job)
+        if answer.cancel_requested and not job._cancel_requested:
+            log.info("job %s: cancellation requested", job.id)
+            job._cancel_requested = True
+
+    # ---- stopping --------------------------------------------------------------------
+
+    async def drain(self) -> None:
+        grace = self.worker.grace_seconds
+        if self.running:
+            log.info("waiting up to %gs for %d running jobs", grace, len(self.running))
+        deadline = self.loop.time() + grace
+        while self.running and not self.forced.is_set():
+            remaining = deadline - self.loop.time()
+            if remaining <= 0:
+                break
+            self.slot_free.clear()
+            await _wait_any(self.slot_free, self.forced, within=remaining)
+        if not self.running:
+            return
+        log.warning("releasing %d jobs still running", len(self.running))
+        tasks = []
+        for job, task in list(self.running.values()):
+            job.released = True
+            task.cancel()
+            tasks.append(task)
+            self.add_ack(
+                Fail(
+                    job.lease_id,
+                    SHUTDOWN_ERROR_TYPE,
+                    "the worker stopped before the job finished",
+                    retryable=True,
+                    retry_after_seconds=0,
+                )
+            )
+        # Async handlers get CancelledError; threads run on as daemons, ignored.
+        await asyncio.wait(tasks, timeout=RELEASE_WAIT_SECONDS)
+
+    # ---- acknowledging ---------------------------------------------------------------
+
+    def add_ack(self, ack: Ack) -> None:
+        self.pending_acks.append(ack)
+        self.ack_added.set()
+
+    async def ack_loop(self) -> None:
+        """Send finished jobs in batches: every `ack_interval_seconds`, or when full."""
+        worker = self.worker
+        while True:
+            if not self.pending_acks:
+                if self.closing:
+                    return
+                self.ack_added.clear()
+                await self.ack_added.wait()
+                continue
+            if len(self.pending_acks) < worker.ack_batch_size and not self.closing:
+                await asyncio.sleep(worker.ack_interval_seconds)
+            batch = self.pending_acks[: worker.ack_batch_size]
+            del self.pending_acks[: len(batch)]
+            if not await self.send_acks(batch):
+                if self.closing:
+                    log.error("could not acknowledge %d jobs; their leases will lapse", len(batch))
+                    continue
+                self.pending_acks[:0] = batch
+                await asyncio.sleep(HEARTBEAT_RETRY_SECONDS)
+
+    async def send_acks(self, batch: list[Ack]) -> bool:
+        """True once the service has judged every ack; False to try again later."""
+        try:
+            results = await self.client.ack(batch)
+        except (PayloadTooLarge, ValidationError) as exc:
+            # One result the service refuses would refuse the batch: send them one by one.
+            if len(batch) == 1:
+                return await self.send_refused(batch[0], exc)
+            failed = [ack for ack in batch if not await self.send_acks([ack])]
+            self.pending_acks[:0] = failed
+            return True
+        except JobqError as exc:
+            log.warning("acknowledging %d jobs failed: %s", len(batch), exc)
+            return False
+        for result in results:
+            if not result.ok:
+                log.warning("ack of %s: %s %s (job %s is %s)", result.lease_id, result.status,
+                            result.code, result.job_id, result.state)  # fmt: skip
+        return True
+
+    async def send_refused(self, ack: Ack, exc: JobqError) -> bool:
+        if isinstance(ack, Fail) and ack.details is None:
+            log.error("the service refused the failure of %s: %s", ack.lease_id, exc)
+            return True
+        log.warning("the service refused the outcome of %s (%s); failing it", ack.lease_id, exc)
+        replacement = Fail(ack.lease_id, type(exc).__name__, str(exc), retryable=False)
+        return await self.send_acks([replacement])
