@@ -824,33 +824,31 @@ def test_auth_setting_is_read_and_checked(monkeypatch: pytest.MonkeyPatch) -> No
 # ---- logs ------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 async def test_no_log_line_holds_a_key_or_a_payload(
     app_factory: Callable[..., FastAPI],
     database_url: str,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    for name in ("uvicorn", "uvicorn.access", "uvicorn.error", "jobq"):
+        # Whatever an earlier test configured, every record reaches caplog.
+        monkeypatch.setattr(logging.getLogger(name), "propagate", True)
+        monkeypatch.setattr(logging.getLogger(name), "disabled", False)
     admin = await create_key(database_url, "admin", ["admin"])
     worker = await create_key(database_url, "worker", ["work", "enqueue"])
-    port = _free_port()
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))  # bound here: no other process can take the port
+    port = listening.getsockname()[1]
     server = uvicorn.Server(
         uvicorn.Config(
             app_factory(),
-            host="127.0.0.1",
-            port=port,
             log_config=None,
             access_log=True,  # uvicorn's access log, as `jobq serve` runs it
             log_level="debug",
         )
     )
-    serving = asyncio.create_task(server.serve())
+    serving = asyncio.create_task(server.serve(sockets=[listening]))
     marker = "PAYLOAD-" + secrets.token_hex(8)
     try:
         while not server.started:
@@ -892,6 +890,7 @@ async def test_no_log_line_holds_a_key_or_a_payload(
     finally:
         server.should_exit = True
         await serving
+        listening.close()
     lines = [caplog.handler.format(record) for record in caplog.records]
     assert any(r.name == "uvicorn.access" for r in caplog.records), "no access log was captured"
     assert any("created API key" in line for line in lines)
