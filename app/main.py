@@ -14,7 +14,11 @@ from app import __version__
 from app.api import openapi, problems
 from app.api.auth import KeyGate
 from app.api.body_limit import BodySizeLimit
+from app.api.middleware import RequestContext
 from app.api.routes import admin, health, jobs, keys, leases
+from app.api.routes import metrics as metrics_routes
+from app.api.routes import queues as queues_routes
+from app.core import metrics
 from app.core.config import Settings, get_settings
 from app.core.signals import on_shutdown_signal
 from app.db.engine import create_engine, resolve_database_url
@@ -26,6 +30,7 @@ from app.service.jobs import JobService, backoff_from
 from app.service.maintenance import run_periodically
 from app.service.pruner import Pruner
 from app.service.reaper import Reaper
+from app.service.stats import StatsService
 from app.service.wakeups import Wakeups
 
 log = logging.getLogger("jobq")
@@ -56,6 +61,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = database_url or await resolve_database_url(settings)
         engine = create_engine(url, settings.db_pool_size)
+        metrics.watch_pool(engine)
         repo = JobsRepository(engine)
         auth = Authenticator(
             repo,
@@ -103,6 +109,7 @@ def create_app(
             batch_size=settings.prune_batch_size,
         )
         app.state.background_reaper = app.state.reaper if run_maintenance else None
+        app.state.stats = StatsService(repo, refresh_seconds=settings.metrics_refresh_seconds)
         if run_maintenance:
             for name, service in (("reaper", app.state.reaper), ("pruner", app.state.pruner)):
                 loop = run_periodically(name, service.run_once, service.interval_seconds)
@@ -120,6 +127,7 @@ def create_app(
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await engine.dispose()
+            metrics.process_exited()
 
     app = FastAPI(
         title="jobq",
@@ -133,8 +141,11 @@ def create_app(
     app.include_router(leases.router)
     app.include_router(keys.router)
     app.include_router(admin.router)
+    app.include_router(queues_routes.router)
+    app.include_router(metrics_routes.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
-    app.add_middleware(KeyGate)  # outermost: a body without a valid key is never read
+    app.add_middleware(KeyGate)  # a body without a valid key is never read
+    app.add_middleware(RequestContext, access_log=settings.access_log)  # outermost: sees all
 
     def custom_openapi() -> dict[str, Any]:
         return openapi.build(app)

@@ -27,6 +27,7 @@ from fastapi import FastAPI
 
 from app.api.auth import Access, access_of, framework_paths, served_routes
 from app.core.config import Settings
+from app.core.logging import JsonFormatter
 from app.db.engine import create_engine
 from app.db.repository import JobsRepository
 from app.main import create_app
@@ -205,13 +206,19 @@ KINDS = (
 REFUSED_KINDS = {"none", "malformed", "unknown", "wrong_secret", "revoked"}
 
 
-def expected(need: str, kind: str) -> tuple[int, set[str]]:
+# Routes that show a queue-limited key only its queues rather than refusing it.
+FILTERED = {("GET", "/v1/queues")}
+
+
+def expected(need: str, kind: str, route: tuple[str, str]) -> tuple[int, set[str]]:
     """(200 for any 2xx, or the status; the acceptable problem codes)."""
     if need == "public":
         return 200, set()
     if kind in REFUSED_KINDS:
         return 401, {"unauthorized"}
     if need == "probe" or kind in (need, "admin"):
+        return 200, set()
+    if kind == "wrong_queue" and route in FILTERED:
         return 200, set()
     if kind == "wrong_queue" and need != "admin":  # the scope is right, the queue is not
         return 403, {"forbidden", "lease_forbidden"}
@@ -350,6 +357,9 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     # Other queues than `q`, which the lease examples use.
     ("POST", "/v1/queues/{queue}/pause"): lambda m, k: m.call(k, "POST", "/v1/queues/pq/pause"),
     ("POST", "/v1/queues/{queue}/resume"): lambda m, k: m.call(k, "POST", "/v1/queues/pq/resume"),
+    ("GET", "/v1/queues"): lambda m, k: m.call(k, "GET", "/v1/queues"),
+    ("GET", "/v1/queues/{queue}"): lambda m, k: m.call(k, "GET", "/v1/queues/q"),
+    ("GET", "/metrics"): lambda m, k: m.call(k, "GET", "/metrics"),
     ("POST", "/v1/queues/{queue}/purge"): lambda m, k: m.call(
         k, "POST", "/v1/queues/purged/purge", json={"confirm": "purged"}
     ),
@@ -384,7 +394,7 @@ async def test_every_route_answers_every_kind_of_key_as_declared(
     wrong = []
     for kind in KINDS:
         outcome = await example(matrix, kind)
-        status, codes = expected(need, kind)
+        status, codes = expected(need, kind, (method, path))
         ok = 200 <= outcome.status < 300 if status == 200 else outcome.status == status
         if not ok or (codes and outcome.code not in codes):
             wrong.append(f"{kind}: got {outcome.status} {outcome.code}, want {status} {codes}")
@@ -737,6 +747,10 @@ async def test_a_key_limited_to_queues_sees_and_touches_only_those(
     lease = {"queues": ["emails", "other"], "worker_id": "w"}
     refused = await client.post("/v1/leases", json=lease, headers=limited)
     assert assert_problem(refused, 403, "forbidden")["queues"] == ["other"]
+    queues = (await client.get("/v1/queues", headers=limited)).json()["queues"]
+    assert {q["queue"] for q in queues} == {"emails", "team_a.eu", "team_a.us"}
+    assert (await client.get("/v1/queues/emails", headers=limited)).status_code == 200
+    assert_problem(await client.get("/v1/queues/other", headers=limited), 403, "forbidden")
     lease["queues"] = ["emails", "team_a.eu"]
     leased = await client.post("/v1/leases", json={**lease, "max_jobs": 5}, headers=limited)
     assert sorted(x["job"]["queue"] for x in leased.json()["leases"]) == ["emails", "team_a.eu"]
@@ -771,14 +785,15 @@ async def test_the_first_key_ends_open_mode_on_every_replica(
     assert (await two.local.get("/v1/jobs", headers=bearer(key))).status_code == 200
 
 
-async def test_readiness_is_open_to_loopback_only(
+async def test_readiness_and_metrics_are_open_to_loopback_only(
     service_factory: Callable[..., Awaitable[Service]], database_url: str
 ) -> None:
     key = await create_key(database_url, "reader", ["read"])
     service = await service_factory()
-    assert (await service.local.get("/readyz")).status_code == 200
-    assert_problem(await service.remote.get("/readyz"), 401, "unauthorized")
-    assert (await service.remote.get("/readyz", headers=bearer(key))).status_code == 200
+    for path in ("/readyz", "/metrics"):
+        assert (await service.local.get(path)).status_code == 200
+        assert_problem(await service.remote.get(path), 401, "unauthorized")
+        assert (await service.remote.get(path, headers=bearer(key))).status_code == 200
     assert (await service.remote.get("/healthz")).status_code == 200
 
 
@@ -891,8 +906,11 @@ async def test_no_log_line_holds_a_key_or_a_payload(
         server.should_exit = True
         await serving
         listening.close()
+    # Every record as text and as the JSON line jobq writes (with its structured fields).
     lines = [caplog.handler.format(record) for record in caplog.records]
+    lines += [JsonFormatter().format(record) for record in caplog.records]
     assert any(r.name == "uvicorn.access" for r in caplog.records), "no access log was captured"
+    assert any(r.name == "jobq.access" for r in caplog.records), "no access log was captured"
     assert any("created API key" in line for line in lines)
     secrets_ = [marker, admin, worker, new_key]
     secrets_ += [key.rsplit("_", 1)[1] for key in (admin, worker, new_key)]

@@ -124,11 +124,16 @@ async def test_waiting_requests_hold_no_database_connection(
 ) -> None:
     app, client = await _slow_client(app_factory, client_factory)
     waiting = [
-        asyncio.create_task(lease(client, "mail", worker=f"w{n}", wait_seconds=3))
+        asyncio.create_task(lease(client, "mail", worker=f"w{n}", wait_seconds=10))
         for n in range(20)
     ]
-    await asyncio.sleep(0.5)
-    assert app.state.engine.pool.checkedout() == 0
+    # Each makes one claim, finds nothing, and waits: its connection goes back to the pool.
+    pool = app.state.engine.pool
+    deadline = asyncio.get_running_loop().time() + 5
+    while pool.checkedout() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+    assert pool.checkedout() == 0
+    assert not any(task.done() for task in waiting)  # all 20 still waiting
     await client.post("/v1/queues/mail/jobs/batch", json={"jobs": [{"type": "t"}] * 20})
     leased = [item["job"]["id"] for got in await asyncio.gather(*waiting) for item in got]
     assert len(leased) == len(set(leased)) == 20

@@ -10,6 +10,7 @@ from app.api.auth import ADMIN, ENQUEUE, READ, WORK
 from app.service.auth import Authenticator, Caller
 from app.service.jobs import JobService
 from app.service.reaper import Reaper
+from app.service.stats import StatsService
 
 
 async def get_jobs(request: Request) -> JobService:
@@ -38,3 +39,10 @@ EnqueueCaller = Annotated[Caller, Depends(ENQUEUE)]
 WorkCaller = Annotated[Caller, Depends(WORK)]
 ReadCaller = Annotated[Caller, Depends(READ)]
 AdminCaller = Annotated[Caller, Depends(ADMIN)]
+
+
+async def get_stats(request: Request) -> StatsService:
+    return cast(StatsService, request.app.state.stats)
+
+
+StatsDep = Annotated[StatsService, Depends(get_stats)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, Self
+from typing import Final, Literal, Self
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -46,6 +46,10 @@ DEFAULT_LONGPOLL_RECHECK_SECONDS = 5.0
 
 DEFAULT_DB_POOL_SIZE = 10
 DEFAULT_SHUTDOWN_GRACE_SECONDS = 30.0
+
+DEFAULT_LOG_FORMAT: Final = "auto"  # JSON lines, or plain text when stderr is a terminal
+DEFAULT_LOG_LEVEL: Final = "INFO"
+DEFAULT_METRICS_REFRESH_SECONDS = 5.0
 
 # `auto`: API keys are required once one exists; with none, jobq serves openly on
 # loopback only and refuses to start on any other address. `disabled`: open everywhere.
@@ -118,6 +122,17 @@ class Settings(BaseSettings):
         description="How often a waiting lease re-checks even when no announcement came.",
     )
 
+    log_format: Literal["auto", "json", "text"] = Field(
+        default=DEFAULT_LOG_FORMAT,
+        description="`json` lines, plain `text`, or `auto`: text on a terminal, else JSON.",
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = DEFAULT_LOG_LEVEL
+    access_log: bool = Field(default=True, description="Log one line per HTTP request.")
+    metrics_refresh_seconds: float = Field(
+        default=DEFAULT_METRICS_REFRESH_SECONDS,
+        ge=0,
+        description="`/metrics` recomputes the gauges read from SQL at most this often.",
+    )
     auth: AuthMode = Field(
         default="auto",
         description="`auto`: keys required once one exists; `disabled`: no authentication.",

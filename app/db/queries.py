@@ -567,3 +567,183 @@ PURGE_QUEUED = sql(
 
 DELETE_JOB = sql("DELETE FROM jobq.jobs WHERE id = :job_id AND state <> 'running' RETURNING id")
 """Delete one job unless it is running."""
+
+# ---- queue statistics ------------------------------------------------------------------
+# Exact figures without reading the whole table: a job enqueued, first leased or finished
+# in the last hour is now queued, running, or finished in the last hour, so those three
+# sets (the claim, lease-expiry and finished indexes) hold every window's rows. Failed
+# and cancelled jobs are counted through their own partial index (migration 0006);
+# succeeded jobs are counted only within the windows, as retention may keep millions.
+
+# Queued and running jobs, each set read through its own partial index.
+_LIVE_ROWS = """
+        SELECT queue, state, run_at, created_at, started_at, attempted_at, finished_at
+          FROM jobq.jobs
+         WHERE state = 'queued' AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+        UNION ALL
+        SELECT queue, state, run_at, created_at, started_at, attempted_at, finished_at
+          FROM jobq.jobs
+         WHERE state = 'running' AND (CAST(:queue AS text) IS NULL OR queue = :queue)"""
+
+_STATS_LIVE = """
+    SELECT queue,
+           count(*) FILTER (WHERE state = 'queued') AS queued,
+           count(*) FILTER (WHERE state = 'queued' AND run_at <= now()) AS due,
+           count(*) FILTER (WHERE state = 'running') AS running,
+           CAST(extract(epoch FROM now() - min(run_at) FILTER (
+               WHERE state = 'queued' AND run_at <= now())) AS double precision)
+               AS oldest_due_age_seconds"""
+
+_STATS_DEAD = """
+    dead AS (
+        SELECT queue,
+               count(*) FILTER (WHERE state = 'failed') AS failed,
+               count(*) FILTER (WHERE state = 'cancelled') AS cancelled
+          FROM jobq.jobs
+         WHERE state IN ('failed', 'cancelled')
+           AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+         GROUP BY queue
+    ),
+    settings AS (
+        SELECT name AS queue, paused, paused_at
+          FROM jobq.queues
+         WHERE CAST(:queue AS text) IS NULL OR name = :queue
+    )"""
+
+_STATS_JOINED = """
+      FROM live
+      FULL JOIN dead USING (queue)
+      FULL JOIN settings USING (queue)
+     ORDER BY queue"""
+
+_STATS_COLUMNS = """
+           coalesce(live.queued, 0) AS queued,
+           coalesce(live.due, 0) AS due,
+           coalesce(live.running, 0) AS running,
+           coalesce(dead.failed, 0) AS failed,
+           coalesce(dead.cancelled, 0) AS cancelled,
+           live.oldest_due_age_seconds,
+           coalesce(settings.paused, false) AS paused,
+           settings.paused_at"""
+
+QUEUE_OVERVIEW = sql(
+    """
+    WITH recent AS ("""
+    + _LIVE_ROWS
+    + """
+    ),
+    live AS ("""
+    + _STATS_LIVE
+    + """
+          FROM recent
+         GROUP BY queue
+    ),"""
+    + _STATS_DEAD
+    + """
+    SELECT queue,"""
+    + _STATS_COLUMNS
+    + _STATS_JOINED
+)
+"""Per queue: jobs queued (and due), running, failed, cancelled; oldest due job's age; paused."""
+
+QUEUE_STATS = sql(
+    """
+    WITH recent AS ("""
+    + _LIVE_ROWS
+    + """
+        UNION ALL
+        SELECT queue, state, run_at, created_at, started_at, attempted_at, finished_at
+          FROM jobq.jobs
+         WHERE finished_at > now() - interval '1 hour'
+           AND state NOT IN ('queued', 'running')
+           AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+    ),
+    live AS ("""
+    + _STATS_LIVE
+    + """,
+           count(*) FILTER (WHERE created_at > now() - interval '1 minute') AS enqueued_1m,
+           count(*) FILTER (WHERE created_at > now() - interval '1 hour') AS enqueued_1h,
+           count(*) FILTER (
+               WHERE state = 'succeeded' AND finished_at > now() - interval '1 minute'
+           ) AS succeeded_1m,
+           count(*) FILTER (WHERE state = 'succeeded') AS succeeded_1h,
+           count(*) FILTER (
+               WHERE state = 'failed' AND finished_at > now() - interval '1 minute'
+           ) AS failed_1m,
+           count(*) FILTER (WHERE state = 'failed') AS failed_1h,
+           percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (
+               ORDER BY extract(epoch FROM started_at - created_at)
+           ) FILTER (WHERE started_at > now() - interval '1 hour') AS wait_seconds,
+           percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (
+               ORDER BY extract(epoch FROM finished_at - attempted_at)
+           ) FILTER (WHERE state IN ('succeeded', 'failed')) AS run_seconds
+          FROM recent
+         GROUP BY queue
+    ),"""
+    + _STATS_DEAD
+    + """
+    SELECT queue,"""
+    + _STATS_COLUMNS
+    + """,
+           coalesce(live.enqueued_1m, 0) AS enqueued_1m,
+           coalesce(live.enqueued_1h, 0) AS enqueued_1h,
+           coalesce(live.succeeded_1m, 0) AS succeeded_1m,
+           coalesce(live.succeeded_1h, 0) AS succeeded_1h,
+           coalesce(live.failed_1m, 0) AS failed_1m,
+           coalesce(live.failed_1h, 0) AS failed_1h,
+           live.wait_seconds,
+           live.run_seconds"""
+    + _STATS_JOINED
+)
+"""QUEUE_OVERVIEW plus the last minute's and hour's activity and wait/run percentiles."""
+
+RUNNING_JOBS = sql(
+    """
+    SELECT id, queue, type, attempt, max_attempts, worker_id, attempted_at,
+           lease_expires_at, cancel_requested, progress_percent, progress_stage,
+           progress_message, progress_updated_at
+      FROM (SELECT *, row_number() OVER (PARTITION BY queue ORDER BY attempted_at, id) AS n
+              FROM jobq.jobs
+             WHERE state = 'running'
+               AND (CAST(:queue AS text) IS NULL OR queue = :queue)) running
+     WHERE n <= :per_queue
+     ORDER BY queue, attempted_at, id
+    """
+)
+"""The longest-running jobs of each queue (at most `per_queue`), with their progress."""
+
+DATABASE_HEALTH = sql(
+    """
+    SELECT t.n_live_tup AS live_tuples,
+           t.n_dead_tup AS dead_tuples,
+           t.last_autovacuum,
+           t.last_vacuum,
+           (SELECT CAST(extract(epoch FROM now() - min(a.xact_start)) AS double precision)
+              FROM pg_stat_activity a
+             WHERE coalesce(a.datname, current_database()) = current_database()
+               AND a.pid <> pg_backend_pid()
+               AND a.backend_type <> 'autovacuum worker'
+               AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+           ) AS oldest_transaction_age_seconds,
+           (SELECT max(age) FROM (
+                SELECT age(a.backend_xmin) AS age
+                  FROM pg_stat_activity a
+                 WHERE coalesce(a.datname, current_database()) = current_database()
+                   AND a.pid <> pg_backend_pid()
+                   AND a.backend_type <> 'autovacuum worker'
+                UNION ALL
+                SELECT age(a.backend_xid)
+                  FROM pg_stat_activity a
+                 WHERE coalesce(a.datname, current_database()) = current_database()
+                   AND a.pid <> pg_backend_pid()
+                UNION ALL
+                SELECT age(s.xmin) FROM pg_replication_slots s
+                UNION ALL
+                SELECT age(p.transaction) FROM pg_prepared_xacts p
+                 WHERE p.database = current_database()
+            ) held) AS oldest_xmin_age
+      FROM (SELECT 1) one
+      LEFT JOIN pg_stat_user_tables t ON t.relid = 'jobq.jobs'::regclass
+    """
+)
+"""Dead tuples and vacuums of the jobs table; the oldest transaction holding back vacuum."""

@@ -338,3 +338,18 @@ class JobsRepository:
     async def delete(self, job_id: int) -> bool:
         """Whether the job was deleted (it existed and was not running)."""
         return await self._one(queries.DELETE_JOB, {"job_id": job_id}) is not None
+
+    # ---- queue statistics ---------------------------------------------------------------
+
+    async def queue_overview(self) -> Sequence[Row]:
+        return await self._all(queries.QUEUE_OVERVIEW, {"queue": None})
+
+    async def queue_stats(self, queue: str | None) -> Sequence[Row]:
+        return await self._all(queries.QUEUE_STATS, {"queue": queue})
+
+    async def running_jobs(self, queue: str | None, per_queue: int) -> Sequence[Row]:
+        return await self._all(queries.RUNNING_JOBS, {"queue": queue, "per_queue": per_queue})
+
+    async def database_health(self) -> Row:
+        (row,) = await self._all(queries.DATABASE_HEALTH, {})
+        return row

@@ -28,7 +28,7 @@ from app.core.errors import (
 )
 from app.db.repository import Backoff, JobsRepository, Row
 from app.schemas import AckComplete, AckFail, CompleteIn, FailIn, HeartbeatIn, JobIn, LeaseIn
-from app.service import payloads
+from app.service import payloads, telemetry
 from app.service.leases import format_token, parse_token
 from app.service.wakeups import Wakeups
 
@@ -152,6 +152,7 @@ class JobService:
         for _ in range(ENQUEUE_RACE_RETRIES):
             row = await self._repo.enqueue_one(params)
             if row is not None:
+                telemetry.enqueued(queue, [row])
                 return row
             # The job holding the key was committed after this statement's snapshot, or
             # deleted by retention in between: go again.
@@ -172,6 +173,7 @@ class JobService:
                 array: [params[i][field] for i in pending] for array, field in _BATCH_ARRAYS.items()
             }
             rows = await self._repo.enqueue_many(queue, columns)
+            telemetry.enqueued(queue, [row for row in rows if row["id"] is not None])
             for index, row in zip(pending, rows, strict=True):
                 answers[index] = row if row["id"] is not None else None
             pending = [i for i in pending if answers[i] is None]
@@ -245,6 +247,7 @@ class JobService:
                 await self._wakeups.wait(waiter, left)
                 if abandoned is not None and await abandoned():
                     return []
+        telemetry.leased(rows)
         rows = sorted(rows, key=lambda r: (-r["priority"], r["run_at"], r["id"]))
         return [Lease(format_token(r["id"], r["lease_id"]), r["lease_expires_at"], r) for r in rows]
 
@@ -344,6 +347,7 @@ class JobService:
             key_id,
         )
         applied = {sent[row["ord"] - 1] for row in rows}
+        telemetry.finished(rows, [acks[sent[row["ord"] - 1]].outcome for row in rows])
         latest: dict[int, Row] = {row["id"]: row for row in rows}
         missing = {key[0] for key in first if first[key] not in applied}
         if missing:

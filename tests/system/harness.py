@@ -108,6 +108,7 @@ SERVICE_ENV = {
     "JOBQ_BACKOFF_BASE_SECONDS": "0.05",
     "JOBQ_BACKOFF_CAP_SECONDS": "0.5",
     "JOBQ_MIGRATE_ON_START": "false",
+    "JOBQ_LOG_FORMAT": "text",  # the reaper's lines are parsed from the services' logs
 }
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0

@@ -399,6 +399,71 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queues": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Queues
+         * @description Every queue's figures: jobs by state, the oldest due job's age, the last minute and
+         *     hour's throughput, wait and run times, running jobs; and the database's health.
+         *
+         *     A key limited to some queues sees only theirs.
+         */
+        get: operations["listQueues"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/queues/{queue}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Queue
+         * @description One queue's figures (all zero for a queue no job names).
+         */
+        get: operations["getQueue"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Metrics
+         * @description Prometheus metrics (text exposition format); SQL gauges refresh every few seconds.
+         *
+         *     Open to peers on loopback; others need an API key (any scope).
+         */
+        get: operations["getMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -583,6 +648,33 @@ export interface components {
             result?: unknown;
         };
         /**
+         * DatabaseHealth
+         * @description What the database reports about the jobs table and vacuum.
+         */
+        DatabaseHealth: {
+            /** Jobs Live Tuples */
+            jobs_live_tuples: number | null;
+            /**
+             * Jobs Dead Tuples
+             * @description Row versions vacuum has yet to remove from the jobs table.
+             */
+            jobs_dead_tuples: number | null;
+            /** Jobs Last Autovacuum */
+            jobs_last_autovacuum: string | null;
+            /** Jobs Last Vacuum */
+            jobs_last_vacuum: string | null;
+            /**
+             * Oldest Transaction Age Seconds
+             * @description Age of the oldest open transaction holding a snapshot in this database (it keeps vacuum from removing dead jobs); null when none is open.
+             */
+            oldest_transaction_age_seconds: number | null;
+            /**
+             * Oldest Xmin Age
+             * @description How many transactions old the oldest snapshot, replication slot or prepared transaction holding back vacuum is.
+             */
+            oldest_xmin_age: number | null;
+        };
+        /**
          * EnqueuedJob
          * @description The job, and whether it already existed under the same idempotency key.
          * @example {
@@ -756,6 +848,28 @@ export interface components {
             expires_at: string;
             /** Cancel Requested */
             cancel_requested: boolean;
+        };
+        /** HourWindow */
+        HourWindow: {
+            /**
+             * Enqueued
+             * @description Jobs created in the window (and still stored).
+             */
+            enqueued: number;
+            /**
+             * Succeeded
+             * @description Jobs that succeeded in the window.
+             */
+            succeeded: number;
+            /**
+             * Failed
+             * @description Jobs that ended `failed` (for good) in the window.
+             */
+            failed: number;
+            /** @description From enqueue to first lease, of the jobs first leased in the last hour. */
+            wait_seconds: components["schemas"]["Percentiles"];
+            /** @description How long the last attempt ran, of the jobs that succeeded or failed in the last hour. */
+            run_seconds: components["schemas"]["Percentiles"];
         };
         /**
          * JobIn
@@ -1104,6 +1218,13 @@ export interface components {
             /** Leases */
             leases: components["schemas"]["LeaseOut"][];
         };
+        /** Percentiles */
+        Percentiles: {
+            /** P50 */
+            p50: number | null;
+            /** P95 */
+            p95: number | null;
+        };
         /**
          * Problem
          * @description An error, as RFC 9457 problem details with a stable machine `code`.
@@ -1187,6 +1308,41 @@ export interface components {
             paused_at: string | null;
         };
         /**
+         * QueueStats
+         * @description One queue's figures.
+         */
+        QueueStats: {
+            /** Queue */
+            queue: string;
+            /** Paused */
+            paused: boolean;
+            /** Paused At */
+            paused_at: string | null;
+            counts: components["schemas"]["StateCounts"];
+            /**
+             * Oldest Due Age Seconds
+             * @description How long the oldest due queued job has been due; null when none is.
+             */
+            oldest_due_age_seconds: number | null;
+            last_minute: components["schemas"]["Window"];
+            last_hour: components["schemas"]["HourWindow"];
+            /**
+             * Running Jobs
+             * @description The longest-running jobs, at most 20 (`counts.running` has them all).
+             */
+            running_jobs: components["schemas"]["RunningJob"][];
+        };
+        /**
+         * QueuesStats
+         * @description Every known queue: one with jobs queued, running, failed or cancelled, or
+         *     finished in the last hour, or with settings (paused).
+         */
+        QueuesStats: {
+            /** Queues */
+            queues: components["schemas"]["QueueStats"][];
+            database: components["schemas"]["DatabaseHealth"];
+        };
+        /**
          * RedriveIn
          * @description Which failed jobs of the queue to send back, oldest failure first.
          * @example {
@@ -1243,6 +1399,72 @@ export interface components {
              * @description Due then; default now.
              */
             run_at?: string | null;
+        };
+        /**
+         * RunningJob
+         * @description A job being worked on.
+         */
+        RunningJob: {
+            /** Id */
+            id: number;
+            /** Type */
+            type: string;
+            /** Attempt */
+            attempt: number;
+            /** Max Attempts */
+            max_attempts: number;
+            /** Worker Id */
+            worker_id: string | null;
+            /**
+             * Started At
+             * @description When this attempt's lease began.
+             */
+            started_at: string | null;
+            /** Lease Expires At */
+            lease_expires_at: string | null;
+            /** Cancel Requested */
+            cancel_requested: boolean;
+            progress: components["schemas"]["ProgressOut"] | null;
+        };
+        /**
+         * StateCounts
+         * @description Jobs of the queue by state (succeeded jobs are counted only per window).
+         */
+        StateCounts: {
+            /** Queued */
+            queued: number;
+            /**
+             * Due
+             * @description Queued jobs whose `run_at` has come.
+             */
+            due: number;
+            /** Running */
+            running: number;
+            /** Failed */
+            failed: number;
+            /** Cancelled */
+            cancelled: number;
+        };
+        /**
+         * Window
+         * @description What happened in a recent window.
+         */
+        Window: {
+            /**
+             * Enqueued
+             * @description Jobs created in the window (and still stored).
+             */
+            enqueued: number;
+            /**
+             * Succeeded
+             * @description Jobs that succeeded in the window.
+             */
+            succeeded: number;
+            /**
+             * Failed
+             * @description Jobs that ended `failed` (for good) in the window.
+             */
+            failed: number;
         };
     };
     responses: never;
@@ -2887,6 +3109,141 @@ export interface operations {
             };
             /** @description Service Unavailable */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listQueues: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueuesStats"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getQueue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Queue name. */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueStats"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Unauthorized */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

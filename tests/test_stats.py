@@ -1,0 +1,230 @@
+"""Queue statistics on a known workload: counts, windows and percentiles, exactly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from app.db import queries
+from tests.conftest import plain
+from tests.helpers import enqueue, lease
+
+TWO_HOURS_AGO = "now() - interval '2 hours'"
+
+
+async def _workload(client: httpx.AsyncClient, db: asyncpg.Connection) -> dict[str, int]:
+    """mail: 6 enqueued (one delayed), 3 leased: one succeeded, one failed for good, one
+    running with progress; plus stored jobs outside the windows. reports: 2 queued.
+    idle: only a paused row. old: one job that succeeded two hours ago."""
+    ids = [(await enqueue(client, "mail"))["id"] for _ in range(5)]
+    ids.append((await enqueue(client, "mail", delay_seconds=3600))["id"])
+    first, second, third = await lease(client, "mail", max_jobs=3)
+    assert [first["job"]["id"], second["job"]["id"], third["job"]["id"]] == ids[:3]
+    done = await client.post(f"/v1/leases/{first['lease_id']}/complete", json={"result": 1})
+    assert done.status_code == 200
+    failed = await client.post(
+        f"/v1/leases/{second['lease_id']}/fail",
+        json={"error": {"type": "Boom"}, "retryable": False},
+    )
+    assert failed.json()["state"] == "failed"
+    beat = await client.post(
+        f"/v1/leases/{third['lease_id']}/heartbeat",
+        json={"progress": {"percent": 40, "stage": "render"}},
+    )
+    assert beat.status_code == 200
+    for _ in range(2):
+        await enqueue(client, "reports")
+    # Controlled times: waits of 1, 2 and 4 s; runs of 10 and 30 s; one job due for 30 min.
+    for job_id, wait in zip(ids[:3], (1, 2, 4), strict=True):
+        await db.execute(
+            "UPDATE jobq.jobs SET created_at = started_at - make_interval(secs => $2)"
+            " WHERE id = $1",
+            job_id,
+            wait,
+        )
+    for job_id, ran in zip(ids[:2], (10, 30), strict=True):
+        await db.execute(
+            "UPDATE jobq.jobs SET attempted_at = finished_at - make_interval(secs => $2)"
+            " WHERE id = $1",
+            job_id,
+            ran,
+        )
+    await db.execute(
+        "UPDATE jobq.jobs SET created_at = now() - interval '30 minutes',"
+        " run_at = now() - interval '30 minutes' WHERE id = $1",
+        ids[3],
+    )
+    # Stored jobs outside every window: a failed one (counted), a succeeded one (not).
+    for queue, state in (("mail", "failed"), ("mail", "cancelled"), ("old", "succeeded")):
+        await db.execute(
+            f"""
+            INSERT INTO jobq.jobs (queue, type, payload, state, max_attempts, lease_seconds,
+                                   attempt, created_at, started_at, attempted_at, finished_at)
+            VALUES ($1, 't', '{{}}', $2, 1, 60, 1, {TWO_HOURS_AGO}, {TWO_HOURS_AGO},
+                    {TWO_HOURS_AGO}, {TWO_HOURS_AGO})
+            """,
+            queue,
+            state,
+        )
+    await db.execute(
+        "INSERT INTO jobq.queues (name, paused, paused_at) VALUES ('idle', true, now())"
+    )
+    return {"running": third["job"]["id"]}
+
+
+@pytest.fixture
+async def clean_queues(db: asyncpg.Connection) -> asyncpg.Connection:
+    await db.execute("TRUNCATE jobq.queues")
+    return db
+
+
+def _by_name(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {q["queue"]: q for q in body["queues"]}
+
+
+async def test_stats_match_a_known_workload(
+    client: httpx.AsyncClient, clean_queues: asyncpg.Connection
+) -> None:
+    known = await _workload(client, clean_queues)
+    response = await client.get("/v1/queues")
+    assert response.status_code == 200, response.text
+    queues = _by_name(response.json())
+    assert list(queues) == ["idle", "mail", "reports"]  # "old" only has an old success
+
+    mail = queues["mail"]
+    assert mail["counts"] == {"queued": 3, "due": 2, "running": 1, "failed": 2, "cancelled": 1}
+    assert mail["paused"] is False and mail["paused_at"] is None
+    assert 1795 < mail["oldest_due_age_seconds"] < 1830
+    assert mail["last_minute"] == {"enqueued": 5, "succeeded": 1, "failed": 1}
+    hour = mail["last_hour"]
+    assert (hour["enqueued"], hour["succeeded"], hour["failed"]) == (6, 1, 1)
+    # percentile_cont interpolates: waits 1, 2, 4 → p95 = 2 + 0.9 * (4 - 2).
+    assert hour["wait_seconds"] == pytest.approx({"p50": 2.0, "p95": 3.8})
+    assert hour["run_seconds"] == pytest.approx({"p50": 20.0, "p95": 29.0})
+    (running,) = mail["running_jobs"]
+    assert running["id"] == known["running"]
+    assert (running["worker_id"], running["attempt"], running["max_attempts"]) == ("w1", 1, 5)
+    assert running["progress"]["percent"] == 40 and running["progress"]["stage"] == "render"
+
+    reports = queues["reports"]
+    assert reports["counts"] == {"queued": 2, "due": 2, "running": 0, "failed": 0, "cancelled": 0}
+    assert reports["last_hour"]["wait_seconds"] == {"p50": None, "p95": None}
+    assert reports["running_jobs"] == []
+
+    idle = queues["idle"]
+    assert idle["paused"] is True and idle["paused_at"] is not None
+    assert idle["counts"] == dict.fromkeys(("queued", "due", "running", "failed", "cancelled"), 0)
+    assert idle["oldest_due_age_seconds"] is None
+
+    one = await client.get("/v1/queues/mail")
+    assert one.status_code == 200
+    fresh = one.json()
+    assert abs(fresh.pop("oldest_due_age_seconds") - mail.pop("oldest_due_age_seconds")) < 5
+    assert fresh == mail
+
+
+async def test_a_queue_nothing_names_has_zero_figures(
+    client: httpx.AsyncClient, clean_queues: asyncpg.Connection
+) -> None:
+    body = (await client.get("/v1/queues/nothing-here")).json()
+    assert body["queue"] == "nothing-here" and body["paused"] is False
+    assert set(body["counts"].values()) == {0}
+    assert body["last_minute"] == {"enqueued": 0, "succeeded": 0, "failed": 0}
+    assert body["running_jobs"] == []
+    assert (await client.get("/v1/queues")).json()["queues"] == []
+    assert (await client.get("/v1/queues/not%20a%20name")).status_code == 422
+
+
+async def test_running_jobs_are_bounded_per_queue(
+    client: httpx.AsyncClient, clean_queues: asyncpg.Connection
+) -> None:
+    for _ in range(25):
+        await enqueue(client, "busy")
+    await lease(client, "busy", max_jobs=25)
+    body = (await client.get("/v1/queues/busy")).json()
+    assert body["counts"]["running"] == 25
+    shown = [job["id"] for job in body["running_jobs"]]
+    assert len(shown) == 20 and shown == sorted(shown)
+
+
+async def test_database_health_sees_vacuum_and_an_open_transaction(
+    client: httpx.AsyncClient, clean_queues: asyncpg.Connection, database_url: str
+) -> None:
+    db = clean_queues
+    for _ in range(3):
+        await enqueue(client, "q")
+    await db.execute("DELETE FROM jobq.jobs")
+    await db.execute("VACUUM jobq.jobs")
+    health: dict[str, Any] = {}
+    for _ in range(50):  # statistics reach the shared view when the backend next idles
+        await db.execute("SELECT pg_stat_force_next_flush()")
+        health = (await client.get("/v1/queues")).json()["database"]
+        if health["jobs_last_vacuum"] is not None:
+            break
+        await asyncio.sleep(0.1)
+    assert health["jobs_last_vacuum"] is not None
+    assert isinstance(health["jobs_dead_tuples"], int) and health["jobs_dead_tuples"] >= 0
+    assert health["oldest_transaction_age_seconds"] is None
+
+    holder = await asyncpg.connect(plain(database_url))
+    try:
+        async with holder.transaction(isolation="repeatable_read"):
+            await holder.fetchval("SELECT count(*) FROM jobq.jobs")  # takes the snapshot
+            await asyncio.sleep(0.3)
+            health = (await client.get("/v1/queues")).json()["database"]
+            assert health["oldest_transaction_age_seconds"] >= 0.3
+            assert isinstance(health["oldest_xmin_age"], int)
+    finally:
+        await holder.close()
+    health = (await client.get("/v1/queues")).json()["database"]
+    assert health["oldest_transaction_age_seconds"] is None
+
+
+def _scans(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if "Scan" in plan["Node Type"]:
+        yield plan
+    for child in plan.get("Plans", []):
+        yield from _scans(child)
+
+
+@pytest.mark.parametrize("statement", ["QUEUE_STATS", "QUEUE_OVERVIEW"])
+async def test_statistics_read_indexes_not_the_finished_history(
+    db: asyncpg.Connection, statement: str
+) -> None:
+    # A day of succeeded jobs, a few live and failed ones: the figures must come from the
+    # partial indexes and the finished-time index, never from reading every stored job.
+    await db.execute(
+        """
+        INSERT INTO jobq.jobs (queue, type, payload, state, max_attempts, lease_seconds,
+                               created_at, finished_at)
+        SELECT 'q' || (g % 3), 't', '{}',
+               CASE WHEN g % 500 = 0 THEN 'failed' ELSE 'succeeded' END::jobq.job_state,
+               5, 60, now() - interval '1 day', now() - g * interval '1 second'
+          FROM generate_series(1, 30000) g
+        """
+    )
+    await db.execute(
+        "INSERT INTO jobq.jobs (queue, type, payload, max_attempts, lease_seconds)"
+        " SELECT 'q1', 't', '{}', 5, 60 FROM generate_series(1, 20)"
+    )
+    await db.execute("ANALYZE jobq.jobs")
+    sql = getattr(queries, statement).sql
+    await db.execute(f"PREPARE stats AS {sql}")
+    try:
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            await db.execute(f"SET plan_cache_mode = {mode}")
+            for queue in ("NULL", "'q1'"):
+                explained = await db.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE stats({queue})")
+                plan = json.loads(explained)[0]["Plan"]
+                scans = [s for s in _scans(plan) if s.get("Relation Name") == "jobs"]
+                assert scans, plan
+                assert all(s["Node Type"] != "Seq Scan" for s in scans), (mode, queue, plan)
+    finally:
+        await db.execute("DEALLOCATE stats")
+        await db.execute("RESET plan_cache_mode")
