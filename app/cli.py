@@ -1,4 +1,5 @@
-"""The `jobq` command: serve, migrate, openapi, worker; and the operator commands of `cli_ops`."""
+"""The `jobq` command: serve, migrate, openapi, keys, worker; and the operator commands of
+`cli_ops`."""
 
 from __future__ import annotations
 
@@ -10,21 +11,28 @@ import os
 import shutil
 import signal
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import uvicorn
 from fastapi import FastAPI
+from rich.console import Console
+from rich.table import Table
 from uvicorn.supervisors import Multiprocess
 
 from app import cli_ops
 from app.core import logging as jobq_logging
-from app.core.config import get_settings
+from app.core.config import Settings, get_settings
+from app.core.errors import DatabaseUnavailable, JobqError
 from app.core.metrics import MULTIPROC_ENV
-from app.db.engine import resolve_database_url
+from app.db.engine import create_engine, resolve_database_url
 from app.db.migrate import upgrade
+from app.db.repository import JobsRepository, Row
 from app.db.url import redacted
+from app.service.auth import KEY_PREFIX, Keys, is_loopback, open_network_refusal
 
 cli = typer.Typer(
     help="jobq: a PostgreSQL-backed job queue served over HTTP.",
@@ -74,20 +82,33 @@ def serve(
         int | None,
         typer.Option(min=1, help="Service processes sharing the port [default: JOBQ_WORKERS or 1]"),
     ] = None,
+    ssl_keyfile: Annotated[
+        Path | None, typer.Option(help="Serve HTTPS with this private key (PEM)")
+    ] = None,
+    ssl_certfile: Annotated[
+        Path | None, typer.Option(help="... and this certificate chain (PEM)")
+    ] = None,
 ) -> None:
     """Apply pending migrations, then serve the API (Ctrl-C or SIGTERM stops it cleanly).
 
     With JOBQ_MIGRATE_ON_START=false it serves the schema as it is (run `jobq migrate`
     first, e.g. as a separate deploy step with a more privileged database role).
+    Beyond loopback it refuses to start until an API key exists (`jobq keys create`),
+    unless JOBQ_AUTH=disabled.
     """
     from app.main import create_app
 
+    if ssl_keyfile is not None and ssl_certfile is None:
+        raise typer.BadParameter("--ssl-keyfile needs --ssl-certfile", param_hint="--ssl-keyfile")
     _setup_logging()
     settings = get_settings()
+    bind = host or settings.host
+    settings = settings.model_copy(update={"host": bind})  # the app decides its auth by it
     url = asyncio.run(_database_url(migrate=settings.migrate_on_start))
+    _refuse_open_network(settings, url)
     processes = workers or settings.workers
     options: dict[str, Any] = {
-        "host": host or settings.host,
+        "host": bind,
         "port": settings.port if port is None else port,
         "proxy_headers": False,
         "server_header": False,
@@ -95,6 +116,9 @@ def serve(
         "access_log": False,  # jobq logs each request itself (JOBQ_ACCESS_LOG)
         "timeout_graceful_shutdown": math.ceil(settings.shutdown_grace_seconds),
     }
+    if ssl_certfile is not None:
+        options["ssl_certfile"] = str(ssl_certfile)
+        options["ssl_keyfile"] = str(ssl_keyfile) if ssl_keyfile is not None else None
     for stop in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop, _exit_cleanly)
     if processes == 1:
@@ -103,6 +127,7 @@ def serve(
     # Each worker process builds its own app from the environment: hand them the
     # database this process resolved (the embedded server stays this process's to stop).
     os.environ["JOBQ_DATABASE_URL"] = url
+    os.environ["JOBQ_HOST"] = bind  # each process decides its authentication by it
     # One metrics store for all workers, so any of them answers a scrape with the sum.
     own_dir = None
     if MULTIPROC_ENV not in os.environ:
@@ -139,6 +164,131 @@ def openapi(
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(document)
     typer.echo(f"wrote {output}")
+
+
+def _refuse_open_network(settings: Settings, url: str) -> None:
+    """Exit before serving the network openly: no API key, not loopback, auth not disabled.
+
+    The app checks the same at startup; checking here gives a plain message and a
+    non-zero exit. A database that does not answer yet leaves the decision to the app,
+    which then requires keys beyond loopback.
+    """
+    if settings.auth == "disabled" or is_loopback(settings.host):
+        return
+    try:
+        exists = asyncio.run(_any_key(url))
+    except DatabaseUnavailable:
+        return
+    if not exists:
+        log.error("%s", open_network_refusal(settings.host))
+        raise typer.Exit(1)
+
+
+async def _any_key(url: str) -> bool:
+    engine = create_engine(url, 1)
+    try:
+        return await JobsRepository(engine).any_key()
+    finally:
+        await engine.dispose()
+
+
+# ---- jobq keys ------------------------------------------------------------------------
+
+keys_cli = typer.Typer(
+    help="Create, list and revoke API keys, straight in the database (like `jobq migrate`).",
+    no_args_is_help=True,
+)
+cli.add_typer(keys_cli, name="keys")
+_err = Console(stderr=True)
+
+
+@asynccontextmanager
+async def _keys() -> AsyncIterator[Keys]:
+    """The key store of the configured database (migrated first, as `serve` would)."""
+    url = await _database_url(migrate=get_settings().migrate_on_start)
+    engine = create_engine(url, 1)
+    try:
+        yield Keys(JobsRepository(engine))
+    finally:
+        await engine.dispose()
+
+
+def _split(value: str | None) -> list[str] | None:
+    return None if value is None else [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _fail(error: JobqError) -> typer.Exit:
+    _err.print(f"[red]error:[/red] {error.detail}", highlight=False)
+    return typer.Exit(1)
+
+
+@keys_cli.command("create")
+def keys_create(
+    name: Annotated[str, typer.Option(help="A unique name, e.g. the service using the key")],
+    scopes: Annotated[str, typer.Option(help="Comma-separated: enqueue, work, read, admin")],
+    queues: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated queue names or patterns ('reports.*') [default: all]"),
+    ] = None,
+) -> None:
+    """Create an API key and print it (on stdout, alone): it is never shown again."""
+
+    async def create() -> tuple[str, Row]:
+        async with _keys() as keys:
+            return await keys.create(name, _split(scopes) or [], _split(queues))
+
+    try:
+        key, row = asyncio.run(create())
+    except JobqError as error:
+        raise _fail(error) from None
+    where = ", ".join(row["queues"]) if row["queues"] is not None else "every queue"
+    _err.print(
+        f"Created API key {name!r}: {', '.join(row['scopes'])} on {where}. "
+        "Store it now: it is not shown again.",
+        highlight=False,
+    )
+    typer.echo(key)
+
+
+def _when(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S %Z") if value is not None else "-"
+
+
+@keys_cli.command("list")
+def keys_list() -> None:
+    """List API keys, revoked ones too (never the keys themselves)."""
+
+    async def fetch() -> list[Row]:
+        async with _keys() as keys:
+            return list(await keys.list())
+
+    table = Table("Name", "Prefix", "Scopes", "Queues", "Created", "Last used", "Revoked")
+    for row in asyncio.run(fetch()):
+        table.add_row(
+            row["name"],
+            KEY_PREFIX + row["lookup_id"],
+            ",".join(row["scopes"]),
+            ",".join(row["queues"]) if row["queues"] is not None else "*",
+            _when(row["created_at"]),
+            _when(row["last_used_at"]),
+            _when(row["revoked_at"]),
+        )
+    Console().print(table)
+
+
+@keys_cli.command("revoke")
+def keys_revoke(name: Annotated[str, typer.Argument(help="The key's name")]) -> None:
+    """Revoke an API key: every running jobq refuses it at once."""
+
+    async def revoke() -> Row:
+        async with _keys() as keys:
+            return await keys.revoke(name)
+
+    try:
+        row = asyncio.run(revoke())
+    except JobqError as error:
+        raise _fail(error) from None
+    _err.print(f"Revoked API key {name!r} ({KEY_PREFIX}{row['lookup_id']}…).", highlight=False)
 
 
 @cli.command()

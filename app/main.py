@@ -12,9 +12,10 @@ from fastapi import FastAPI
 
 from app import __version__
 from app.api import openapi, problems
+from app.api.auth import KeyGate
 from app.api.body_limit import BodySizeLimit
 from app.api.middleware import RequestContext
-from app.api.routes import admin, health, jobs, leases, queue_settings
+from app.api.routes import admin, health, jobs, keys, leases, queue_settings
 from app.api.routes import metrics as metrics_routes
 from app.api.routes import queues as queues_routes
 from app.core import metrics
@@ -24,6 +25,7 @@ from app.db.engine import create_engine, resolve_database_url
 from app.db.listener import DueListener
 from app.db.repository import JobsRepository
 from app.service.admin import AdminService
+from app.service.auth import Authenticator, is_loopback
 from app.service.jobs import JobService, backoff_from
 from app.service.maintenance import run_periodically
 from app.service.pruner import Pruner
@@ -62,6 +64,18 @@ def create_app(
         engine = create_engine(url, settings.db_pool_size)
         metrics.watch_pool(engine)
         repo = JobsRepository(engine)
+        auth = Authenticator(
+            repo,
+            disabled=settings.auth == "disabled",
+            loopback=is_loopback(settings.host),
+            cache_seconds=settings.auth_cache_seconds,
+        )
+        try:
+            await auth.start(settings.host)  # AuthRequired: no key, and not on loopback
+        except BaseException:
+            await engine.dispose()
+            raise
+        app.state.auth = auth
         wakeups = Wakeups(
             poll_seconds=settings.longpoll_poll_seconds,
             recheck_seconds=settings.longpoll_recheck_seconds,
@@ -71,10 +85,14 @@ def create_app(
 
         def listening(up: bool) -> None:
             wakeups.listening = up
+            auth.listening = up
             if up:
                 wakeups.wake_all()  # announcements may have been missed while down
+                auth.forget()
 
-        listener = DueListener(url, on_due=wakeups.announce, on_state=listening)
+        listener = DueListener(
+            url, on_due=wakeups.announce, on_state=listening, on_keys=auth.notified
+        )
         tasks = [asyncio.create_task(listener.run())]
         app.state.jobs = JobService(repo, settings, wakeups)
         app.state.admin = AdminService(repo)
@@ -123,11 +141,13 @@ def create_app(
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(leases.router)
+    app.include_router(keys.router)
     app.include_router(admin.router)
     app.include_router(queue_settings.router)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.include_router(queues_routes.router)
     app.include_router(metrics_routes.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(KeyGate)  # a body without a valid key is never read
     app.add_middleware(RequestContext, access_log=settings.access_log)  # outermost: sees all
 
     def custom_openapi() -> dict[str, Any]:

@@ -569,6 +569,7 @@ class Bare(Load):
                 "max_jobs": batch,
                 "lease_seconds": None,
                 "worker_id": f"bench-sql-{number}",
+                "key_id": None,  # no API key: authentication is off
             }
             backoff = {"backoff_base": 10.0, "backoff_cap": 3600.0, "backoff_jitter": 0.1}
             empty = 0
@@ -588,6 +589,7 @@ class Bare(Load):
                     "errors": [None] * len(rows),
                     "retryable": [True] * len(rows),
                     "retry_after": [None] * len(rows),
+                    "key_id": None,
                     **backoff,
                 }
                 done = await conn.fetch(finish_sql, *(finish[n] for n in finish_names))

@@ -2,7 +2,9 @@
 
 Bounded and repeatable: a fixed seed, deterministic generation, a few dozen examples per
 operation besides the boundary cases of the coverage phase (set `JOBQ_FUZZ_EXAMPLES`
-for a longer run). Each operation gets a fresh app on the emptied test database. The
+for a longer run). Each operation gets a fresh app on the emptied test database, where
+an admin key exists, so the app requires keys as the spec says: requests carry that
+key, except those generated with broken headers, which must be refused. The
 checks: no 5xx; every status, content type, header and body is the one the spec
 documents; schema-violating requests are refused; every error is problem+json.
 
@@ -13,18 +15,21 @@ must agree; no NUL in text), and it refuses those requests with 422, as document
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 import schemathesis
 from fastapi import FastAPI
 from hypothesis import HealthCheck, settings
-from schemathesis import Case, CheckContext, Response
+from schemathesis import Case, CheckContext, GenerationMode, Response
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
+from schemathesis.core.parameters import ParameterLocation
 from schemathesis.python import asgi
 from schemathesis.specs.openapi.checks import (
     allow_header_conformance,
@@ -38,6 +43,8 @@ from schemathesis.specs.openapi.checks import (
 
 from app.api.problems import PROBLEM_MEDIA_TYPE
 from app.schemas import MAX_WAIT_SECONDS
+from tests.conftest import plain
+from tests.test_auth import create_key
 
 SPEC = Path(__file__).resolve().parents[1] / "openapi" / "openapi.json"
 EXAMPLES_PER_OPERATION = int(os.environ.get("JOBQ_FUZZ_EXAMPLES", "25"))
@@ -82,18 +89,40 @@ CHECKS = [
 ]
 
 
+async def drop_keys(database_url: str) -> None:
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        await conn.execute("TRUNCATE jobq.api_keys RESTART IDENTITY")
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="module")
+def admin_key(database_url: str) -> Iterator[str]:
+    """An admin key: the app requires keys, as the spec says, and this one may do anything."""
+    key = asyncio.run(create_key(database_url, "fuzz", ["admin"]))
+    yield key
+    asyncio.run(drop_keys(database_url))
+
+
 @pytest.fixture
-def fuzzed_app(app_factory: Callable[..., FastAPI]) -> Iterator[FastAPI]:
+def fuzzed_app(app_factory: Callable[..., FastAPI], admin_key: str) -> Iterator[FastAPI]:
     """An app on the emptied test database; Schemathesis runs its lifespan, stopped here."""
+    del admin_key  # exists, so every request needs a key
     yield app_factory()
     asgi.shutdown_lifespans()
 
 
 @schema.parametrize()
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # one app per operation
-def test_the_api_honours_its_spec(case: Case[Any], fuzzed_app: FastAPI) -> None:
+def test_the_api_honours_its_spec(case: Case[Any], fuzzed_app: FastAPI, admin_key: str) -> None:
     body: Any = case.body
     wait: Any = body.get("wait_seconds") if isinstance(body, dict) else None
     if type(wait) in (int, float) and 0 <= wait <= MAX_WAIT_SECONDS:
         body["wait_seconds"] = min(wait, FAST_WAIT_SECONDS)  # an invalid wait stays invalid
-    case.call_and_validate(checks=CHECKS, app=fuzzed_app)
+    # The admin key goes with every request but those generated to break the headers:
+    # those (a missing or bogus `Authorization`) must be refused, with 401.
+    header = case.meta.components.get(ParameterLocation.HEADER) if case.meta else None
+    broken = header is not None and header.mode is GenerationMode.NEGATIVE
+    headers = {} if broken else {"Authorization": f"Bearer {admin_key}"}
+    case.call_and_validate(checks=CHECKS, app=fuzzed_app, headers=headers)

@@ -382,13 +382,18 @@ async def test_hostile_queue_names_are_refused_everywhere(
 
 def test_the_notify_channel_is_a_constant_and_queue_names_travel_as_data() -> None:
     assert re.fullmatch(r"[a-z_]+", listener.CHANNEL)
+    assert re.fullmatch(r"[a-z_]+", listener.KEYS_CHANNEL)
     statements = {name: value.sql for name, value in vars(queries).items() if hasattr(value, "sql")}
     notifying = {name: sql for name, sql in statements.items() if "pg_notify" in sql}
     assert notifying, "the announcing statements were not found"
     for sql in notifying.values():
-        # The channel is the constant; the queue is a column's value, in the payload.
-        assert re.findall(r"pg_notify\(([^,]+),", sql) == [f"'{listener.CHANNEL}'"]
-        assert re.search(r"pg_notify\('jobq_due', (queue|name) \|\| ' ' \|\|", sql), sql
+        # The channel is a constant; a queue (or key id) is a column's value, in the payload.
+        channels = re.findall(r"pg_notify\(([^,]+),", sql)
+        assert channels in ([f"'{listener.CHANNEL}'"], [f"'{listener.KEYS_CHANNEL}'"]), sql
+        if channels == [f"'{listener.CHANNEL}'"]:
+            assert re.search(r"pg_notify\('jobq_due', (queue|name) \|\| ' ' \|\|", sql), sql
+        else:
+            assert re.search(r"pg_notify\('jobq_keys', '\w+ ' \|\| lookup_id\)", sql), sql
     # No statement is built from a request value: each is fixed text with $n parameters,
     # and nowhere else in the app does SQL or LISTEN/NOTIFY take part of a name.
     for path in (REPO / "app").rglob("*.py"):
@@ -398,7 +403,7 @@ def test_the_notify_channel_is_a_constant_and_queue_names_travel_as_data() -> No
             "queries.py",
         ), path
         for call in re.findall(r"add_listener\(([^,]+),", text):
-            assert call.strip() == "CHANNEL", (path, call)
+            assert call.strip() in ("CHANNEL", "KEYS_CHANNEL"), (path, call)
 
 
 async def test_queue_names_with_every_allowed_character_round_trip(

@@ -198,6 +198,7 @@ async def test_the_claim_still_uses_its_index_with_paused_queues(
         "max_jobs": 10,
         "lease_seconds": None,
         "worker_id": "w",
+        "key_id": None,
     }
     plan = "\n".join(
         row[0]

@@ -10,7 +10,7 @@ millions of jobs): apply it at a quiet time, or create the same index by hand wi
 `CREATE INDEX CONCURRENTLY` beforehand (this migration then leaves it as it is).
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 Create Date: 2026-11-23
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0006"
-down_revision = "0004"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

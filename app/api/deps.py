@@ -6,6 +6,8 @@ from typing import Annotated, cast
 
 from fastapi import Depends, Request
 
+from app.api.auth import ADMIN, ENQUEUE, READ, WORK
+from app.service.auth import Authenticator, Caller
 from app.service.jobs import JobService
 from app.service.queue_settings import QueueSettingsService
 from app.service.reaper import Reaper
@@ -25,6 +27,19 @@ async def get_reaper(request: Request) -> Reaper | None:
 # cost 12 % of a request's CPU on the single-job path.
 JobsDep = Annotated[JobService, Depends(get_jobs)]
 ReaperDep = Annotated[Reaper | None, Depends(get_reaper)]
+
+
+async def get_auth(request: Request) -> Authenticator:
+    return cast(Authenticator, request.app.state.auth)
+
+
+AuthDep = Annotated[Authenticator, Depends(get_auth)]
+
+# The caller of a route that needs a key with this scope (see app/api/auth.py).
+EnqueueCaller = Annotated[Caller, Depends(ENQUEUE)]
+WorkCaller = Annotated[Caller, Depends(WORK)]
+ReadCaller = Annotated[Caller, Depends(READ)]
+AdminCaller = Annotated[Caller, Depends(ADMIN)]
 
 
 async def get_stats(request: Request) -> StatsService:

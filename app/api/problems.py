@@ -53,11 +53,16 @@ def _field_errors(errors: Any) -> list[dict[str, Any]]:
     return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors]
 
 
+def from_error(exc: JobqError) -> JSONResponse:
+    """The problem+json response for one of jobq's errors (with its headers, if any)."""
+    response = problem(exc.status, exc.code, exc.detail, title=exc.title, **exc.extra)
+    response.headers.update(exc.headers())  # e.g. WWW-Authenticate, Retry-After
+    return response
+
+
 async def _jobq_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, JobqError)
-    response = problem(exc.status, exc.code, exc.detail, title=exc.title, **exc.extra)
-    response.headers.update(exc.headers())
-    return response
+    return from_error(exc)
 
 
 def _is_json(content_type: str | None) -> bool:

@@ -61,6 +61,11 @@ DEFAULT_LOG_FORMAT: Final = "auto"  # JSON lines, or plain text when stderr is a
 DEFAULT_LOG_LEVEL: Final = "INFO"
 DEFAULT_METRICS_REFRESH_SECONDS = 5.0
 
+# `auto`: API keys are required once one exists; with none, jobq serves openly on
+# loopback only and refuses to start on any other address. `disabled`: open everywhere.
+AuthMode = Literal["auto", "disabled"]
+DEFAULT_AUTH_CACHE_SECONDS = 2.0
+
 
 class Settings(BaseSettings):
     """Every knob of the service; see the README's "Configuration" table."""
@@ -154,6 +159,15 @@ class Settings(BaseSettings):
         default=DEFAULT_METRICS_REFRESH_SECONDS,
         ge=0,
         description="`/metrics` recomputes the gauges read from SQL at most this often.",
+    )
+    auth: AuthMode = Field(
+        default="auto",
+        description="`auto`: keys required once one exists; `disabled`: no authentication.",
+    )
+    auth_cache_seconds: float = Field(
+        default=DEFAULT_AUTH_CACHE_SECONDS,
+        ge=0,
+        description="How long a verified API key is trusted without the database; 0: never.",
     )
 
     @model_validator(mode="after")

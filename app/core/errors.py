@@ -7,11 +7,16 @@ raise them and know nothing of HTTP.
     JobqError
     ├── BadRequest (400)
     │   └── InvalidJson
+    ├── Unauthorized (401)
+    ├── Forbidden (403)
+    │   └── LeaseForbidden
     ├── NotFound (404)
     │   ├── JobNotFound
-    │   └── LeaseNotFound
+    │   ├── LeaseNotFound
+    │   └── KeyNotFound
     ├── Conflict (409)
     │   ├── LeaseLost
+    │   ├── KeyExists
     │   ├── JobFinished
     │   ├── JobNotRetryable
     │   └── JobRunning
@@ -140,6 +145,56 @@ class ReaperStalled(Unavailable):
 
     code = "reaper_stalled"
     title = "Reaper stalled"
+
+
+# ---- authentication and authorization --------------------------------------------------
+
+
+class Unauthorized(JobqError):
+    """This request needs a valid API key: send `Authorization: Bearer <key>`."""
+
+    status = 401
+    code = "unauthorized"
+    title = "Unauthorized"
+
+    def __init__(self, detail: str | None = None, *, invalid_token: bool = False) -> None:
+        super().__init__(detail)
+        # RFC 6750: a challenge on every 401; `invalid_token` when a key was sent but refused.
+        self.challenge = 'Bearer realm="jobq"'
+        if invalid_token:
+            self.challenge += ', error="invalid_token"'
+
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": self.challenge}
+
+
+class Forbidden(JobqError):
+    """This API key may not do this: its scopes or queues do not allow it."""
+
+    status = 403
+    code = "forbidden"
+    title = "Forbidden"
+
+
+class LeaseForbidden(Forbidden):
+    """This lease was taken with another API key; only that key may act on it."""
+
+    code = "lease_forbidden"
+    title = "Lease forbidden"
+
+
+class KeyNotFound(NotFound):
+    """No API key has this name."""
+
+    code = "key_not_found"
+    title = "API key not found"
+
+
+class KeyExists(Conflict):
+    """An API key with this name already exists (revoked keys keep their names)."""
+
+    code = "key_exists"
+    title = "API key exists"
 
 
 # ---- admin actions ---------------------------------------------------------------------

@@ -4,6 +4,10 @@ Every statement that makes jobs `queued` sends `NOTIFY jobq_due, '<queue> <epoch
 (the earliest `run_at` per queue) when it commits. The listener passes each to a
 callback; if its connection drops it says so, reconnects with backoff, and the waiters
 fall back to polling meanwhile. It holds no pooled connection.
+
+The same connection listens on `jobq_keys`, where creating or revoking an API key
+announces `created <lookup id>` or `revoked <lookup id>`, so every replica drops a
+revoked key from its cache at once.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import asyncpg
 from app.db.url import async_url
 
 CHANNEL = "jobq_due"
+KEYS_CHANNEL = "jobq_keys"
 APPLICATION_NAME = "jobq-listener"
 KEEPALIVE_SECONDS = 5.0
 RECONNECT_MIN_SECONDS = 0.5
@@ -38,10 +43,12 @@ class DueListener:
         *,
         on_due: Callable[[str, float], None],
         on_state: Callable[[bool], None],
+        on_keys: Callable[[str], None] | None = None,
     ) -> None:
         self._dsn = _dsn(url)
         self._on_due = on_due
         self._on_state = on_state
+        self._on_keys = on_keys
 
     def _notified(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         queue, _, due = str(payload).partition(" ")
@@ -49,6 +56,10 @@ class DueListener:
             self._on_due(queue, float(due))
         except ValueError:
             log.warning("ignored a malformed announcement: %r", payload)
+
+    def _keys_notified(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        if self._on_keys is not None:
+            self._on_keys(str(payload))
 
     async def run(self) -> None:
         """Listen until cancelled, reconnecting whenever the connection is lost."""
@@ -62,6 +73,8 @@ class DueListener:
                     server_settings={"application_name": APPLICATION_NAME},
                 )
                 await conn.add_listener(CHANNEL, self._notified)
+                if self._on_keys is not None:
+                    await conn.add_listener(KEYS_CHANNEL, self._keys_notified)
                 log.info("listening for due jobs")
                 self._on_state(True)
                 backoff = RECONNECT_MIN_SECONDS

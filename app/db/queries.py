@@ -8,7 +8,7 @@ worker matches nothing. Batches travel as arrays and are unpacked with `unnest`.
 
 from __future__ import annotations
 
-from app.db.listener import CHANNEL
+from app.db.listener import CHANNEL, KEYS_CHANNEL
 from app.db.statement import sql
 
 
@@ -45,6 +45,9 @@ def _announce(rows: str) -> str:
 
 _AFTER_ANNOUNCING = "CROSS JOIN (SELECT count(*) FROM announced) AS announcements"
 
+# The lease was taken with the caller's API key (no key: authentication is off).
+_HELD_BY_KEY = "(CAST(:key_id AS bigint) IS NULL OR lease_key_id = CAST(:key_id AS bigint))"
+
 _LEASE_EXPIRED_ERROR = """jsonb_build_object(
                'type', 'lease_expired',
                'message', 'the lease expired before the worker finished the job',
@@ -56,6 +59,7 @@ def _record_attempt(*, outcome: str, error: str) -> str:
     return f"""
            attempts = j.attempts || jsonb_build_object(
                'attempt', j.attempt, 'lease_id', j.lease_id, 'worker_id', j.worker_id,
+               'key_id', j.lease_key_id,
                'started_at', j.attempted_at, 'finished_at', now(),
                'outcome', {outcome}, 'error', {error}),"""
 
@@ -223,6 +227,7 @@ LEASE = sql(
            lease_expires_at = now() + make_interval(
                secs => coalesce(:lease_seconds, j.lease_seconds)),
            worker_id = :worker_id,
+           lease_key_id = :key_id,
            attempted_at = now(),
            started_at = coalesce(j.started_at, now()),
            updated_at = now()
@@ -231,7 +236,8 @@ LEASE = sql(
     RETURNING j.*
     """
 )
-"""Claim up to `max_jobs` due jobs from the given queues, best priority first, for one worker."""
+"""Claim up to `max_jobs` due jobs from the given queues, best priority first, for one worker
+(and the API key it used)."""
 
 HEARTBEAT = sql(
     """
@@ -251,6 +257,9 @@ HEARTBEAT = sql(
                AS needs_write
           FROM jobq.jobs
          WHERE id = :job_id AND lease_id = :lease_id AND state = 'running'
+           AND """
+    + _HELD_BY_KEY
+    + """
     ),
     written AS (
         UPDATE jobq.jobs j
@@ -273,7 +282,7 @@ HEARTBEAT = sql(
     SELECT false, lease_expires_at, cancel_requested FROM held WHERE NOT held.needs_write
     """
 )
-"""Extend a live lease from now and record progress, writing the row at most once per interval."""
+"""Extend a live lease (of this key) and record progress, writing at most once per interval."""
 
 FINISH = sql(
     """
@@ -298,6 +307,9 @@ FINISH = sql(
                 SELECT state
                   FROM jobq.jobs
                  WHERE id = i.job_id AND lease_id = i.lease_id
+                   AND """
+    + _HELD_BY_KEY
+    + """
                 OFFSET 0
                    FOR UPDATE
                ) held
@@ -336,7 +348,8 @@ FINISH = sql(
     SELECT finished.* FROM finished """
     + _AFTER_ANNOUNCING
 )
-"""Complete or fail a batch of live leases; a stale or unknown lease matches no row."""
+"""Complete or fail a batch of live leases held by this key; a stale, unknown or other key's
+lease matches no row."""
 
 REAP_EXPIRED = sql(
     """
@@ -425,15 +438,78 @@ LIST_JOBS = sql(
      WHERE (CAST(:queue AS text) IS NULL OR queue = :queue)
        AND (CAST(:state AS jobq.job_state) IS NULL OR state = CAST(:state AS jobq.job_state))
        AND (CAST(:type AS text) IS NULL OR type = :type)
+       AND (CAST(:allowed_names AS text[]) IS NULL
+            OR queue = ANY(CAST(:allowed_names AS text[]))
+            OR queue LIKE ANY(CAST(:allowed_patterns AS text[])))
        AND id > :after
      ORDER BY id
      LIMIT :limit
     """
 )
-"""A page of jobs after a given id, optionally filtered by queue, state and type."""
+"""A page of jobs after a given id, optionally filtered by queue, state and type, and limited
+to the queues an API key may read (names, and LIKE patterns; NULL names: every queue)."""
 
 PING = sql("SELECT 1")
 """Is the database answering?"""
+
+
+# ---- API keys ------------------------------------------------------------------------
+
+
+def _announce_keys(rows: str, event: str) -> str:
+    """A CTE `announced`: NOTIFY `jobq_keys` with `<event> <lookup id>` for each of `rows`."""
+    return f"""announced AS MATERIALIZED (
+        SELECT pg_notify('{KEYS_CHANNEL}', '{event} ' || lookup_id) FROM {rows}
+    )"""
+
+
+CREATE_KEY = sql(
+    """
+    WITH created AS (
+        INSERT INTO jobq.api_keys (name, lookup_id, secret_hash, scopes, queues)
+        VALUES (:name, :lookup_id, :secret_hash, CAST(:scopes AS text[]),
+                CAST(:queues AS text[]))
+        ON CONFLICT DO NOTHING
+        RETURNING *
+    ),
+    """
+    + _announce_keys("created", "created")
+    + """
+    SELECT created.* FROM created """
+    + _AFTER_ANNOUNCING
+)
+"""Store a new key's digest; no row when its name (or, rarely, its lookup id) is taken."""
+
+REVOKE_KEY = sql(
+    """
+    WITH revoked AS (
+        UPDATE jobq.api_keys
+           SET revoked_at = coalesce(revoked_at, now())
+         WHERE name = :name
+        RETURNING *
+    ),
+    """
+    + _announce_keys("revoked", "revoked")
+    + """
+    SELECT revoked.* FROM revoked """
+    + _AFTER_ANNOUNCING
+)
+"""Revoke a key by name (a second revocation keeps the first time), and tell every replica."""
+
+GET_KEY = sql("SELECT * FROM jobq.api_keys WHERE lookup_id = :lookup_id")
+"""The key with this lookup id (the public part of the key)."""
+
+GET_KEY_BY_NAME = sql("SELECT * FROM jobq.api_keys WHERE name = :name")
+"""The key with this name."""
+
+LIST_KEYS = sql("SELECT * FROM jobq.api_keys ORDER BY name")
+"""Every key, revoked ones too, by name."""
+
+ANY_KEY = sql("SELECT EXISTS (SELECT FROM jobq.api_keys)")
+"""Was any key ever created? (Revoked keys count: revoking never reopens the service.)"""
+
+TOUCH_KEY = sql("UPDATE jobq.api_keys SET last_used_at = now() WHERE id = :key_id")
+"""Record that a key was just used."""
 
 
 # ---- admin actions: cancel, retry, redrive, pause and resume, purge, delete -------------

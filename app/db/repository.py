@@ -143,6 +143,7 @@ class JobsRepository:
         max_jobs: int,
         lease_seconds: int | None,
         worker_id: str,
+        key_id: int | None = None,
     ) -> list[Row]:
         return await self._all(
             queries.LEASE,
@@ -152,15 +153,18 @@ class JobsRepository:
                 "max_jobs": max_jobs,
                 "lease_seconds": lease_seconds,
                 "worker_id": worker_id,
+                "key_id": key_id,
             },
         )
 
     async def heartbeat(self, params: dict[str, Any]) -> Row | None:
-        rows = await self._all(queries.HEARTBEAT, params)
+        rows = await self._all(queries.HEARTBEAT, {"key_id": None, **params})
         return rows[0] if rows else None
 
-    async def finish(self, columns: dict[str, list[Any]], backoff: Backoff) -> list[Row]:
-        return await self._all(queries.FINISH, {**columns, **backoff.params()})
+    async def finish(
+        self, columns: dict[str, list[Any]], backoff: Backoff, key_id: int | None = None
+    ) -> list[Row]:
+        return await self._all(queries.FINISH, {**columns, **backoff.params(), "key_id": key_id})
 
     async def get(self, job_id: int) -> Row | None:
         rows = await self._all(queries.GET_JOB, {"job_id": job_id})
@@ -170,11 +174,28 @@ class JobsRepository:
         return await self._all(queries.GET_JOBS, {"job_ids": job_ids})
 
     async def list(
-        self, *, queue: str | None, state: str | None, type_: str | None, after: int, limit: int
+        self,
+        *,
+        queue: str | None,
+        state: str | None,
+        type_: str | None,
+        after: int,
+        limit: int,
+        allowed: tuple[list[str], list[str]] | None = None,
     ) -> list[Row]:
+        """`allowed`: (queue names, LIKE patterns) to limit the page to; None: every queue."""
+        names, patterns = allowed if allowed is not None else (None, None)
         return await self._all(
             queries.LIST_JOBS,
-            {"queue": queue, "state": state, "type": type_, "after": after, "limit": limit},
+            {
+                "queue": queue,
+                "state": state,
+                "type": type_,
+                "after": after,
+                "limit": limit,
+                "allowed_names": names,
+                "allowed_patterns": patterns,
+            },
         )
 
     async def _as_leader(self, statement: Statement, params: dict[str, Any]) -> LeaderBatch | None:
@@ -203,6 +224,52 @@ class JobsRepository:
             queries.PRUNE_FINISHED,
             {"batch_size": batch_size, "succeeded_age": succeeded_age, "failed_age": failed_age},
         )
+
+    # ---- API keys (jobq.api_keys) -----------------------------------------------------
+
+    async def create_key(
+        self,
+        *,
+        name: str,
+        lookup_id: str,
+        secret_hash: bytes,
+        scopes: Sequence[str],
+        queues: Sequence[str] | None,
+    ) -> Row | None:
+        """The new key's row; None when the name or the lookup id is taken."""
+        rows = await self._all(
+            queries.CREATE_KEY,
+            {
+                "name": name,
+                "lookup_id": lookup_id,
+                "secret_hash": secret_hash,
+                "scopes": scopes,
+                "queues": queues,
+            },
+        )
+        return rows[0] if rows else None
+
+    async def revoke_key(self, name: str) -> Row | None:
+        rows = await self._all(queries.REVOKE_KEY, {"name": name})
+        return rows[0] if rows else None
+
+    async def get_key(self, lookup_id: str) -> Row | None:
+        rows = await self._all(queries.GET_KEY, {"lookup_id": lookup_id})
+        return rows[0] if rows else None
+
+    async def get_key_by_name(self, name: str) -> Row | None:
+        rows = await self._all(queries.GET_KEY_BY_NAME, {"name": name})
+        return rows[0] if rows else None
+
+    async def list_keys(self) -> Sequence[Row]:
+        return await self._all(queries.LIST_KEYS, {})
+
+    async def any_key(self) -> bool:
+        rows = await self._all(queries.ANY_KEY, {})
+        return bool(rows[0][0])
+
+    async def touch_key(self, key_id: int) -> None:
+        await self._all(queries.TOUCH_KEY, {"key_id": key_id})
 
     # ---- admin actions -------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from app.core.errors import (
     Conflict,
     JobNotFound,
     JobqError,
+    LeaseForbidden,
     LeaseLost,
     LeaseNotFound,
     QueueFull,
@@ -81,13 +82,22 @@ def backoff_from(settings: Settings) -> Backoff:
     )
 
 
-def explain_stale(job: Row | None, lease: UUID, outcome: Outcome | None) -> JobqError | None:
-    """Why a lease matched no running job: None means "a repeat of what already happened"."""
+def explain_stale(
+    job: Row | None, lease: UUID, outcome: Outcome | None, key_id: int | None = None
+) -> JobqError | None:
+    """Why a lease matched no running job: None means "a repeat of what already happened".
+
+    A lease taken with another API key than `key_id` is refused whatever became of it,
+    and says nothing about the job.
+    """
     if job is None:
         return LeaseNotFound("no lease with this id was ever issued")
     record = next((a for a in reversed(job["attempts"]) if a.get("lease_id") == str(lease)), None)
     if record is None and str(job["lease_id"]) != str(lease):
         return LeaseNotFound("no lease with this id was ever issued")
+    owner = record.get("key_id") if record is not None else job["lease_key_id"]
+    if key_id is not None and owner != key_id:
+        return LeaseForbidden("this lease was taken with another API key")
     if record is not None and outcome is not None and record["outcome"] == _OUTCOME_RECORD[outcome]:
         return None
     ended = f"ended as {record['outcome']}" if record is not None else "is no longer running"
@@ -220,22 +230,34 @@ class JobService:
         return job
 
     async def list_jobs(
-        self, *, queue: str | None, state: str | None, type_: str | None, after: int, limit: int
+        self,
+        *,
+        queue: str | None,
+        state: str | None,
+        type_: str | None,
+        after: int,
+        limit: int,
+        allowed: tuple[list[str], list[str]] | None = None,
     ) -> Sequence[Row]:
+        """`allowed`: only these queues (names, LIKE patterns), for a key limited to some."""
         return await self._repo.list(
-            queue=queue, state=state, type_=type_, after=after, limit=limit
+            queue=queue, state=state, type_=type_, after=after, limit=limit, allowed=allowed
         )
 
     # ---- workers -----------------------------------------------------------------
 
     async def lease(
-        self, request: LeaseIn, abandoned: Callable[[], Awaitable[bool]] | None = None
+        self,
+        request: LeaseIn,
+        abandoned: Callable[[], Awaitable[bool]] | None = None,
+        key_id: int | None = None,
     ) -> list[Lease]:
         """Hand up to `max_jobs` due jobs to one worker, best priority first.
 
         With `wait_seconds`, an empty answer waits (holding no database connection) until
         a job is announced in one of the queues or time runs out. A caller that went away
-        meanwhile (`abandoned`) is not handed jobs it could never receive.
+        meanwhile (`abandoned`) is not handed jobs it could never receive. The leases are
+        bound to `key_id`: only that API key may heartbeat or finish them.
         """
         limit = self._settings.max_lease_batch
         if request.max_jobs > limit:
@@ -250,6 +272,7 @@ class JobService:
             max_jobs=request.max_jobs,
             lease_seconds=self._lease_seconds(request.lease_seconds, ("body", "lease_seconds")),
             worker_id=request.worker_id,
+            key_id=key_id,
         )
         deadline = time.monotonic() + request.wait_seconds
         with self._wakeups.waiter(queues) as waiter:
@@ -266,7 +289,9 @@ class JobService:
         rows = sorted(rows, key=lambda r: (-r["priority"], r["run_at"], r["id"]))
         return [Lease(format_token(r["id"], r["lease_id"]), r["lease_expires_at"], r) for r in rows]
 
-    async def heartbeat(self, token: str, request: HeartbeatIn) -> Heartbeat:
+    async def heartbeat(
+        self, token: str, request: HeartbeatIn, key_id: int | None = None
+    ) -> Heartbeat:
         """Extend a live lease from now and record progress."""
         job_id, lease = parse_token(token)
         progress = request.progress
@@ -282,6 +307,7 @@ class JobService:
                 "stage": progress.stage if progress else None,
                 "message": progress.message if progress else None,
                 "min_interval": self._settings.heartbeat_min_interval_seconds,
+                "key_id": key_id,
             }
         )
         if row is not None:
@@ -291,20 +317,20 @@ class JobService:
                 row["cancel_requested"],
                 progress_recorded=row["written"] and progress is not None,
             )
-        error = explain_stale(await self._repo.get(job_id), lease, None)
+        error = explain_stale(await self._repo.get(job_id), lease, None, key_id)
         assert error is not None
         raise error
 
     # The single calls are acks of one. Their bodies were validated on the way in (the
     # token by the route's path bounds), so the acks are built without validating again.
 
-    async def complete(self, token: str, request: CompleteIn) -> Row:
+    async def complete(self, token: str, request: CompleteIn, key_id: int | None = None) -> Row:
         ack = AckComplete.model_construct(lease_id=token, outcome="complete", **dict(request))
-        return self._one(await self.finish([ack]))
+        return self._one(await self.finish([ack], key_id))
 
-    async def fail(self, token: str, request: FailIn) -> Row:
+    async def fail(self, token: str, request: FailIn, key_id: int | None = None) -> Row:
         ack = AckFail.model_construct(lease_id=token, outcome="fail", **dict(request))
-        return self._one(await self.finish([ack]))
+        return self._one(await self.finish([ack], key_id))
 
     @staticmethod
     def _one(results: list[Finished]) -> Row:
@@ -333,8 +359,13 @@ class JobService:
         }
         return None, payloads.encode(error, field=(*loc, "error"), max_bytes=limit)
 
-    async def finish(self, acks: Sequence[AckComplete | AckFail]) -> list[Finished]:
-        """Complete or fail many leases in one round trip; one answer per ack, in order."""
+    async def finish(
+        self, acks: Sequence[AckComplete | AckFail], key_id: int | None = None
+    ) -> list[Finished]:
+        """Complete or fail many leases in one round trip; one answer per ack, in order.
+
+        Only leases taken with `key_id` are finished (None: any, authentication is off).
+        """
         limit = self._settings.max_ack_batch
         if len(acks) > limit:
             raise ValidationFailed.field(("body", "acks"), f"at most {limit} acks", "too_long")
@@ -362,6 +393,7 @@ class JobService:
                 "retry_after": [getattr(acks[i], "retry_after_seconds", None) for i in sent],
             },
             self._backoff,
+            key_id,
         )
         applied = {sent[row["ord"] - 1] for row in rows}
         telemetry.finished(rows, [acks[sent[row["ord"] - 1]].outcome for row in rows])
@@ -376,6 +408,6 @@ class JobService:
                 answers.append(Finished(ack.lease_id, None, key))
                 continue
             job = latest.get(key[0])
-            error = None if index in applied else explain_stale(job, key[1], ack.outcome)
+            error = None if index in applied else explain_stale(job, key[1], ack.outcome, key_id)
             answers.append(Finished(ack.lease_id, job, error))
         return answers

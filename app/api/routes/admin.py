@@ -7,6 +7,7 @@ from typing import Annotated, Any, cast
 from fastapi import APIRouter, Body, Depends, Request, Response
 
 from app.api import views
+from app.api.auth import ADMIN
 from app.api.openapi import problems
 from app.api.routes.jobs import JobIdPath, QueuePath
 from app.schemas import (
@@ -27,7 +28,10 @@ async def get_admin(request: Request) -> AdminService:
 
 AdminDep = Annotated[AdminService, Depends(get_admin)]
 
-router = APIRouter(prefix="/v1", tags=["admin"])
+# Every action here needs a key with the `admin` scope.
+router = APIRouter(
+    prefix="/v1", tags=["admin"], dependencies=[Depends(ADMIN)], responses=problems(401, 403)
+)
 
 
 def _queue(row: Any) -> dict[str, Any]:

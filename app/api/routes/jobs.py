@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Path, Query, Response
 
 from app.api import views
-from app.api.deps import JobsDep
+from app.api.deps import EnqueueCaller, JobsDep, ReadCaller
 from app.api.openapi import problems
 from app.schemas import (
     DEFAULT_LIST_LIMIT,
@@ -40,10 +40,11 @@ JobIdPath = Annotated[int, Path(ge=1, le=MAX_BIGINT)]
     response_model=EnqueuedJob,
     responses={
         200: {"model": EnqueuedJob, "description": "A job already had this key: that job."},
-        **problems(400, 413, 422, 429),
+        **problems(400, 401, 403, 413, 422, 429),
     },
 )
 async def enqueue_job(
+    caller: EnqueueCaller,
     queue: QueuePath,
     job: JobIn,
     jobs: JobsDep,
@@ -51,6 +52,7 @@ async def enqueue_job(
     idempotency_key: Annotated[IdempotencyKey | None, Header()] = None,
 ) -> dict[str, Any]:
     """Enqueue a job."""
+    caller.require_queues([queue])
     row = await jobs.enqueue(queue, job, idempotency_key)
     if row["deduplicated"]:
         response.status_code = 200
@@ -62,10 +64,13 @@ async def enqueue_job(
     operation_id="enqueueJobs",
     status_code=201,
     response_model=BatchOut,
-    responses=problems(400, 413, 422, 429),
+    responses=problems(400, 401, 403, 413, 422, 429),
 )
-async def enqueue_jobs(queue: QueuePath, batch: BatchIn, jobs: JobsDep) -> dict[str, Any]:
+async def enqueue_jobs(
+    caller: EnqueueCaller, queue: QueuePath, batch: BatchIn, jobs: JobsDep
+) -> dict[str, Any]:
     """Enqueue up to 1000 jobs in one call; answers in request order."""
+    caller.require_queues([queue])
     rows = await jobs.enqueue_batch(queue, batch.jobs)
     return {"jobs": [dict(row) for row in rows]}
 
@@ -74,15 +79,20 @@ async def enqueue_jobs(queue: QueuePath, batch: BatchIn, jobs: JobsDep) -> dict[
     "/jobs/{job_id}",
     operation_id="getJob",
     response_model=JobOut,
-    responses=problems(404, 422),
+    responses=problems(401, 403, 404, 422),
 )
-async def get_job(job_id: JobIdPath, jobs: JobsDep) -> dict[str, Any]:
+async def get_job(caller: ReadCaller, job_id: JobIdPath, jobs: JobsDep) -> dict[str, Any]:
     """Get a job with its progress, result, errors and attempts."""
-    return views.job(await jobs.get(job_id))
+    job = await jobs.get(job_id)
+    caller.require_queues([job["queue"]])
+    return views.job(job)
 
 
-@router.get("/jobs", operation_id="listJobs", response_model=JobsPage, responses=problems(422))
+@router.get(
+    "/jobs", operation_id="listJobs", response_model=JobsPage, responses=problems(401, 403, 422)
+)
 async def list_jobs(
+    caller: ReadCaller,
     jobs: JobsDep,
     queue: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)] = None,
     state: JobState | None = None,
@@ -90,7 +100,15 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
     after: Annotated[int, Query(ge=0, le=MAX_BIGINT, description="Last id seen.")] = 0,
 ) -> dict[str, Any]:
-    """List jobs by id, filtered, a page at a time."""
-    rows = await jobs.list_jobs(queue=queue, state=state, type_=type, after=after, limit=limit)
+    """List jobs by id, filtered, a page at a time.
+
+    A key limited to some queues sees only their jobs; naming another queue is 403.
+    """
+    if queue is not None:
+        caller.require_queues([queue])
+    allowed = caller.queues.sql() if caller.queues is not None else None
+    rows = await jobs.list_jobs(
+        queue=queue, state=state, type_=type, after=after, limit=limit, allowed=allowed
+    )
     next_after = rows[-1]["id"] if len(rows) == limit else None
     return {"jobs": [views.job(row) for row in rows], "next_after": next_after}

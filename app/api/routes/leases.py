@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Request
 
 from app.api import views
-from app.api.deps import JobsDep
+from app.api.deps import JobsDep, WorkCaller
 from app.api.openapi import problems
 from app.core.errors import JobqError
 from app.schemas import (
@@ -32,14 +32,18 @@ LeasePath = Annotated[str, Path(max_length=100, description="The lease's token."
     "/leases",
     operation_id="leaseJobs",
     response_model=LeasesOut,
-    responses=problems(400, 413, 422),
+    responses=problems(400, 401, 403, 413, 422),
 )
-async def lease_jobs(request: LeaseIn, jobs: JobsDep, http: Request) -> dict[str, Any]:
+async def lease_jobs(
+    caller: WorkCaller, request: LeaseIn, jobs: JobsDep, http: Request
+) -> dict[str, Any]:
     """Lease up to `max_jobs` due jobs, highest priority first; `[]` when none is due.
 
-    With `wait_seconds`, waits for a job to arrive when none is due (long poll).
+    With `wait_seconds`, waits for a job to arrive when none is due (long poll). The
+    leases belong to the API key that took them: no other key may heartbeat or finish them.
     """
-    leases = await jobs.lease(request, abandoned=http.is_disconnected)
+    caller.require_queues(request.queues)
+    leases = await jobs.lease(request, abandoned=http.is_disconnected, key_id=caller.key_id)
     return {
         "leases": [
             {"lease_id": lease.token, "expires_at": lease.expires_at, "job": views.job(lease.job)}
@@ -52,13 +56,16 @@ async def lease_jobs(request: LeaseIn, jobs: JobsDep, http: Request) -> dict[str
     "/leases/{lease_id}/heartbeat",
     operation_id="heartbeatLease",
     response_model=HeartbeatOut,
-    responses=problems(400, 404, 409, 413, 422),
+    responses=problems(400, 401, 403, 404, 409, 413, 422),
 )
 async def heartbeat_lease(
-    lease_id: LeasePath, jobs: JobsDep, request: Annotated[HeartbeatIn | None, Body()] = None
+    caller: WorkCaller,
+    lease_id: LeasePath,
+    jobs: JobsDep,
+    request: Annotated[HeartbeatIn | None, Body()] = None,
 ) -> dict[str, Any]:
     """Extend a lease from now and report progress; says whether cancellation was requested."""
-    beat = await jobs.heartbeat(lease_id, request or HeartbeatIn())
+    beat = await jobs.heartbeat(lease_id, request or HeartbeatIn(), caller.key_id)
     return {
         "lease_id": beat.token,
         "expires_at": beat.expires_at,
@@ -71,30 +78,35 @@ async def heartbeat_lease(
     "/leases/{lease_id}/complete",
     operation_id="completeLease",
     response_model=JobOut,
-    responses=problems(400, 404, 409, 413, 422),
+    responses=problems(400, 401, 403, 404, 409, 413, 422),
 )
 async def complete_lease(
-    lease_id: LeasePath, jobs: JobsDep, request: Annotated[CompleteIn | None, Body()] = None
+    caller: WorkCaller,
+    lease_id: LeasePath,
+    jobs: JobsDep,
+    request: Annotated[CompleteIn | None, Body()] = None,
 ) -> dict[str, Any]:
     """Mark the leased job succeeded, with its result."""
-    return views.job(await jobs.complete(lease_id, request or CompleteIn()))
+    return views.job(await jobs.complete(lease_id, request or CompleteIn(), caller.key_id))
 
 
 @router.post(
     "/leases/{lease_id}/fail",
     operation_id="failLease",
     response_model=JobOut,
-    responses=problems(400, 404, 409, 413, 422),
+    responses=problems(400, 401, 403, 404, 409, 413, 422),
 )
-async def fail_lease(lease_id: LeasePath, request: FailIn, jobs: JobsDep) -> dict[str, Any]:
+async def fail_lease(
+    caller: WorkCaller, lease_id: LeasePath, request: FailIn, jobs: JobsDep
+) -> dict[str, Any]:
     """Record a failed attempt: retried after a backoff, or `failed` when no try is left."""
-    return views.job(await jobs.fail(lease_id, request))
+    return views.job(await jobs.fail(lease_id, request, caller.key_id))
 
 
 def _ack_result(finished: Finished) -> dict[str, Any]:
     error: JobqError | None = finished.error
-    # A lease that was never issued says nothing about any job.
-    job = finished.job if error is None or error.status != 404 else None
+    # A lease never issued, or taken with another key, says nothing about any job.
+    job = finished.job if error is None or error.status not in (403, 404) else None
     return {
         "lease_id": finished.token,
         "status": error.status if error else 200,
@@ -108,8 +120,8 @@ def _ack_result(finished: Finished) -> dict[str, Any]:
     "/acks",
     operation_id="ackLeases",
     response_model=AcksOut,
-    responses=problems(400, 413, 422),
+    responses=problems(400, 401, 403, 413, 422),
 )
-async def ack_leases(request: AcksIn, jobs: JobsDep) -> dict[str, Any]:
+async def ack_leases(caller: WorkCaller, request: AcksIn, jobs: JobsDep) -> dict[str, Any]:
     """Complete or fail up to 1000 leases in one call; one result per ack, in order."""
-    return {"results": [_ack_result(f) for f in await jobs.finish(request.acks)]}
+    return {"results": [_ack_result(f) for f in await jobs.finish(request.acks, caller.key_id)]}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Response
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
+from app.api.auth import PROBE
 from app.api.deps import StatsDep
+from app.api.openapi import problems
 from app.core import metrics
 from app.service.stats import Snapshot
 
@@ -70,9 +72,13 @@ def families(snapshot: Snapshot) -> list[Metric]:
     "/metrics",
     operation_id="getMetrics",
     response_class=Response,
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **problems(401)},
+    dependencies=[Depends(PROBE)],
 )
 async def get_metrics(stats: StatsDep) -> Response:
-    """Prometheus metrics (text exposition format); SQL gauges refresh every few seconds."""
+    """Prometheus metrics (text exposition format); SQL gauges refresh every few seconds.
+
+    Open to peers on loopback; others need an API key (any scope).
+    """
     snapshot = await stats.snapshot()
     return Response(metrics.render(families(snapshot)), media_type=metrics.CONTENT_TYPE)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Depends, Path
 
-from app.api.deps import QueueSettingsDep
+from app.api.auth import ADMIN
+from app.api.deps import QueueSettingsDep, ReadCaller
 from app.api.openapi import problems
 from app.schemas import MAX_NAME_LENGTH, NAME_PATTERN, QueueSettingsIn, QueueSettingsOut
 
@@ -21,10 +22,13 @@ QueuePath = Annotated[
     "/queues/{queue}/settings",
     operation_id="getQueueSettings",
     response_model=QueueSettingsOut,
-    responses=problems(422),
+    responses=problems(401, 403, 422),
 )
-async def get_queue_settings(queue: QueuePath, settings: QueueSettingsDep) -> dict[str, Any]:
+async def get_queue_settings(
+    caller: ReadCaller, queue: QueuePath, settings: QueueSettingsDep
+) -> dict[str, Any]:
     """Get a queue's settings; a queue nobody configured has the defaults."""
+    caller.require_queues([queue])
     current = await settings.get(queue)
     return {"queue": current.queue, "max_backlog": current.max_backlog}
 
@@ -33,7 +37,8 @@ async def get_queue_settings(queue: QueuePath, settings: QueueSettingsDep) -> di
     "/queues/{queue}/settings",
     operation_id="setQueueSettings",
     response_model=QueueSettingsOut,
-    responses=problems(400, 413, 422),
+    dependencies=[Depends(ADMIN)],
+    responses=problems(400, 401, 403, 413, 422),
 )
 async def set_queue_settings(
     queue: QueuePath, request: QueueSettingsIn, settings: QueueSettingsDep

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from app.api.deps import StatsDep
+from app.api.deps import ReadCaller, StatsDep
 from app.api.openapi import problems
 from app.api.routes.jobs import QueuePath
 from app.schemas_stats import QueuesStats, QueueStats
@@ -18,20 +18,27 @@ router = APIRouter(prefix="/v1", tags=["queues"])
     "/queues",
     operation_id="listQueues",
     response_model=QueuesStats,
-    responses=problems(503),
+    responses=problems(401, 403, 503),
 )
-async def list_queues(stats: StatsDep) -> dict[str, Any]:
+async def list_queues(caller: ReadCaller, stats: StatsDep) -> dict[str, Any]:
     """Every queue's figures: jobs by state, the oldest due job's age, the last minute and
-    hour's throughput, wait and run times, running jobs; and the database's health."""
-    return await stats.queues()
+    hour's throughput, wait and run times, running jobs; and the database's health.
+
+    A key limited to some queues sees only theirs.
+    """
+    answer = await stats.queues()
+    if caller.queues is not None:
+        answer = {**answer, "queues": [q for q in answer["queues"] if caller.may_use(q["queue"])]}
+    return answer
 
 
 @router.get(
     "/queues/{queue}",
     operation_id="getQueue",
     response_model=QueueStats,
-    responses=problems(422, 503),
+    responses=problems(401, 403, 422, 503),
 )
-async def get_queue(queue: QueuePath, stats: StatsDep) -> dict[str, Any]:
+async def get_queue(caller: ReadCaller, queue: QueuePath, stats: StatsDep) -> dict[str, Any]:
     """One queue's figures (all zero for a queue no job names)."""
+    caller.require_queues([queue])
     return await stats.queue(queue)
