@@ -406,8 +406,11 @@ def test_jobq_waits_for_postgres_and_migrations_and_publishes_8000(
     }
     env = final.env() | environment(jobq)
     assert env["JOBQ_HOST"] == "0.0.0.0", "a container must listen beyond its loopback"
+    # No key exists in the demo: on 0.0.0.0 jobq refuses to start unless auth is disabled,
+    # and then only the host's loopback may reach it.
+    assert env["JOBQ_AUTH"] == "disabled"
     published = [str(p) for p in jobq["ports"]]
-    assert f"8000:{env['JOBQ_PORT']}" in published
+    assert published == [f"127.0.0.1:8000:{env['JOBQ_PORT']}"]
 
 
 def test_every_jobq_variable_is_a_setting(services: dict[str, dict[str, Any]]) -> None:

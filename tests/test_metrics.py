@@ -196,7 +196,11 @@ async def test_sql_gauges_are_read_at_most_once_per_refresh_interval(
 
 
 class Proxy:
-    """A TCP proxy to PostgreSQL that a test can stop (the database "goes away") and start."""
+    """A TCP proxy to PostgreSQL that a test can stop (the database "goes away") and start.
+
+    The target is a TCP address, or a Unix socket (the embedded server's) when `host` is a
+    directory.
+    """
 
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
@@ -218,7 +222,12 @@ class Proxy:
 
     async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         try:
-            server_r, server_w = await asyncio.open_connection(*self.target)
+            host, port = self.target
+            if host.startswith("/"):
+                path = f"{host}/.s.PGSQL.{port}"
+                server_r, server_w = await asyncio.open_unix_connection(path)
+            else:
+                server_r, server_w = await asyncio.open_connection(host, port)
         except OSError:
             client_w.transport.abort()
             return
@@ -239,10 +248,16 @@ async def test_readiness_and_database_up_follow_the_database(
     database_url: str, client_factory: Callable[[FastAPI], Any], db: asyncpg.Connection
 ) -> None:
     url = make_url(database_url)
-    proxy = Proxy(url.host or "127.0.0.1", url.port or 5432)
+    socket_dir = url.query.get("host")
+    host = socket_dir if isinstance(socket_dir, str) else url.host or "127.0.0.1"
+    proxy = Proxy(host, url.port or 5432)
     await proxy.start()
     try:
-        proxied = url.set(port=proxy.port, host="127.0.0.1").render_as_string(hide_password=False)
+        proxied = (
+            url.difference_update_query(["host"])
+            .set(port=proxy.port, host="127.0.0.1")
+            .render_as_string(hide_password=False)
+        )
         settings = Settings(database_url=proxied, metrics_refresh_seconds=0)
         app = create_app(settings, database_url=proxied, run_maintenance=False)
         client = await client_factory(app)
