@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends
 
 from app.api.auth import ADMIN
 from app.api.deps import QueueSettingsDep, ReadCaller
 from app.api.openapi import problems
-from app.schemas import MAX_NAME_LENGTH, NAME_PATTERN, QueueSettingsIn, QueueSettingsOut
+from app.api.routes.jobs import QueuePath
+from app.schemas import QueueSettingsIn, QueueSettingsOut
 
 router = APIRouter(prefix="/v1", tags=["queues"])
-
-QueuePath = Annotated[
-    str, Path(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH, description="Queue name.")
-]
 
 
 @router.get(
