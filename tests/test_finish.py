@@ -11,6 +11,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from app.core.config import DEFAULT_MAX_JSON_DEPTH
 from tests.helpers import assert_problem, enqueue, lease, lease_one
 
 BOOM = {"error": {"type": "ValueError", "message": "boom", "details": {"line": 3}}}
@@ -209,6 +210,39 @@ async def test_acks_report_per_item_status_in_order(client: httpx.AsyncClient) -
     ]
     first = (await client.get(f"/v1/jobs/{results[0]['job_id']}")).json()
     assert first["result"] == {"n": 0} and len(first["attempts"]) == 1
+
+
+async def test_an_ack_too_large_or_too_deep_is_refused_alone(
+    client: httpx.AsyncClient, db: asyncpg.Connection
+) -> None:
+    jobs = [await enqueue(client) for _ in range(3)]
+    held = {item["job"]["id"]: item["lease_id"] for item in await lease(client, max_jobs=3)}
+    tokens = [held[job["id"]] for job in jobs]
+    deep: Any = "leaf"
+    for _ in range(DEFAULT_MAX_JSON_DEPTH + 1):
+        deep = [deep]
+    acks = [
+        {"lease_id": tokens[0], "outcome": "complete", "result": {"ok": True}},
+        {"lease_id": tokens[1], "outcome": "complete", "result": "x" * (256 * 1024)},
+        {"lease_id": tokens[2], "outcome": "fail", "error": {"type": "E", "details": deep}},
+    ]
+    response = await client.post("/v1/acks", json={"acks": acks})
+    assert response.status_code == 200, response.text
+    refused = {"job_id": None, "state": None}
+    assert response.json()["results"] == [
+        {"lease_id": tokens[0], "status": 200, "code": None, "job_id": jobs[0]["id"],
+         "state": "succeeded"},
+        {"lease_id": tokens[1], "status": 413, "code": "payload_too_large", **refused},
+        {"lease_id": tokens[2], "status": 422, "code": "validation_error", **refused},
+    ]  # fmt: skip
+    rows = await db.fetch("SELECT state::text, result, attempts FROM jobq.jobs ORDER BY id")
+    assert [row["state"] for row in rows] == ["succeeded", "running", "running"]
+    assert [row["result"] for row in rows] == ['{"ok": true}', None, None]
+    assert [row["attempts"] for row in rows[1:]] == ["[]", "[]"]  # nothing was recorded
+    # The refused leases still hold their jobs, and a good ack finishes them.
+    fixed = [{"lease_id": token, "outcome": "complete"} for token in tokens[1:]]
+    results = (await client.post("/v1/acks", json={"acks": fixed})).json()["results"]
+    assert [(r["status"], r["state"]) for r in results] == [(200, "succeeded")] * 2
 
 
 async def test_acks_batch_limit_is_a_setting(

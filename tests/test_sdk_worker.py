@@ -137,6 +137,35 @@ async def test_an_exception_fails_the_attempt_and_the_job_is_retried(jobq: Async
     assert failed.last_error is not None and failed.last_error["type"] == "Permanent"
 
 
+async def test_a_result_the_service_refuses_fails_the_job_for_good(jobq: AsyncClient) -> None:
+    worker = Worker(jobq, queues=["refused"], concurrency=3, wait_seconds=1)
+
+    @worker.handler("huge")
+    async def huge(job: Job) -> str:
+        return "x" * (256 * 1024)  # over the payload limit: 413 for this ack alone
+
+    @worker.handler("deep")
+    async def deep(job: Job) -> Any:
+        value: Any = 1
+        for _ in range(40):  # deeper than the service's 32 levels: 422
+            value = [value]
+        return value
+
+    @worker.handler("fine")
+    async def fine(job: Job) -> str:
+        return "ok"
+
+    jobs = [await jobq.enqueue("refused", kind) for kind in ("huge", "deep", "fine")]
+    async with running(worker):
+        done = [await settled(jobq, job.id) for job in jobs]
+    assert [(j.state, j.attempt) for j in done] == [("failed", 1), ("failed", 1), ("succeeded", 1)]
+    assert [j.last_error["type"] if j.last_error else None for j in done] == [
+        "PayloadTooLarge",
+        "ValidationError",
+        None,
+    ]
+
+
 async def test_progress_is_visible_through_the_api_while_the_handler_runs(
     jobq: AsyncClient,
 ) -> None:

@@ -24,6 +24,7 @@ from app.core.errors import (
     LeaseForbidden,
     LeaseLost,
     LeaseNotFound,
+    PayloadTooLarge,
     QueueFull,
     ValidationFailed,
 )
@@ -326,11 +327,11 @@ class JobService:
 
     async def complete(self, token: str, request: CompleteIn, key_id: int | None = None) -> Row:
         ack = AckComplete.model_construct(lease_id=token, outcome="complete", **dict(request))
-        return self._one(await self.finish([ack], key_id))
+        return self._one(await self._finish([ack], key_id, lambda _: ("body",)))
 
     async def fail(self, token: str, request: FailIn, key_id: int | None = None) -> Row:
         ack = AckFail.model_construct(lease_id=token, outcome="fail", **dict(request))
-        return self._one(await self.finish([ack], key_id))
+        return self._one(await self._finish([ack], key_id, lambda _: ("body",)))
 
     @staticmethod
     def _one(results: list[Finished]) -> Row:
@@ -340,9 +341,11 @@ class JobService:
         assert result.job is not None
         return result.job
 
-    def _ack_params(self, index: int, ack: AckComplete | AckFail) -> tuple[Any, Any]:
+    def _ack_params(
+        self, loc: tuple[str | int, ...], ack: AckComplete | AckFail
+    ) -> tuple[Any, Any]:
+        """The ack's result and error as jsonb text; raises if either is too large or deep."""
         limit = self._settings.max_payload_bytes
-        loc = ("body", "acks", index)
         depth = self._settings.max_json_depth
         if isinstance(ack, AckComplete):
             result = payloads.encode(
@@ -369,23 +372,37 @@ class JobService:
         limit = self._settings.max_ack_batch
         if len(acks) > limit:
             raise ValidationFailed.field(("body", "acks"), f"at most {limit} acks", "too_long")
-        parsed: list[tuple[int, UUID] | LeaseNotFound] = []
-        for ack in acks:
-            try:
-                parsed.append(parse_token(ack.lease_id))
-            except LeaseNotFound as exc:
-                parsed.append(exc)
-        # Each lease goes to the database once; a repeat in the same batch is judged after.
+        return await self._finish(acks, key_id, lambda index: ("body", "acks", index))
+
+    async def _finish(
+        self,
+        acks: Sequence[AckComplete | AckFail],
+        key_id: int | None,
+        loc: Callable[[int], tuple[str | int, ...]],
+    ) -> list[Finished]:
+        # An ack's own fault (a token never issued, a result or error too large or too
+        # deep) is its answer alone, as for the single call, and it is not sent. Each
+        # other lease goes to the database once; a repeat in the batch is judged after.
+        keys: dict[int, tuple[int, UUID]] = {}
+        refused: dict[int, JobqError] = {}
+        encoded: dict[int, tuple[Any, Any]] = {}
         first: dict[tuple[int, UUID], int] = {}
-        for index, key in enumerate(parsed):
-            if not isinstance(key, LeaseNotFound):
-                first.setdefault(key, index)
-        encoded = {index: self._ack_params(index, acks[index]) for index in first.values()}
+        for index, ack in enumerate(acks):
+            try:
+                key = parse_token(ack.lease_id)
+                encoded[index] = self._ack_params(loc(index), ack)
+            except (LeaseNotFound, PayloadTooLarge, ValidationFailed) as exc:
+                refused[index] = exc
+                continue
+            keys[index] = key
+            first.setdefault(key, index)
         sent = list(first.values())
+        if not sent:  # every ack refused on its own: nothing to ask the database
+            return [Finished(ack.lease_id, None, refused[i]) for i, ack in enumerate(acks)]
         rows = await self._repo.finish(
             {
-                "job_ids": [parsed[i][0] for i in sent],  # type: ignore[index]
-                "lease_ids": [parsed[i][1] for i in sent],  # type: ignore[index]
+                "job_ids": [job_id for job_id, _ in first],
+                "lease_ids": [lease for _, lease in first],
                 "outcomes": [acks[i].outcome for i in sent],
                 "results": [encoded[i][0] for i in sent],
                 "errors": [encoded[i][1] for i in sent],
@@ -403,11 +420,12 @@ class JobService:
             for row in await self._repo.get_many(sorted(missing)):
                 latest.setdefault(row["id"], row)
         answers = []
-        for index, (ack, key) in enumerate(zip(acks, parsed, strict=True)):
-            if isinstance(key, LeaseNotFound):
-                answers.append(Finished(ack.lease_id, None, key))
+        for index, ack in enumerate(acks):
+            if index in refused:
+                answers.append(Finished(ack.lease_id, None, refused[index]))
                 continue
-            job = latest.get(key[0])
-            error = None if index in applied else explain_stale(job, key[1], ack.outcome, key_id)
+            job_id, lease = keys[index]
+            job = latest.get(job_id)
+            error = None if index in applied else explain_stale(job, lease, ack.outcome, key_id)
             answers.append(Finished(ack.lease_id, job, error))
         return answers

@@ -105,8 +105,9 @@ async def fail_lease(
 
 def _ack_result(finished: Finished) -> dict[str, Any]:
     error: JobqError | None = finished.error
-    # A lease never issued, or taken with another key, says nothing about any job.
-    job = finished.job if error is None or error.status not in (403, 404) else None
+    # A lease never issued or taken with another key, or an ack refused for its own
+    # content (413, 422), says nothing about any job.
+    job = finished.job if error is None or error.status not in (403, 404, 413, 422) else None
     return {
         "lease_id": finished.token,
         "status": error.status if error else 200,

@@ -52,6 +52,7 @@ from jobq_client._errors import (
     PayloadTooLarge,
     Unauthorized,
     ValidationError,
+    error_class,
 )
 from jobq_client._models import Ack, Complete, Fail, JobRecord, Lease
 
@@ -589,7 +590,8 @@ class _Session:
         try:
             results = await self.client.ack(batch)
         except (PayloadTooLarge, ValidationError) as exc:
-            # One result the service refuses would refuse the batch: send them one by one.
+            # The batch as a whole was refused (too large a request, or a service that
+            # judges results per batch): send them one by one.
             if len(batch) == 1:
                 return await self.send_refused(batch[0], exc)
             failed = [ack for ack in batch if not await self.send_acks([ack])]
@@ -598,10 +600,18 @@ class _Session:
         except JobqError as exc:
             log.warning("acknowledging %d jobs failed: %s", len(batch), exc)
             return False
-        for result in results:
-            if not result.ok:
+        unsent: list[Ack] = []
+        for ack, result in zip(batch, results, strict=True):
+            if result.status in (413, 422):  # this ack's result or error was refused
+                refused = error_class(result.status, result.code)(
+                    status=result.status, code=result.code
+                )
+                if not await self.send_refused(ack, refused):
+                    unsent.append(ack)
+            elif not result.ok:
                 log.warning("ack of %s: %s %s (job %s is %s)", result.lease_id, result.status,
                             result.code, result.job_id, result.state)  # fmt: skip
+        self.pending_acks[:0] = unsent
         return True
 
     async def send_refused(self, ack: Ack, exc: JobqError) -> bool:
