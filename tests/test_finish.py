@@ -94,6 +94,26 @@ async def test_retryable_failure_requeues_with_exponential_backoff(
     assert [a["attempt"] for a in history] == [1, 2, 3]
 
 
+async def test_backoff_is_jittered(client: httpx.AsyncClient, db: asyncpg.Connection) -> None:
+    count = 20  # ±10 % drawn per failure: 20 equal delays by chance cannot happen
+    for _ in range(count):
+        await enqueue(client)
+    for held in await lease(client, max_jobs=count):
+        assert held["job"]["attempt"] == 1
+        response = await client.post(f"/v1/leases/{held['lease_id']}/fail", json=BOOM)
+        assert response.json()["state"] == "queued"
+    # Each row's run_at is its failing statement's now() plus the delay, updated_at that now().
+    delays = [
+        row["delay"]
+        for row in await db.fetch(
+            "SELECT extract(epoch FROM run_at - updated_at)::float8 AS delay FROM jobq.jobs"
+        )
+    ]
+    assert len(delays) == count
+    assert all(9.0 <= delay <= 11.0 for delay in delays), delays
+    assert len(set(delays)) > 1, delays
+
+
 async def test_backoff_is_capped(client: httpx.AsyncClient, db: asyncpg.Connection) -> None:
     job = await enqueue(client, max_attempts=30)
     await db.execute("UPDATE jobq.jobs SET attempt = 20 WHERE id = $1", job["id"])
