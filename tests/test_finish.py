@@ -45,10 +45,14 @@ async def test_repeating_a_finishing_call_gives_the_same_outcome(client: httpx.A
 
 
 async def test_fail_then_complete_is_refused(client: httpx.AsyncClient) -> None:
-    await enqueue(client)
+    job = await enqueue(client)
     token = (await lease_one(client))["lease_id"]
-    assert (await client.post(f"/v1/leases/{token}/fail", json=BOOM)).status_code == 200
-    assert (await client.post(f"/v1/leases/{token}/fail", json=BOOM)).status_code == 200
+    first = await client.post(f"/v1/leases/{token}/fail", json=BOOM)
+    assert first.status_code == 200 and first.json()["state"] == "queued"
+    again = await client.post(f"/v1/leases/{token}/fail", json=BOOM)
+    assert again.status_code == 200 and again.json() == first.json()
+    history = (await client.get(f"/v1/jobs/{job['id']}")).json()["attempts"]
+    assert [(a["attempt"], a["outcome"]) for a in history] == [(1, "failed")]
     assert_problem(await client.post(f"/v1/leases/{token}/complete"), 409, "lease_lost")
     assert_problem(await client.post(f"/v1/leases/{token}/heartbeat"), 409, "lease_lost")
 
