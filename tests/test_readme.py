@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,15 @@ def test_readme_starts_with_make_run_and_make_test() -> None:
     assert any(re.search(r"(^|\s)make test($|\s)", line) for line in runs), (
         ".ci/run must run the README's `make test`"
     )
+
+
+def test_ci_runs_make_test_twice_with_ci_set() -> None:
+    # With CI set, a test whose tool is missing (curl, jq, node) fails instead of skipping.
+    lines = [line.strip() for line in CI_SCRIPT.read_text().splitlines()]
+    runs = [n for n, line in enumerate(lines) if re.search(r"(^|\s)make test$", line)]
+    assert len(runs) == 2, ".ci/run runs `make test` once per database mode"
+    exports = [n for n, line in enumerate(lines) if line == "export CI=true"]
+    assert exports and exports[0] < runs[0], ".ci/run must `export CI=true` before `make test`"
 
 
 def test_makefile_has_the_readme_targets() -> None:
@@ -260,6 +270,11 @@ def _only(objects: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     return [o for o in objects if key in o]
 
 
+def _shaped(objects: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
+    """The printed objects with exactly these keys: the lines one step's `jq` prints."""
+    return [o for o in objects if set(o) == set(keys)]
+
+
 async def test_the_curl_walkthrough_runs_a_job_through_its_life(
     service: Service, db: asyncpg.Connection, tmp_path: Path
 ) -> None:
@@ -281,10 +296,35 @@ async def test_the_curl_walkthrough_runs_a_job_through_its_life(
     others = {b["id"] for b in batch}
     assert len(others) == 2 and ada not in others
 
-    # worker-1 held the job while it heartbeat.
-    (beat,) = _only(printed, "cancel_requested")
-    assert TOKEN.match(beat["lease_id"]) and beat["lease_id"].startswith(f"{ada}-"), report
-    assert beat["cancel_requested"] is False
+    # worker-1 leased the job, heartbeat (the lease now ends 60 s later than it did, and
+    # the progress was stored), completed it, and completed it again: the same answer.
+    (held,) = _shaped(printed, "lease_id", "expires_at", "job", "state", "attempt")
+    token = held["lease_id"]
+    assert TOKEN.match(token) and token.startswith(f"{ada}-"), report
+    assert (held["job"], held["state"], held["attempt"]) == (ada, "running", 1), report
+    (beat,) = _shaped(printed, "lease_id", "expires_at", "cancel_requested", "progress_recorded")
+    assert beat == {
+        "lease_id": token,
+        "expires_at": beat["expires_at"],
+        "cancel_requested": False,
+        "progress_recorded": True,
+    }, report
+    extended = datetime.fromisoformat(beat["expires_at"]) - datetime.fromisoformat(
+        held["expires_at"]
+    )
+    assert timedelta(seconds=55) < extended < timedelta(seconds=65), report
+    sent = {"message_id": "msg-1"}
+    (completed_1,) = _shaped(printed, "id", "state", "result", "progress")
+    assert completed_1 == {"id": ada, "state": "succeeded", "result": sent, "progress": 50}, report
+    (repeated,) = _shaped(printed, "id", "state", "result")
+    assert repeated == {"id": ada, "state": "succeeded", "result": sent}, report
+
+    # worker-2 leased the other two at once, each on its first attempt.
+    leased = _shaped(printed, "lease_id", "job", "attempt")
+    assert sorted((item["job"], item["attempt"]) for item in leased) == sorted(
+        (job_id, 1) for job_id in others
+    ), report
+    assert all(item["lease_id"].startswith(f"{item['job']}-") for item in leased), report
 
     # The failed attempt went back to the queue, to be retried after ~10 s.
     (retry,) = _only(printed, "retry_in_s")
