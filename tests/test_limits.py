@@ -8,7 +8,7 @@ import asyncio
 import json
 import re
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +127,58 @@ async def test_over_the_bound_is_422_naming_the_field(
     method = client.put if path.endswith("/settings") else client.post
     problem = assert_problem(await method(path, json=body), 422, "validation_error")
     assert field in [error["loc"][: len(field)] for error in problem["errors"]], problem
+
+
+async def _at_the_bound(client: httpx.AsyncClient, field: str, value: Any) -> httpx.Response:
+    """One request with `value` for `field`, which is checked on its own."""
+    if field == "queue":
+        return await client.post(f"/v1/queues/{value}/jobs", json={"type": "t"})
+    if field == "queues":
+        return await client.post("/v1/leases", json={"queues": [value], "worker_id": "w"})
+    if field == "extend_seconds":
+        await enqueue(client)
+        token = (await lease_one(client))["lease_id"]
+        return await client.post(f"/v1/leases/{token}/heartbeat", json={field: value})
+    return await client.post("/v1/queues/q/jobs", json={"type": "t", field: value})
+
+
+NAME = "N" + "a_.:-9" * 21 + "z"  # 128 characters, every one a name may hold
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "loc"),
+    [
+        ("priority", 32767, None),
+        ("priority", -32768, None),
+        ("lease_seconds", 1, None),
+        ("lease_seconds", 43200, None),
+        ("extend_seconds", 43200, None),
+        ("type", NAME, None),
+        ("queue", NAME, None),
+        ("queues", NAME, None),
+        *(("type", f"{c}name", ["body", "type"]) for c in "_.:-"),
+        *(("queue", f"{c}name", ["path", "queue"]) for c in "_.:-"),
+        *(("queues", f"{c}name", ["body", "queues", 0]) for c in "_.:-"),
+    ],
+)
+async def test_at_the_bound_is_accepted_and_names_start_with_a_letter_or_digit(
+    client: httpx.AsyncClient, field: str, value: Any, loc: list[Any] | None
+) -> None:
+    assert len(NAME) == 128
+    response = await _at_the_bound(client, field, value)
+    if loc is not None:
+        problem = assert_problem(response, 422, "validation_error")
+        assert [error["loc"] for error in problem["errors"]] == [loc], problem
+        return
+    assert response.status_code == (200 if field in ("extend_seconds", "queues") else 201)
+    body = response.json()
+    if field == "extend_seconds":
+        left = datetime.fromisoformat(body["expires_at"]) - datetime.now(UTC)
+        assert timedelta(seconds=value - 5) < left <= timedelta(seconds=value)
+    elif field == "queues":
+        assert body == {"leases": []}
+    else:
+        assert body[field] == value
 
 
 async def test_long_query_and_header_values_are_422(client: httpx.AsyncClient) -> None:
