@@ -90,11 +90,26 @@ async def test_nan_in_a_payload_is_422(client: httpx.AsyncClient) -> None:
     assert_problem(response, 422, "validation_error")
 
 
-@pytest.mark.parametrize("queue", ["has space", "-x", "q" * 129, "caf%C3%A9", "a%2Fb"])
-async def test_bad_queue_names_in_the_path_are_422(client: httpx.AsyncClient, queue: str) -> None:
+@pytest.mark.parametrize(
+    "queue", ["has space", "-x", "_x", "q" * 129, "caf%C3%A9", "a%00b", "a%5Cb", "%2E%2E"]
+)
+async def test_bad_queue_names_in_the_path_are_422(
+    client: httpx.AsyncClient, db: asyncpg.Connection, queue: str
+) -> None:
     response = await client.post(f"/v1/queues/{queue}/jobs", json={"type": "t"})
-    assert response.status_code in (404, 422), response.text
-    assert response.headers["content-type"].startswith("application/problem+json")
+    problem = assert_problem(response, 422, "validation_error")
+    assert [error["loc"] for error in problem["errors"]] == [["path", "queue"]], problem
+    assert await _count(db) == 0
+
+
+@pytest.mark.parametrize("queue", ["a%2Fb", ""])
+async def test_a_queue_path_that_cannot_route_is_404(
+    client: httpx.AsyncClient, db: asyncpg.Connection, queue: str
+) -> None:
+    # An encoded slash is a path separator by the time routing sees it: /v1/queues/a/b/jobs.
+    response = await client.post(f"/v1/queues/{queue}/jobs", json={"type": "t"})
+    assert_problem(response, 404, "not_found")
+    assert await _count(db) == 0
 
 
 async def test_payload_over_the_limit_is_413(
