@@ -39,6 +39,28 @@ async def test_highest_priority_first_then_oldest(
     ]
 
 
+async def test_priority_orders_jobs_across_queues(client: httpx.AsyncClient) -> None:
+    await enqueue(client, "a", priority=1)
+    urgent = await enqueue(client, "b", priority=9)
+    (first,) = await lease(client, "a", "b", max_jobs=1)
+    assert first["job"]["id"] == urgent["id"]
+
+
+async def test_equal_priority_and_run_at_come_out_in_id_order(
+    client: httpx.AsyncClient, db: asyncpg.Connection
+) -> None:
+    run_at = (datetime.now(UTC) - timedelta(seconds=10)).isoformat()
+    jobs = [await enqueue(client, queue, priority=4, run_at=run_at) for queue in "babab"]
+    assert len({job["run_at"] for job in jobs}) == 1
+    # Rewrite the oldest rows, so the table no longer holds them in id order.
+    await db.execute(
+        "UPDATE jobq.jobs SET metadata = '{\"moved\": true}' WHERE id = ANY($1::bigint[])",
+        [job["id"] for job in jobs[:2]],
+    )
+    leased = [(await lease_one(client, "a", "b"))["job"]["id"] for _ in jobs]
+    assert leased == [job["id"] for job in jobs]
+
+
 async def test_lease_marks_running_and_counts_the_attempt(client: httpx.AsyncClient) -> None:
     job = await enqueue(client, lease_seconds=120)
     before = datetime.now(UTC)
