@@ -133,6 +133,62 @@ def test_shutdown_releases_a_long_polling_lease_at_once(data_dir: Path) -> None:
     assert answers and answers[0].status_code == 200 and answers[0].json() == {"leases": []}
 
 
+def _read_response(conn: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """Everything the server sends until it closes the connection: status, headers, body."""
+    data = b""
+    while chunk := conn.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in header_lines)
+    return int(status_line.split()[1]), headers, body
+
+
+def _refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_sigterm_finishes_a_request_in_flight_and_accepts_no_new_connection(
+    data_dir: Path,
+) -> None:
+    service = Service(data_dir)
+    body = json.dumps({"type": "t", "payload": "sent around a SIGTERM"}).encode()
+    head = (
+        f"POST /v1/queues/q/jobs HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    try:
+        with socket.create_connection(("127.0.0.1", service.port), timeout=10) as conn:
+            conn.sendall(head + body[: len(body) // 2])
+            time.sleep(0.5)  # the server has the headers: a request is in flight
+            service.process.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while not _refused(service.port) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _refused(service.port), "still accepting connections after SIGTERM"
+            time.sleep(0.5)
+            assert service.process.poll() is None, "it did not wait for the request in flight"
+            conn.sendall(body[len(body) // 2 :])
+            status, headers, answer = _read_response(conn)  # and then it closes
+    finally:
+        log = service.stop(signal.SIGTERM)
+    assert status == 201, answer
+    assert headers["connection"] == "close"  # no further request on this connection
+    assert service.process.returncode == 0, log
+    job_id = json.loads(answer)["id"]
+
+    again = Service(data_dir)
+    try:
+        job = httpx.get(f"{again.url}/v1/jobs/{job_id}").json()
+        assert (job["payload"], job["state"]) == ("sent around a SIGTERM", "queued")
+    finally:
+        again.stop(signal.SIGTERM)
+
+
 def test_several_worker_processes_share_the_port(data_dir: Path) -> None:
     service = Service(data_dir, "--workers", "2")
     try:

@@ -79,46 +79,14 @@ def stop(harness: subprocess.Popen[str], run_dir: Path) -> str:
 
 @pytest.mark.timeout(TIMEOUT_SECONDS + INTERRUPT_GRACE_SECONDS + 30)
 def test_every_invariant_holds_under_faults(tmp_path: Path) -> None:
+    """The harness checks every invariant itself (its exit code); this is that run."""
     returncode, output, summary = run_harness(tmp_path)
     tail = output[-6000:]
     assert returncode == 0, tail
     assert summary is not None, tail
-    figures = summary["figures"]
     assert summary["ok"] and summary["violations"] == [], tail
-    assert summary["lost"] == 0
-
-    producers = figures["producers"]
-    assert producers["jobs_in_db"] == producers["keys"] == JOBS  # the count matches exactly
-
-    jobs = figures["jobs"]
-    assert jobs["unfinished"] == 0
-    assert set(jobs["kinds"]) == {"ok", "flaky", "fatal", "slow"}
-
-    faults = figures["faults"]
-    assert faults["worker_sigkill_mid_job"] >= 2
-    assert faults["killed_in_flight"] == faults["killed_in_flight_came_back"] > 0
-    assert faults["service_sigkill"] >= 1
-    # two enqueues committed after their service died; the retries found those jobs
-    assert faults["enqueues_committed_after_crash"] == 2
-    assert faults["retries_deduplicated"] == 101
-    assert faults["rolling_restart"] == 3
-    assert faults["rolling_restart_exit_codes"] == [0, 0, 0]
-    assert faults["postgres_restart"] == 1
-    assert faults["stale_completer"] == faults["stale_completer_refused"] >= 1
-
-    executions = figures["executions"]
-    assert executions["duplicates_unexplained"] == 0
-    assert "unexplained" not in executions["wasted_by_cause"]
-    assert executions["total"] >= executions["needed"]
-
-    http = figures["http"]
-    assert not [status for status in http["5xx"] if not status.startswith("503 ")]
-    assert http["postgres_outage"]["answers_503"] >= 1
-    assert http["timeouts"] == 0
-
-    reaper = figures["reaper"]
-    assert reaper["overlaps"] == 0
-    assert reaper["batches"] >= 1
+    assert summary["jobs"] == JOBS and summary["lost"] == 0
+    assert summary["mode"] == ("external" if os.environ.get("JOBQ_DATABASE_URL") else "embedded")
 
 
 def test_reaper_lines_are_parsed() -> None:
