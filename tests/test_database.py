@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from alembic.script import ScriptDirectory
 
 from app.core.config import Settings
@@ -85,8 +86,9 @@ def _scans(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _scans(child)
 
 
+@pytest.mark.parametrize("name", ["FINISH", "FINISH_ONE"])
 async def test_a_cached_plan_finishes_each_ack_through_its_primary_key(
-    db: asyncpg.Connection,
+    db: asyncpg.Connection, name: str
 ) -> None:
     # Statistics as after a quiet spell: many finished jobs, none running. A plain join
     # of the acks to the jobs let the generic plan walk every running job once per ack.
@@ -99,9 +101,10 @@ async def test_a_cached_plan_finishes_each_ack_through_its_primary_key(
         """
     )
     await db.execute("ANALYZE jobq.jobs")
-    await db.execute(f"PREPARE finish AS {queries.FINISH.sql}")
+    statement = getattr(queries, name)
+    await db.execute(f"PREPARE finish AS {statement.sql}")
     await db.execute("SET plan_cache_mode = force_generic_plan")
-    nulls = ", ".join("NULL" for _ in queries.FINISH.names)
+    nulls = ", ".join("NULL" for _ in statement.names)
     plan = json.loads(await db.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE finish({nulls})"))
     jobs_scans = [s for s in _scans(plan[0]["Plan"]) if s.get("Relation Name") == "jobs"]
     assert jobs_scans, plan

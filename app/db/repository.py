@@ -164,7 +164,14 @@ class JobsRepository:
     async def finish(
         self, columns: dict[str, list[Any]], backoff: Backoff, key_id: int | None = None
     ) -> list[Row]:
+        """The jobs finished, in brief (`ord` is the ack's 1-based place in `columns`)."""
         return await self._all(queries.FINISH, {**columns, **backoff.params(), "key_id": key_id})
+
+    async def finish_one(
+        self, params: dict[str, Any], backoff: Backoff, key_id: int | None = None
+    ) -> Row | None:
+        """The whole job, finished; None when the lease matched no live lease of this key."""
+        return await self._one(queries.FINISH_ONE, {**params, **backoff.params(), "key_id": key_id})
 
     async def get(self, job_id: int) -> Row | None:
         rows = await self._all(queries.GET_JOB, {"job_id": job_id})

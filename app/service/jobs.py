@@ -37,6 +37,10 @@ from app.service.wakeups import Wakeups
 ENQUEUE_RACE_RETRIES = 3
 Outcome = Literal["complete", "fail"]
 _OUTCOME_RECORD = {"complete": "succeeded", "fail": "failed"}
+# FINISH's array parameters in order, and FINISH_ONE's scalar parameter for each.
+_ACK_FIELDS = (
+    "job_id", "lease_id", "outcome", "result", "error", "retryable", "retry_after",
+)  # fmt: skip
 # ENQUEUE_MANY's array parameters, and the single-job parameter each is made of.
 _BATCH_ARRAYS = {
     "types": "type",
@@ -327,11 +331,11 @@ class JobService:
 
     async def complete(self, token: str, request: CompleteIn, key_id: int | None = None) -> Row:
         ack = AckComplete.model_construct(lease_id=token, outcome="complete", **dict(request))
-        return self._one(await self._finish([ack], key_id, lambda _: ("body",)))
+        return self._one(await self._finish([ack], key_id, lambda _: ("body",), whole=True))
 
     async def fail(self, token: str, request: FailIn, key_id: int | None = None) -> Row:
         ack = AckFail.model_construct(lease_id=token, outcome="fail", **dict(request))
-        return self._one(await self._finish([ack], key_id, lambda _: ("body",)))
+        return self._one(await self._finish([ack], key_id, lambda _: ("body",), whole=True))
 
     @staticmethod
     def _one(results: list[Finished]) -> Row:
@@ -379,7 +383,13 @@ class JobService:
         acks: Sequence[AckComplete | AckFail],
         key_id: int | None,
         loc: Callable[[int], tuple[str | int, ...]],
+        *,
+        whole: bool = False,
     ) -> list[Finished]:
+        """`whole`: answer with the whole job (the single calls); else a batch's brief rows.
+
+        An ack that was not applied is answered with its job read whole, to explain why.
+        """
         # An ack's own fault (a token never issued, a result or error too large or too
         # deep) is its answer alone, as for the single call, and it is not sent. Each
         # other lease goes to the database once; a repeat in the batch is judged after.
@@ -399,26 +409,29 @@ class JobService:
         sent = list(first.values())
         if not sent:  # every ack refused on its own: nothing to ask the database
             return [Finished(ack.lease_id, None, refused[i]) for i, ack in enumerate(acks)]
-        rows = await self._repo.finish(
-            {
-                "job_ids": [job_id for job_id, _ in first],
-                "lease_ids": [lease for _, lease in first],
-                "outcomes": [acks[i].outcome for i in sent],
-                "results": [encoded[i][0] for i in sent],
-                "errors": [encoded[i][1] for i in sent],
-                "retryable": [getattr(acks[i], "retryable", True) for i in sent],
-                "retry_after": [getattr(acks[i], "retry_after_seconds", None) for i in sent],
-            },
-            self._backoff,
-            key_id,
-        )
+        columns: dict[str, list[Any]] = {
+            "job_ids": [job_id for job_id, _ in first],
+            "lease_ids": [lease for _, lease in first],
+            "outcomes": [acks[i].outcome for i in sent],
+            "results": [encoded[i][0] for i in sent],
+            "errors": [encoded[i][1] for i in sent],
+            "retryable": [getattr(acks[i], "retryable", True) for i in sent],
+            "retry_after": [getattr(acks[i], "retry_after_seconds", None) for i in sent],
+        }
+        if whole and len(sent) == 1:
+            one = {name: v[0] for name, v in zip(_ACK_FIELDS, columns.values(), strict=True)}
+            row = await self._repo.finish_one(one, self._backoff, key_id)
+            rows = [row] if row is not None else []
+        else:
+            rows = await self._repo.finish(columns, self._backoff, key_id)
         applied = {sent[row["ord"] - 1] for row in rows}
         telemetry.finished(rows, [acks[sent[row["ord"] - 1]].outcome for row in rows])
         latest: dict[int, Row] = {row["id"]: row for row in rows}
-        missing = {key[0] for key in first if first[key] not in applied}
-        if missing:
-            for row in await self._repo.get_many(sorted(missing)):
-                latest.setdefault(row["id"], row)
+        # Explaining an ack not applied (a repeat in the batch too) takes the whole job.
+        unexplained = {keys[i][0] for i in keys if i not in applied}
+        if unexplained:
+            for row in await self._repo.get_many(sorted(unexplained)):
+                latest[row["id"]] = row
         answers = []
         for index, ack in enumerate(acks):
             if index in refused:
