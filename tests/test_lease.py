@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from app.db.engine import create_engine
 from app.db.repository import JobsRepository
+from app.schemas import LeasesOut
 from app.service.reaper import Reaper
 from tests.helpers import enqueue, lease, lease_one
 
@@ -164,3 +165,44 @@ async def test_concurrent_lease_requests_over_http_get_disjoint_jobs(
         " AND datname = current_database()"
     )
     assert connections >= 8  # the claims really ran on many connections at once
+
+
+async def test_the_lease_answer_is_exactly_what_its_schema_serializes(
+    client: httpx.AsyncClient, reaper: Reaper, db: asyncpg.Connection
+) -> None:
+    # The lease route serializes its answer without validating it; validating it and
+    # serializing it again must change nothing: same fields, same formats, no secrets.
+    payloads = [
+        {"text": "naïve — 日本語 \u2028", "big": 10**30, "float": 0.1, "nested": [[{"a": None}]]},
+        "a string",
+        [1, 2.5, True, None],
+        None,
+    ]
+    for payload in payloads:
+        await enqueue(client, payload=payload, metadata={"tenant": "ü"}, max_attempts=3)
+    leased = (await client.post("/v1/leases", json=_lease_all())).json()["leases"]
+    first = leased[0]["lease_id"]
+    progress = {"progress": {"percent": 12.5, "stage": "s", "message": "m"}}
+    assert (await client.post(f"/v1/leases/{first}/heartbeat", json=progress)).status_code == 200
+    failure = {
+        "error": {"type": "E", "message": "boom", "details": {"x": [1]}},
+        "retry_after_seconds": 0,
+    }
+    assert (await client.post(f"/v1/leases/{first}/fail", json=failure)).status_code == 200
+    await db.execute("UPDATE jobq.jobs SET lease_expires_at = now() - interval '1 s'")
+    assert (await reaper.run_once()).requeued == len(payloads) - 1
+    await db.execute("UPDATE jobq.jobs SET run_at = now()")
+
+    response = await client.post("/v1/leases", json=_lease_all())
+    assert response.headers["content-type"] == "application/json"
+    answer = response.json()["leases"]
+    assert len(answer) == len(payloads)
+    outcomes = sorted(a["outcome"] for lease in answer for a in lease["job"]["attempts"])
+    assert outcomes == ["failed"] + ["lease_expired"] * (len(payloads) - 1)
+    assert all("lease_id" not in a for lease in answer for a in lease["job"]["attempts"])
+    validated = LeasesOut.model_validate_json(response.content)
+    assert response.content == validated.model_dump_json().encode()
+
+
+def _lease_all() -> dict[str, Any]:
+    return {"queues": ["default"], "max_jobs": 100, "worker_id": "w"}

@@ -2,28 +2,68 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
+import pydantic_core
+from fastapi import Response
+
 from app.db.repository import Row
+from app.service.jobs import Lease
 
 _JOB_FIELDS = (
     "id", "queue", "type", "state", "priority", "payload", "attempt", "max_attempts",
     "lease_seconds", "run_at", "created_at", "started_at", "finished_at", "updated_at",
-    "worker_id", "lease_expires_at", "cancel_requested", "result", "last_error",
-    "idempotency_key", "metadata", "attempts",
+    "worker_id", "lease_expires_at", "cancel_requested",
 )  # fmt: skip
+_JOB_FIELDS_AFTER_PROGRESS = ("result", "last_error", "idempotency_key", "metadata")
+# What `AttemptOut` shows of a recorded attempt: not its lease token or API key.
+_ATTEMPT_FIELDS = ("attempt", "worker_id", "started_at", "finished_at", "outcome", "error")
+_ATTEMPT_TIMES = ("started_at", "finished_at")
+
+
+def _attempt(record: dict[str, Any]) -> dict[str, Any]:
+    view = {name: record.get(name) for name in _ATTEMPT_FIELDS}
+    for name in _ATTEMPT_TIMES:  # jsonb holds them as ISO 8601 text
+        value = view[name]
+        if isinstance(value, str):
+            view[name] = datetime.fromisoformat(value)
+    return view
+
+
+def _progress(row: Row) -> dict[str, Any] | None:
+    if row["progress_updated_at"] is None:
+        return None
+    return {
+        "percent": row["progress_percent"],
+        "stage": row["progress_stage"],
+        "message": row["progress_message"],
+        "updated_at": row["progress_updated_at"],
+    }
 
 
 def job(row: Row) -> dict[str, Any]:
-    """A job row as `JobOut`; the lease token is never shown to readers."""
+    """A job row as `JobOut` serializes it, fields in its order; the lease token is never
+    shown to readers."""
     view = {name: row[name] for name in _JOB_FIELDS}
-    if row["progress_updated_at"] is None:
-        view["progress"] = None
-    else:
-        view["progress"] = {
-            "percent": row["progress_percent"],
-            "stage": row["progress_stage"],
-            "message": row["progress_message"],
-            "updated_at": row["progress_updated_at"],
-        }
+    view["progress"] = _progress(row)
+    for name in _JOB_FIELDS_AFTER_PROGRESS:
+        view[name] = row[name]
+    view["attempts"] = [_attempt(record) for record in row["attempts"]]
     return view
+
+
+def leases(granted: Iterable[Lease]) -> Response:
+    """`LeasesOut`, serialized without validating it again.
+
+    A batch of 100 jobs spent more CPU in response validation than in the rest of the
+    call; `job()` builds exactly what `JobOut` would (a test compares the two).
+    """
+    content = {
+        "leases": [
+            {"lease_id": lease.token, "expires_at": lease.expires_at, "job": job(lease.job)}
+            for lease in granted
+        ]
+    }
+    return Response(pydantic_core.to_json(content), media_type="application/json")

@@ -15,7 +15,8 @@ from app.schemas import MAX_BIGINT
 
 def format_token(job_id: int, lease_uuid: object) -> str:
     """The token a worker sees for this lease."""
-    return f"{job_id}-{uuid.UUID(str(lease_uuid)).hex}"
+    lease = lease_uuid if isinstance(lease_uuid, uuid.UUID) else uuid.UUID(str(lease_uuid))
+    return f"{job_id}-{lease.hex}"
 
 
 def parse_token(token: str) -> tuple[int, uuid.UUID]:

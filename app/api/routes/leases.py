@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Request
+from fastapi import APIRouter, Body, Path, Request, Response
 
 from app.api import views
 from app.api.deps import JobsDep, WorkCaller
@@ -36,20 +36,16 @@ LeasePath = Annotated[str, Path(max_length=100, description="The lease's token."
 )
 async def lease_jobs(
     caller: WorkCaller, request: LeaseIn, jobs: JobsDep, http: Request
-) -> dict[str, Any]:
+) -> Response:
     """Lease up to `max_jobs` due jobs, highest priority first; `[]` when none is due.
 
     With `wait_seconds`, waits for a job to arrive when none is due (long poll). The
     leases belong to the API key that took them: no other key may heartbeat or finish them.
     """
     caller.require_queues(request.queues)
-    leases = await jobs.lease(request, abandoned=http.is_disconnected, key_id=caller.key_id)
-    return {
-        "leases": [
-            {"lease_id": lease.token, "expires_at": lease.expires_at, "job": views.job(lease.job)}
-            for lease in leases
-        ]
-    }
+    return views.leases(
+        await jobs.lease(request, abandoned=http.is_disconnected, key_id=caller.key_id)
+    )
 
 
 @router.post(
