@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pydantic_core
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.core.config import Settings
@@ -28,6 +29,9 @@ def create_engine(url: str, pool_size: int) -> AsyncEngine:
         max_overflow=POOL_OVERFLOW,
         pool_timeout=POOL_TIMEOUT_SECONDS,
         isolation_level="AUTOCOMMIT",
+        # jsonb columns (payloads, results, histories) are decoded on every row a lease
+        # or a read returns: pydantic's Rust parser does it 5-10x faster than `json`.
+        json_deserializer=pydantic_core.from_json,
         connect_args={
             "timeout": CONNECT_TIMEOUT_SECONDS,
             "prepared_statement_cache_size": PREPARED_STATEMENT_CACHE_SIZE,
