@@ -41,7 +41,7 @@ class DueListener:
         self,
         url: str,
         *,
-        on_due: Callable[[str, float], None],
+        on_due: Callable[[str, float, int | None], None],
         on_state: Callable[[bool], None],
         on_keys: Callable[[str], None] | None = None,
     ) -> None:
@@ -51,9 +51,11 @@ class DueListener:
         self._on_keys = on_keys
 
     def _notified(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
-        queue, _, due = str(payload).partition(" ")
+        # `<queue> <due epoch> [<jobs>]`: without a count (a resumed queue), all waiters wake
+        queue, _, rest = str(payload).partition(" ")
+        due, _, jobs = rest.partition(" ")
         try:
-            self._on_due(queue, float(due))
+            self._on_due(queue, float(due), int(jobs) if jobs else None)
         except ValueError:
             log.warning("ignored a malformed announcement: %r", payload)
 

@@ -30,13 +30,15 @@ def _retry_or_stop(*, retry: str, retry_after: str, error: str, stop_state: str)
 
 
 def _announce(rows: str) -> str:
-    """A CTE `announced`: NOTIFY, per queue, the earliest `run_at` of `rows` now queued.
+    """A CTE `announced`: NOTIFY, per queue, the earliest `run_at` of `rows` now queued, and
+    how many they are (each wakes one waiting lease request).
 
     Delivered on commit, so a woken waiter finds the rows. The statement must read
     `announced` (`CROSS JOIN (SELECT count(*) FROM announced)`) for it to run.
     """
     return f"""announced AS MATERIALIZED (
-        SELECT pg_notify('{CHANNEL}', queue || ' ' || extract(epoch FROM min(run_at)))
+        SELECT pg_notify('{CHANNEL}',
+                         queue || ' ' || extract(epoch FROM min(run_at)) || ' ' || count(*))
           FROM {rows}
          WHERE state = 'queued'
          GROUP BY queue

@@ -280,7 +280,7 @@ class JobService:
             key_id=key_id,
         )
         deadline = time.monotonic() + request.wait_seconds
-        with self._wakeups.waiter(queues) as waiter:
+        with self._wakeups.waiter(queues, typed=bool(request.types)) as waiter:
             while True:
                 waiter.reset()
                 rows = await claim()

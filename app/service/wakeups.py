@@ -5,6 +5,12 @@ job becomes due in one of their queues: at once when PostgreSQL announces a job 
 due now, or by a timer at the `run_at` it announced for later. Announcements are hints:
 a waiter also re-checks on its own every few seconds (often, while the listener is
 down), so a lost hint costs latency, never a job.
+
+An announcement of n jobs wakes n waiters, longest waiting first, not every waiter of
+the queue: a herd of claims for one job would cost a statement per waiter. A waiter
+that leaves holding a wake-up it did not use (it went away, or had already claimed)
+hands it on. Waiters limited to some job types are always woken, since the job may not
+be of their type.
 """
 
 from __future__ import annotations
@@ -22,13 +28,17 @@ MAX_TIMERS_PER_QUEUE = 10_000  # past this, later due times are left to the re-c
 class Waiter:
     """One waiting request: a future that any of its queues can resolve."""
 
-    def __init__(self, queues: Sequence[str]) -> None:
+    def __init__(self, queues: Sequence[str], *, typed: bool = False) -> None:
         self.queues = tuple(queues)
+        self.typed = typed  # it only takes some job types
         self.woken = asyncio.get_running_loop().create_future()
 
-    def wake(self) -> None:
-        if not self.woken.done():
-            self.woken.set_result(None)
+    def wake(self) -> bool:
+        """Whether this woke it (False: it was awake already)."""
+        if self.woken.done():
+            return False
+        self.woken.set_result(None)
+        return True
 
     def reset(self) -> None:
         """Arm again before the next look, so a wake-up during it is kept."""
@@ -45,23 +55,31 @@ class Wakeups:
         self.listening = False
         self.closed = False
         self._loop = asyncio.get_running_loop()
-        self._waiters: dict[str, set[Waiter]] = defaultdict(set)
-        self._due: dict[str, list[float]] = defaultdict(list)  # heap of epoch seconds
+        # per queue, in the order they began to wait (a dict as an ordered set)
+        self._waiters: dict[str, dict[Waiter, None]] = defaultdict(dict)
+        # per queue, a heap of (epoch seconds, jobs due then; None: unknown)
+        self._due: dict[str, list[tuple[float, int | None]]] = defaultdict(list)
         self._timers: dict[str, asyncio.TimerHandle] = {}
 
     @contextlib.contextmanager
-    def waiter(self, queues: Sequence[str]) -> Iterator[Waiter]:
-        """Register before looking for jobs, so an announcement in between is not missed."""
-        waiter = Waiter(queues)
+    def waiter(self, queues: Sequence[str], *, typed: bool = False) -> Iterator[Waiter]:
+        """Register before looking for jobs, so an announcement in between is not missed.
+
+        A wake-up still pending when the waiter leaves goes to another waiter.
+        """
+        waiter = Waiter(queues, typed=typed)
         for queue in waiter.queues:
-            self._waiters[queue].add(waiter)
+            self._waiters[queue][waiter] = None
         try:
             yield waiter
         finally:
             for queue in waiter.queues:
-                self._waiters[queue].discard(waiter)
+                self._waiters[queue].pop(waiter, None)
                 if not self._waiters[queue]:
                     del self._waiters[queue]
+            if waiter.woken.done() and not self.closed:
+                for queue in waiter.queues:
+                    self.wake(queue, 1)
 
     async def wait(self, waiter: Waiter, within: float) -> bool:
         """Until woken (True), or `within` seconds or the re-check interval pass (False)."""
@@ -74,20 +92,25 @@ class Wakeups:
             return False
         return True
 
-    def announce(self, queue: str, due_epoch: float) -> None:
-        """A job in `queue` is due at `due_epoch` (now or later)."""
+    def announce(self, queue: str, due_epoch: float, jobs: int | None = None) -> None:
+        """`jobs` jobs (None: some) in `queue` are due from `due_epoch` (now or later)."""
         delay = due_epoch - time.time()
         if delay <= 0:
-            self.wake(queue)
+            self.wake(queue, jobs)
             return
         heap = self._due[queue]
         if len(heap) < MAX_TIMERS_PER_QUEUE:
-            heapq.heappush(heap, due_epoch)
+            heapq.heappush(heap, (due_epoch, jobs))
         self._arm(queue)
 
-    def wake(self, queue: str) -> None:
-        for waiter in self._waiters.get(queue, ()):
-            waiter.wake()
+    def wake(self, queue: str, jobs: int | None = None) -> None:
+        """Wake `jobs` more of the queue's waiters (None: all), and every typed one."""
+        left = jobs
+        for waiter in tuple(self._waiters.get(queue, ())):
+            if waiter.typed or left is None:
+                waiter.wake()
+            elif left > 0 and waiter.wake():
+                left -= 1
 
     def wake_all(self) -> None:
         """Everyone re-checks: the listener (re)connected, or the service is stopping."""
@@ -117,14 +140,16 @@ class Wakeups:
         if not heap:
             del self._due[queue]
             return
-        delay = max(0.0, heap[0] - time.time())
+        delay = max(0.0, heap[0][0] - time.time())
         self._timers[queue] = self._loop.call_later(delay, self._fire, queue)
 
     def _fire(self, queue: str) -> None:
         heap = self._due[queue]
         now = time.time()
-        while heap and heap[0] <= now:
-            heapq.heappop(heap)
+        jobs: int | None = 0
+        while heap and heap[0][0] <= now:
+            _, count = heapq.heappop(heap)
+            jobs = None if jobs is None or count is None else jobs + count
         self._timers.pop(queue, None)
-        self.wake(queue)
+        self.wake(queue, jobs)
         self._arm(queue)
