@@ -184,14 +184,17 @@ async def test_pool_connections_in_use_are_counted(
 async def test_sql_gauges_are_read_at_most_once_per_refresh_interval(
     app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
 ) -> None:
-    client = await client_factory(app_factory(metrics_refresh_seconds=0.5))
+    # An interval no slow machine outlasts between two scrapes; then one that has passed.
+    app = app_factory(metrics_refresh_seconds=600)
+    client = await client_factory(app)
     q = f"c-{uuid.uuid4().hex[:8]}"
     assert value(await scrape(client), "jobq_jobs", queue=q, state="queued") == 0
     await enqueue(client, q)
     cached = await scrape(client)
     assert value(cached, "jobq_jobs", queue=q, state="queued") == 0  # the snapshot is cached
     assert value(cached, "jobq_jobs_enqueued_total", queue=q) == 1  # counters are live
-    await asyncio.sleep(0.6)
+    app.state.stats.refresh_seconds = 0.2
+    await asyncio.sleep(0.3)
     assert value(await scrape(client), "jobq_jobs", queue=q, state="queued") == 1
 
 
