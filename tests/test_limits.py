@@ -446,7 +446,7 @@ def test_the_notify_channel_is_a_constant_and_queue_names_travel_as_data() -> No
         channels = re.findall(r"pg_notify\(([^,]+),", sql)
         assert channels in ([f"'{listener.CHANNEL}'"], [f"'{listener.KEYS_CHANNEL}'"]), sql
         if channels == [f"'{listener.CHANNEL}'"]:
-            assert re.search(r"pg_notify\('jobq_due', (queue|name) \|\| ' ' \|\|", sql), sql
+            assert re.search(r"pg_notify\('jobq_due',\s+(queue|name) \|\| ' ' \|\|", sql), sql
         else:
             assert re.search(r"pg_notify\('jobq_keys', '\w+ ' \|\| lookup_id\)", sql), sql
     # No statement is built from a request value: each is fixed text with $n parameters,
