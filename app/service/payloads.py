@@ -42,6 +42,9 @@ def check_depth(value: Any, *, field: tuple[str | int, ...], max_depth: int) -> 
         )
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def encode(
     value: Any, *, field: tuple[str | int, ...], max_bytes: int, max_depth: int | None = None
 ) -> str:
@@ -49,7 +52,7 @@ def encode(
     if max_depth is not None:
         check_depth(value, field=field, max_depth=max_depth)
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(value)
         size = len(text.encode("utf-8"))
     except ValueError as exc:  # NaN/Infinity, or an unpaired surrogate
         raise ValidationFailed.field(
