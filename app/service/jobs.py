@@ -37,10 +37,16 @@ from app.service.wakeups import Wakeups
 ENQUEUE_RACE_RETRIES = 3
 Outcome = Literal["complete", "fail"]
 _OUTCOME_RECORD = {"complete": "succeeded", "fail": "failed"}
-# FINISH's array parameters in order, and FINISH_ONE's scalar parameter for each.
-_ACK_FIELDS = (
-    "job_id", "lease_id", "outcome", "result", "error", "retryable", "retry_after",
-)  # fmt: skip
+# FINISH's array parameters, and FINISH_ONE's scalar parameter each is made of.
+_ACK_ARRAYS = {
+    "job_ids": "job_id",
+    "lease_ids": "lease_id",
+    "outcomes": "outcome",
+    "results": "result",
+    "errors": "error",
+    "retryable": "retryable",
+    "retry_after": "retry_after",
+}
 # ENQUEUE_MANY's array parameters, and the single-job parameter each is made of.
 _BATCH_ARRAYS = {
     "types": "type",
@@ -341,11 +347,11 @@ class JobService:
 
     async def complete(self, token: str, request: CompleteIn, key_id: int | None = None) -> Row:
         ack = AckComplete.model_construct(lease_id=token, outcome="complete", **dict(request))
-        return self._one(await self._finish([ack], key_id, lambda _: ("body",), whole=True))
+        return self._one(await self._finish([ack], key_id, whole=True))
 
     async def fail(self, token: str, request: FailIn, key_id: int | None = None) -> Row:
         ack = AckFail.model_construct(lease_id=token, outcome="fail", **dict(request))
-        return self._one(await self._finish([ack], key_id, lambda _: ("body",), whole=True))
+        return self._one(await self._finish([ack], key_id, whole=True))
 
     @staticmethod
     def _one(results: list[Finished]) -> Row:
@@ -386,17 +392,13 @@ class JobService:
         limit = self._settings.max_ack_batch
         if len(acks) > limit:
             raise ValidationFailed.field(("body", "acks"), f"at most {limit} acks", "too_long")
-        return await self._finish(acks, key_id, lambda index: ("body", "acks", index))
+        return await self._finish(acks, key_id, whole=False)
 
     async def _finish(
-        self,
-        acks: Sequence[AckComplete | AckFail],
-        key_id: int | None,
-        loc: Callable[[int], tuple[str | int, ...]],
-        *,
-        whole: bool = False,
+        self, acks: Sequence[AckComplete | AckFail], key_id: int | None, *, whole: bool
     ) -> list[Finished]:
-        """`whole`: answer with the whole job (the single calls); else a batch's brief rows.
+        """`whole`: the single call's one ack, answered with the whole job (its errors
+        name the body's fields); else a batch, answered with brief rows.
 
         An ack that was not applied is answered with its job read whole, to explain why.
         """
@@ -405,34 +407,37 @@ class JobService:
         # other lease goes to the database once; a repeat in the batch is judged after.
         keys: dict[int, tuple[int, UUID]] = {}
         refused: dict[int, JobqError] = {}
-        encoded: dict[int, tuple[Any, Any]] = {}
-        first: dict[tuple[int, UUID], int] = {}
+        first: dict[tuple[int, UUID], dict[str, Any]] = {}  # each lease's ack to send
+        sent: list[int] = []
         for index, ack in enumerate(acks):
             try:
                 key = parse_token(ack.lease_id)
-                encoded[index] = self._ack_params(loc(index), ack)
+                loc = ("body",) if whole else ("body", "acks", index)
+                result, error = self._ack_params(loc, ack)
             except (LeaseNotFound, PayloadTooLarge, ValidationFailed) as exc:
                 refused[index] = exc
                 continue
             keys[index] = key
-            first.setdefault(key, index)
-        sent = list(first.values())
+            if key not in first:
+                first[key] = {
+                    "job_id": key[0],
+                    "lease_id": key[1],
+                    "outcome": ack.outcome,
+                    "result": result,
+                    "error": error,
+                    "retryable": _retryable(ack),
+                    "retry_after": _retry_after(ack),
+                }
+                sent.append(index)
         if not sent:  # every ack refused on its own: nothing to ask the database
             return [Finished(ack.lease_id, None, refused[i]) for i, ack in enumerate(acks)]
-        columns: dict[str, list[Any]] = {
-            "job_ids": [job_id for job_id, _ in first],
-            "lease_ids": [lease for _, lease in first],
-            "outcomes": [acks[i].outcome for i in sent],
-            "results": [encoded[i][0] for i in sent],
-            "errors": [encoded[i][1] for i in sent],
-            "retryable": [_retryable(acks[i]) for i in sent],
-            "retry_after": [_retry_after(acks[i]) for i in sent],
-        }
-        if whole and len(sent) == 1:
-            one = {name: v[0] for name, v in zip(_ACK_FIELDS, columns.values(), strict=True)}
+        if whole:
+            (one,) = first.values()
             row = await self._repo.finish_one(one, self._backoff, key_id)
             rows = [row] if row is not None else []
         else:
+            params = first.values()
+            columns = {array: [p[field] for p in params] for array, field in _ACK_ARRAYS.items()}
             rows = await self._repo.finish(columns, self._backoff, key_id)
         applied = {sent[row["ord"] - 1] for row in rows}
         telemetry.finished(rows, [acks[sent[row["ord"] - 1]].outcome for row in rows])
