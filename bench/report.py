@@ -197,6 +197,23 @@ def render(report: dict[str, Any], console: Console) -> None:
                 _num(s["statements"] / s["seconds"], 0),
                 f"{s['connections']} asyncpg connections; {note}".rstrip("; "),
             )
+    floor = scenarios.get("floor", {})
+    for key, label, versus in (
+        ("drain", "floor: drain", "drain_vs_floor_drain"),
+        ("single", "floor: single", "single_vs_floor_single"),
+    ):
+        s = floor.get(key)
+        if s:
+            throughput.add_row(
+                label,
+                _num(s["jobs"]),
+                _num(s["seconds"], 2),
+                _num(s["jobs_per_s"], 0),
+                "",
+                "",
+                f"FastAPI + one bare statement per call; jobq/floor "
+                f"{_num(comparison.get(versus), 3)}",
+            )
     console.print(throughput)
 
     latency = Table(title="Latency (ms)")
@@ -275,6 +292,9 @@ def _cpu_rows(scenarios: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     ):
         if key in scenarios.get("bare", {}):
             rows.append((label, scenarios["bare"][key]["cpu"]))
+    for key in ("drain", "single"):
+        if key in scenarios.get("floor", {}):
+            rows.append((f"floor {key}", scenarios["floor"][key]["cpu"]))
     return rows
 
 

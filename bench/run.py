@@ -15,7 +15,9 @@
      time and ack each batch with one `/v1/acks` call (timed: drain);
    - single: enqueue, lease and complete one job per call;
    - latency: enqueue-to-lease latency with workers already long-polling;
-   - lease-levels: single lease calls with 0 / 1M / 5M finished rows in the table.
+   - lease-levels: single lease calls with 0 / 1M / 5M finished rows in the table;
+   - floor: the drain and single-job loads, unchanged, against `bench.floor` (FastAPI
+     and one bare statement per call, served like jobq): what the HTTP stack allows.
 4. A table on stdout, JSON with `--json PATH` (`-` for stdout, the table then goes to
    stderr); `--check` makes a missed target exit 1.
 """
@@ -53,7 +55,7 @@ from bench.profile import Profiler, summarize
 from bench.service import REPO, Service
 from bench.stats import latency_summary, ratio
 
-SCENARIOS = ("bare", "drain", "single", "latency", "lease-levels")
+SCENARIOS = ("bare", "drain", "single", "latency", "lease-levels", "floor")
 PROFILED_SCENARIOS = ("drain", "single")
 LEASE_BATCH = 100
 RUN_TIMEOUT_SECONDS = 3600.0
@@ -346,6 +348,7 @@ class Bench:
         self.notes: list[str] = []
         self.spread: list[int] = []  # client connections per service process, last load
         self.postmaster: int | None = None
+        self.log_dir: Path | None = None  # the run's temporary folder, for service logs
 
     def say(self, text: str) -> None:
         self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {text}")
@@ -665,6 +668,82 @@ class Bench:
             "ratio_of": f"{last['finished_rows']:,} / {first['finished_rows']:,} finished rows",
         }
 
+    @contextmanager
+    def serving(self, service: Service) -> Iterator[None]:
+        """Point the generators and the service meter at `service` for a while."""
+        saved = self.service, self.meters
+        self.service = service
+        self.meters = Meters(
+            TreeMeter(service.pid), TreeMeter(self.postmaster) if self.postmaster else None
+        )
+        try:
+            yield
+        finally:
+            self.service, self.meters = saved
+
+    def floor(self) -> None:
+        """The drain and single-job loads against `bench.floor`: what the stack allows."""
+        c = self.config
+        assert self.log_dir is not None
+        floor = Service(
+            self.url, workers=c.workers, log_path=self.log_dir / "floor.log", app="floor"
+        )
+        self.say(f"framework floor: FastAPI + one bare statement per call, --workers {c.workers}")
+        results: dict[str, Any] = {}
+        with floor, self.serving(floor):
+            self.db(database.prepare_bare(self.url, c.jobs))
+            self.say(f"  drain: {c.jobs:,} jobs, {c.drain_workers} workers, lease {LEASE_BATCH}")
+            generators = min(c.generators, c.drain_workers)
+            run = self.generate(
+                "drain",
+                [
+                    {"base_url": self.base_url, "queue": "bench-floor", "workers": share,
+                     "max_jobs": LEASE_BATCH}
+                    for share in split(c.drain_workers, generators)
+                ],
+            )  # fmt: skip
+            self._check_bare("floor drain", run.total("jobs"), c.jobs)
+            seconds = max(r["last_done"] for r in run.results) - run.started
+            results["drain"] = {
+                "jobs": c.jobs,
+                "workers": c.drain_workers,
+                "seconds": round(seconds, 3),
+                "jobs_per_s": round(c.jobs / seconds, 1),
+                "cpu": self.cpu(run, c.jobs),
+            }
+            self.say(f"    {results['drain']['jobs_per_s']:,.0f} jobs/s")
+            self.db(database.prepare_bare(self.url, 0))
+            self.say(f"  single-job path: {c.single_jobs:,} jobs, {c.single_concurrency} loops")
+            generators = min(c.generators, c.single_concurrency)
+            run = self.generate(
+                "single",
+                [
+                    {"base_url": self.base_url, "queue": "bench-floor", "jobs": jobs,
+                     "concurrency": share}
+                    for jobs, share in zip(
+                        split(c.single_jobs, generators),
+                        split(c.single_concurrency, generators),
+                        strict=True,
+                    )
+                ],
+            )  # fmt: skip
+            self._check_bare("floor single", run.total("jobs"), c.single_jobs)
+            seconds = max(r["t1"] for r in run.results) - run.started
+            results["single"] = {
+                "jobs": c.single_jobs,
+                "concurrency": c.single_concurrency,
+                "seconds": round(seconds, 3),
+                "jobs_per_s": round(c.single_jobs / seconds, 1),
+                "cpu": self.cpu(run, c.single_jobs),
+            }
+            self.say(f"    {results['single']['jobs_per_s']:,.0f} jobs/s")
+        self.scenarios["floor"] = results
+
+    def _check_bare(self, what: str, acked: int, expected: int) -> None:
+        done = self.db(database.bare_states(self.url)).get(2, 0)
+        if acked != expected or done != expected:
+            raise RuntimeError(f"{what}: {acked} acked, {done} done, {expected} expected")
+
     def attempt(self, name: str, scenario: Callable[[], None]) -> None:
         """Run a scenario; after a database outage (a restart), wait and run it again."""
         for attempt in range(1 + OUTAGE_RETRIES):
@@ -767,6 +846,7 @@ class Bench:
             self.notes.append("PostgreSQL is not a local process: its CPU is not measured")
         self.postmaster = info["postmaster_pid"]
         with tempfile.TemporaryDirectory(prefix="jobq-bench-") as tmp:
+            self.log_dir = Path(tmp)
             service = Service(
                 self.url,
                 workers=c.workers,
@@ -787,6 +867,7 @@ class Bench:
                     "single": self.single,
                     "latency": self.latency,
                     "lease-levels": self.lease_levels,
+                    "floor": self.floor,
                 }
                 try:
                     for name in c.scenarios:
@@ -803,6 +884,7 @@ class Bench:
             )
         scenarios = self.scenarios
         bare = scenarios.get("bare", {})
+        floor = scenarios.get("floor", {})
 
         def jobs_per_s(node: dict[str, Any] | None) -> float | None:
             return None if not node else float(node["jobs_per_s"])
@@ -820,6 +902,9 @@ class Bench:
             "single_vs_bare_single_with_insert": ratio(
                 single, jobs_per_s(bare.get("single_with_insert"))
             ),
+            # the HTTP stack's own ceiling: FastAPI + one bare statement per call
+            "drain_vs_floor_drain": ratio(drain, jobs_per_s(floor.get("drain"))),
+            "single_vs_floor_single": ratio(single, jobs_per_s(floor.get("single"))),
         }
         result: dict[str, Any] = {
             "benchmark": "jobq",

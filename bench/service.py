@@ -1,4 +1,5 @@
-"""`jobq serve` as a subprocess of the benchmark: started, waited for, always stopped."""
+"""`jobq serve` (or the framework floor, `bench.floor`) as a subprocess of the benchmark:
+started, waited for, always stopped."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
 import httpx
+
+from bench.floor import DSN_VARIABLE
 
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_SECONDS = 60.0
@@ -33,7 +37,10 @@ def free_port() -> int:
 
 
 class Service:
-    """`python -m app serve --workers N` on `database_url`, its output in `log_path`."""
+    """`python -m app serve --workers N` on `database_url`, its output in `log_path`.
+
+    `app="floor"` serves `bench.floor` instead, on the same uvicorn settings as jobq's.
+    """
 
     def __init__(
         self,
@@ -42,7 +49,9 @@ class Service:
         workers: int,
         log_path: Path,
         extra_env: Mapping[str, str] | None = None,
+        app: Literal["jobq", "floor"] = "jobq",
     ) -> None:
+        self.app = app
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workers = workers
@@ -50,6 +59,7 @@ class Service:
         self.env = {k: v for k, v in os.environ.items() if k != "JOBQ_WORKERS"}
         self.env["JOBQ_DATABASE_URL"] = database_url
         self.env["JOBQ_MIGRATE_ON_START"] = "false"  # the benchmark migrated already
+        self.env[DSN_VARIABLE] = database_url.replace("postgresql+asyncpg://", "postgresql://")
         # `app` must be this checkout's, whatever is installed in the interpreter
         self.env["PYTHONPATH"] = os.pathsep.join(
             [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
@@ -62,19 +72,23 @@ class Service:
         assert self.process is not None
         return self.process.pid
 
+    def command(self) -> list[str]:
+        port, workers = str(self.port), str(self.workers)
+        if self.app == "jobq":
+            return [sys.executable, "-m", "app", "serve", "--port", port, "--workers", workers]
+        # uvicorn as `jobq serve` runs it (app/cli.py): the same loop and HTTP parser
+        # (uvloop and httptools, where installed), no proxy headers, no access log
+        return [
+            *(sys.executable, "-m", "uvicorn", "bench.floor:create_app", "--factory"),
+            *("--host", "127.0.0.1", "--port", port, "--workers", workers),
+            *("--no-proxy-headers", "--no-server-header", "--no-access-log"),
+            *("--log-level", "warning"),
+        ]
+
     def start(self) -> None:
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [
-                    sys.executable,
-                    "-m",
-                    "app",
-                    "serve",
-                    "--port",
-                    str(self.port),
-                    "--workers",
-                    str(self.workers),
-                ],
+                self.command(),
                 cwd=REPO,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -85,13 +99,13 @@ class Service:
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ServiceError(f"jobq serve exited at start:\n{self.log_tail()}")
+                raise ServiceError(f"{self.app} service exited at start:\n{self.log_tail()}")
             with contextlib.suppress(httpx.TransportError):
                 if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
                     self._wait_for_workers(deadline)
                     return
             time.sleep(0.2)
-        raise ServiceError(f"jobq serve was not ready in {START_TIMEOUT_SECONDS:.0f} s")
+        raise ServiceError(f"{self.app} service not ready in {START_TIMEOUT_SECONDS:.0f} s")
 
     def _wait_for_workers(self, deadline: float) -> None:
         """With several processes, wait until every one of them answers."""

@@ -73,6 +73,7 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "single",
         "enqueue_to_lease",
         "lease_latency",
+        "floor",
     }
     for key in ("batch_enqueue", "drain", "single"):
         _positive(scenarios[key], "jobs", "seconds", "jobs_per_s")
@@ -87,6 +88,13 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     ):
         _positive(scenarios["bare"][key], "jobs", "seconds", "jobs_per_s")
         _cpu_reported(scenarios["bare"][key]["cpu"])
+
+    # the same loads against FastAPI + one bare statement per call, every job done
+    for key in ("drain", "single"):
+        _positive(scenarios["floor"][key], "jobs", "seconds", "jobs_per_s")
+        _cpu_reported(scenarios["floor"][key]["cpu"])
+    assert scenarios["floor"]["drain"]["jobs"] == scenarios["drain"]["jobs"]
+    assert scenarios["floor"]["single"]["jobs"] == scenarios["single"]["jobs"]
 
     waited = scenarios["enqueue_to_lease"]
     _positive(waited, "count", "p50_ms", "p95_ms", "p99_ms")
@@ -107,6 +115,8 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "drain_vs_jobq_sql_batch",
         "single_vs_bare_single",
         "single_vs_bare_single_with_insert",
+        "drain_vs_floor_drain",
+        "single_vs_floor_single",
     )
     targets = {t["key"]: t for t in report["targets"]}
     assert set(targets) == {

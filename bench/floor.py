@@ -1,0 +1,129 @@
+"""The framework floor: the least a FastAPI service can do per call, served like jobq.
+
+The bare SKIP LOCKED loop (`bench.load.Bare`) says what the database allows without
+HTTP. This app says what the HTTP stack allows: FastAPI on uvicorn (uvloop, httptools,
+the same `--workers`), a pydantic body per request, one statement on the bare table
+(`bench_bare`) through a plain asyncpg pool, a small JSON answer. No keys, limits,
+metrics, logs, lease tokens or history.
+
+It answers the subset of jobq's API the drain and single-job generators use, in the
+same shapes, so the very same generators drive it:
+
+    GET  /healthz, /readyz
+    POST /v1/queues/{queue}/jobs        insert one job                        201
+    POST /v1/leases                     claim up to max_jobs (SKIP LOCKED)    200
+    POST /v1/leases/{lease_id}/complete mark one done                         200
+    POST /v1/acks                       mark many done                        200
+
+The lease id is the job id. Run: `uvicorn bench.floor:create_app --factory` with
+`JOBQ_BENCH_FLOOR_DSN` naming the benchmark's database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import asyncpg
+from fastapi import FastAPI, Path, Request
+from pydantic import BaseModel, Field
+
+from bench.database import BARE_SCHEMA
+
+DSN_VARIABLE = "JOBQ_BENCH_FLOOR_DSN"
+POOL_SIZE = 10
+
+INSERT = "INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id"
+CLAIM = """
+WITH claimed AS (
+    SELECT id FROM bench_bare WHERE state = 0 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
+)
+UPDATE bench_bare b SET state = 1 FROM claimed WHERE b.id = claimed.id
+RETURNING b.id, b.payload::text
+"""
+FINISH_ONE = "UPDATE bench_bare SET state = 2 WHERE id = $1 AND state = 1"
+FINISH_MANY = "UPDATE bench_bare SET state = 2 WHERE id = ANY($1::bigint[]) AND state = 1"
+
+
+class JobIn(BaseModel):
+    type: str = Field(max_length=128)
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class LeaseIn(BaseModel):
+    queues: list[str] = Field(min_length=1, max_length=100)
+    max_jobs: int = Field(default=1, ge=1, le=1000)
+    worker_id: str = Field(max_length=200)
+
+
+class AckIn(BaseModel):
+    lease_id: str = Field(max_length=100)
+    outcome: str
+
+
+class AcksIn(BaseModel):
+    acks: list[AckIn] = Field(max_length=1000)
+
+
+def _pool(request: Request) -> asyncpg.Pool:
+    pool: asyncpg.Pool = request.app.state.pool
+    return pool
+
+
+def create_app() -> FastAPI:
+    """The floor app on the database `JOBQ_BENCH_FLOOR_DSN` names."""
+    dsn = os.environ[DSN_VARIABLE]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.pool = await asyncpg.create_pool(dsn, min_size=POOL_SIZE, max_size=POOL_SIZE)
+        async with app.state.pool.acquire() as conn:
+            await conn.execute(BARE_SCHEMA)
+        try:
+            yield
+        finally:
+            await app.state.pool.close()
+
+    app = FastAPI(title="jobq benchmark floor", lifespan=lifespan)
+
+    @app.get("/healthz")
+    @app.get("/readyz")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/queues/{queue}/jobs", status_code=201)
+    async def enqueue(
+        queue: Annotated[str, Path(max_length=128)], job: JobIn, request: Request
+    ) -> dict[str, Any]:
+        async with _pool(request).acquire() as conn:
+            job_id = await conn.fetchval(INSERT, json.dumps(job.payload))
+        return {"id": job_id, "queue": queue, "type": job.type, "state": "queued"}
+
+    @app.post("/v1/leases")
+    async def lease(body: LeaseIn, request: Request) -> dict[str, Any]:
+        async with _pool(request).acquire() as conn:
+            rows = await conn.fetch(CLAIM, body.max_jobs)
+        return {
+            "leases": [
+                {"lease_id": str(job_id), "job": {"id": job_id, "payload": json.loads(payload)}}
+                for job_id, payload in rows
+            ]
+        }
+
+    @app.post("/v1/leases/{lease_id}/complete")
+    async def complete(lease_id: Annotated[int, Path(ge=1)], request: Request) -> dict[str, Any]:
+        async with _pool(request).acquire() as conn:
+            await conn.execute(FINISH_ONE, lease_id)
+        return {"id": lease_id, "state": "succeeded"}
+
+    @app.post("/v1/acks")
+    async def acks(body: AcksIn, request: Request) -> dict[str, Any]:
+        ids = [int(ack.lease_id) for ack in body.acks]
+        async with _pool(request).acquire() as conn:
+            await conn.execute(FINISH_MANY, ids)
+        return {"results": [{"lease_id": str(i), "status": 200} for i in ids]}
+
+    return app
