@@ -177,6 +177,12 @@ def render(report: dict[str, Any], console: Console) -> None:
             "",
             "the two phases above, end to end",
         )
+
+    def reference(label: str, s: dict[str, Any] | None, calls_per_s: str, note: str) -> None:
+        if s:
+            jobs, seconds, rate = _num(s["jobs"]), _num(s["seconds"], 2), _num(s["jobs_per_s"], 0)
+            throughput.add_row(label, jobs, seconds, rate, "", calls_per_s, note)
+
     bare = scenarios.get("bare", {})
     for key, label, note in (
         ("batch", "bare: claim 100", "the reference for the drain"),
@@ -188,32 +194,20 @@ def render(report: dict[str, Any], console: Console) -> None:
     ):
         s = bare.get(key)
         if s:
-            throughput.add_row(
+            reference(
                 label,
-                _num(s["jobs"]),
-                _num(s["seconds"], 2),
-                _num(s["jobs_per_s"], 0),
-                "",
+                s,
                 _num(s["statements"] / s["seconds"], 0),
                 f"{s['connections']} asyncpg connections; {note}".rstrip("; "),
             )
     floor = scenarios.get("floor", {})
-    for key, label, versus in (
-        ("drain", "floor: drain", "drain_vs_floor_drain"),
-        ("single", "floor: single", "single_vs_floor_single"),
-    ):
-        s = floor.get(key)
-        if s:
-            throughput.add_row(
-                label,
-                _num(s["jobs"]),
-                _num(s["seconds"], 2),
-                _num(s["jobs_per_s"], 0),
-                "",
-                "",
-                f"FastAPI + one bare statement per call; jobq/floor "
-                f"{_num(comparison.get(versus), 3)}",
-            )
+    for key, versus in (("drain", "drain_vs_floor_drain"), ("single", "single_vs_floor_single")):
+        reference(
+            f"floor: {key}",
+            floor.get(key),
+            "",
+            f"FastAPI + one bare statement per call; jobq/floor {_num(comparison.get(versus), 3)}",
+        )
     console.print(throughput)
 
     latency = Table(title="Latency (ms)")

@@ -502,20 +502,8 @@ class Bench:
 
         self.db(database.vacuum_analyze(self.url))
         self.say(f"drain: {c.drain_workers} workers, lease {LEASE_BATCH} + one /v1/acks call")
-        generators = min(c.generators, c.drain_workers)
         with self.profiled("drain"):
-            run = self.generate(
-                "drain",
-                [
-                    {
-                        "base_url": self.base_url,
-                        "queue": queue,
-                        "workers": share,
-                        "max_jobs": LEASE_BATCH,
-                    }
-                    for share in split(c.drain_workers, generators)
-                ],
-            )
+            run = self.run_drain(queue)
         states = self.db(database.job_states(self.url))
         if run.total("jobs") != c.jobs or states != {"succeeded": c.jobs}:
             raise RuntimeError(f"drain: acked {run.total('jobs')} of {c.jobs}; table: {states}")
@@ -536,30 +524,43 @@ class Bench:
         self.scenarios["drain"]["enqueue_and_drain_jobs_per_s"] = round(c.jobs / total, 1)
         self.say(f"  {self.scenarios['drain']['jobs_per_s']:,.0f} jobs/s")
 
+    def run_drain(self, queue: str) -> GeneratorRun:
+        """The drain load: workers lease 100 and ack each batch, until `queue` is empty."""
+        c = self.config
+        generators = min(c.generators, c.drain_workers)
+        return self.generate(
+            "drain",
+            [
+                {"base_url": self.base_url, "queue": queue, "workers": share,
+                 "max_jobs": LEASE_BATCH}
+                for share in split(c.drain_workers, generators)
+            ],
+        )  # fmt: skip
+
+    def run_single(self, queue: str) -> GeneratorRun:
+        """The single-job load: loops of enqueue one, lease one, complete it."""
+        c = self.config
+        generators = min(c.generators, c.single_concurrency)
+        return self.generate(
+            "single",
+            [
+                {"base_url": self.base_url, "queue": queue, "jobs": jobs, "concurrency": share}
+                for jobs, share in zip(
+                    split(c.single_jobs, generators),
+                    split(c.single_concurrency, generators),
+                    strict=True,
+                )
+            ],
+        )
+
     def single(self) -> None:
         c = self.config
         self.db(database.reset_jobs(self.url))
         self.say(
             f"single-job path: {c.single_jobs:,} jobs, {c.single_concurrency} concurrent loops"
         )
-        generators = min(c.generators, c.single_concurrency)
         with self.profiled("single"):
-            run = self.generate(
-                "single",
-                [
-                    {
-                        "base_url": self.base_url,
-                        "queue": "bench-single",
-                        "jobs": jobs,
-                        "concurrency": share,
-                    }
-                    for jobs, share in zip(
-                        split(c.single_jobs, generators),
-                        split(c.single_concurrency, generators),
-                        strict=True,
-                    )
-                ],
-            )
+            run = self.run_single("bench-single")
         states = self.db(database.job_states(self.url))
         if run.total("jobs") != c.single_jobs or states != {"succeeded": c.single_jobs}:
             raise RuntimeError(f"single: {run.total('jobs')} of {c.single_jobs}; table: {states}")
@@ -693,15 +694,7 @@ class Bench:
         with floor, self.serving(floor):
             self.db(database.prepare_bare(self.url, c.jobs))
             self.say(f"  drain: {c.jobs:,} jobs, {c.drain_workers} workers, lease {LEASE_BATCH}")
-            generators = min(c.generators, c.drain_workers)
-            run = self.generate(
-                "drain",
-                [
-                    {"base_url": self.base_url, "queue": "bench-floor", "workers": share,
-                     "max_jobs": LEASE_BATCH}
-                    for share in split(c.drain_workers, generators)
-                ],
-            )  # fmt: skip
+            run = self.run_drain("bench-floor")
             self._check_bare("floor drain", run.total("jobs"), c.jobs)
             seconds = max(r["last_done"] for r in run.results) - run.started
             results["drain"] = {
@@ -714,19 +707,7 @@ class Bench:
             self.say(f"    {results['drain']['jobs_per_s']:,.0f} jobs/s")
             self.db(database.prepare_bare(self.url, 0))
             self.say(f"  single-job path: {c.single_jobs:,} jobs, {c.single_concurrency} loops")
-            generators = min(c.generators, c.single_concurrency)
-            run = self.generate(
-                "single",
-                [
-                    {"base_url": self.base_url, "queue": "bench-floor", "jobs": jobs,
-                     "concurrency": share}
-                    for jobs, share in zip(
-                        split(c.single_jobs, generators),
-                        split(c.single_concurrency, generators),
-                        strict=True,
-                    )
-                ],
-            )  # fmt: skip
+            run = self.run_single("bench-floor")
             self._check_bare("floor single", run.total("jobs"), c.single_jobs)
             seconds = max(r["t1"] for r in run.results) - run.started
             results["single"] = {
