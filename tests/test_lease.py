@@ -14,7 +14,7 @@ from fastapi import FastAPI
 
 from app.db.engine import create_engine
 from app.db.repository import JobsRepository
-from app.schemas import LeasesOut
+from app.schemas import EnqueuedJob, JobOut, LeasesOut
 from app.service.reaper import Reaper
 from tests.helpers import enqueue, lease, lease_one
 
@@ -202,6 +202,52 @@ async def test_the_lease_answer_is_exactly_what_its_schema_serializes(
     assert all("lease_id" not in a for lease in answer for a in lease["job"]["attempts"])
     validated = LeasesOut.model_validate_json(response.content)
     assert response.content == validated.model_dump_json().encode()
+
+
+async def test_job_answers_are_exactly_what_their_schemas_serialize(
+    client: httpx.AsyncClient,
+) -> None:
+    # Enqueue, complete and fail answer the whole job serialized without validating it
+    # (as the lease route does): validating each and serializing it again changes nothing.
+    def unchanged(response: httpx.Response, schema: type[JobOut], status: int) -> None:
+        assert response.status_code == status, response.text
+        assert response.headers["content-type"] == "application/json"
+        assert (
+            response.content
+            == schema.model_validate_json(response.content).model_dump_json().encode()
+        )
+
+    job = {"type": "t", "payload": {"text": "naïve — 日本語", "big": 10**30, "f": 0.1},
+           "metadata": {"tenant": "ü"}, "max_attempts": 2, "priority": -3}  # fmt: skip
+    headers = {"Idempotency-Key": "answer-bytes"}
+    created = await client.post("/v1/queues/default/jobs", json=job, headers=headers)
+    unchanged(created, EnqueuedJob, 201)
+    assert created.json()["deduplicated"] is False
+    again = await client.post("/v1/queues/default/jobs", json=job, headers=headers)
+    unchanged(again, EnqueuedJob, 200)
+    assert again.json()["deduplicated"] is True
+    assert again.json()["id"] == created.json()["id"]
+
+    first = await lease_one(client)
+    progress = {"progress": {"percent": 12.5, "stage": "s", "message": "m"}}
+    assert (
+        await client.post(f"/v1/leases/{first['lease_id']}/heartbeat", json=progress)
+    ).status_code == 200
+    failure = {"error": {"type": "E", "message": "boom", "details": {"x": [1]}},
+               "retry_after_seconds": 0}  # fmt: skip
+    failed = await client.post(f"/v1/leases/{first['lease_id']}/fail", json=failure)
+    unchanged(failed, JobOut, 200)
+    assert failed.json()["state"] == "queued"
+    second = await lease_one(client)
+    done = await client.post(
+        f"/v1/leases/{second['lease_id']}/complete", json={"result": {"ok": [1, 2.5, None]}}
+    )
+    unchanged(done, JobOut, 200)
+    answer = done.json()
+    assert answer["state"] == "succeeded"
+    assert answer["result"] == {"ok": [1, 2.5, None]}
+    assert [a["outcome"] for a in answer["attempts"]] == ["failed", "succeeded"]
+    assert all("lease_id" not in a for a in answer["attempts"])
 
 
 def _lease_all() -> dict[str, Any]:

@@ -54,6 +54,17 @@ def job(row: Row) -> dict[str, Any]:
     return view
 
 
+def job_answer(row: Row, status_code: int = 200, **extra: Any) -> Response:
+    """`JobOut` (with `extra` fields after its own: `EnqueuedJob`'s `deduplicated`),
+    serialized without validating it again, as `leases()` does; a test compares each
+    with what its schema serializes."""
+    content = job(row)
+    content.update(extra)
+    return Response(
+        pydantic_core.to_json(content), status_code=status_code, media_type="application/json"
+    )
+
+
 def leases(granted: Iterable[Lease]) -> Response:
     """`LeasesOut`, serialized without validating it again.
 

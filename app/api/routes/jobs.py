@@ -48,15 +48,13 @@ async def enqueue_job(
     queue: QueuePath,
     job: JobIn,
     jobs: JobsDep,
-    response: Response,
     idempotency_key: Annotated[IdempotencyKey | None, Header()] = None,
-) -> dict[str, Any]:
+) -> Response:
     """Enqueue a job."""
     caller.require_queues([queue])
     row = await jobs.enqueue(queue, job, idempotency_key)
-    if row["deduplicated"]:
-        response.status_code = 200
-    return {**views.job(row), "deduplicated": row["deduplicated"]}
+    deduplicated: bool = row["deduplicated"]
+    return views.job_answer(row, 200 if deduplicated else 201, deduplicated=deduplicated)
 
 
 @router.post(

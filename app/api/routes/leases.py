@@ -81,9 +81,9 @@ async def complete_lease(
     lease_id: LeasePath,
     jobs: JobsDep,
     request: Annotated[CompleteIn | None, Body()] = None,
-) -> dict[str, Any]:
+) -> Response:
     """Mark the leased job succeeded, with its result."""
-    return views.job(await jobs.complete(lease_id, request or CompleteIn(), caller.key_id))
+    return views.job_answer(await jobs.complete(lease_id, request or CompleteIn(), caller.key_id))
 
 
 @router.post(
@@ -94,9 +94,9 @@ async def complete_lease(
 )
 async def fail_lease(
     caller: WorkCaller, lease_id: LeasePath, request: FailIn, jobs: JobsDep
-) -> dict[str, Any]:
+) -> Response:
     """Record a failed attempt: retried after a backoff, or `failed` when no try is left."""
-    return views.job(await jobs.fail(lease_id, request, caller.key_id))
+    return views.job_answer(await jobs.fail(lease_id, request, caller.key_id))
 
 
 def _ack_result(finished: Finished) -> dict[str, Any]:
