@@ -191,3 +191,29 @@ async def test_the_enqueue_statement_keeps_a_cached_generic_plan(db: asyncpg.Con
         assert await db.fetchval("SELECT count(*) FROM jobq.jobs WHERE queue = 'new'") == 6
     finally:
         await db.execute("DEALLOCATE enqueue")
+
+
+async def test_leases_commit_without_a_flush_each_and_later_statements_stay_durable(
+    db: asyncpg.Connection,
+) -> None:
+    await db.execute(
+        "INSERT INTO jobq.jobs (queue, type, payload, max_attempts, lease_seconds)"
+        " SELECT 'q', 't', '{}', 5, 60 FROM generate_series(1, 100)"
+    )
+    values = {"queues": ["q"], "types": [], "max_jobs": 1, "lease_seconds": None,
+              "worker_id": "w", "key_id": None}  # fmt: skip
+    # WAL syncs of the whole server: in pg_stat_io from PostgreSQL 18, pg_stat_wal before
+    if await db.fetchval("SELECT current_setting('server_version_num')::int") >= 180000:
+        syncs = "SELECT sum(fsyncs) FROM pg_stat_io WHERE object = 'wal'"
+    else:
+        syncs = "SELECT wal_sync FROM pg_stat_wal"
+    await db.execute("SELECT pg_stat_force_next_flush()")
+    before = await db.fetchval(syncs)
+    for _ in range(100):
+        assert len(await db.fetch(queries.LEASE.sql, *queries.LEASE.args(values))) == 1
+    await db.execute("SELECT pg_stat_force_next_flush()")
+    # A flush per lease would be 100 syncs; the WAL writer syncs a few times at most.
+    assert await db.fetchval(syncs) - before < 50
+    # Only the lease's own transaction: the next statement on this connection commits
+    # durably again (an enqueue after a lease on a pooled connection must).
+    assert await db.fetchval("SHOW synchronous_commit") == "on"
