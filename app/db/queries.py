@@ -234,8 +234,8 @@ LEASE = sql(
      WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
        -- This transaction only (is_local): commit without waiting for the WAL flush. A
        -- lease lost to a PostgreSQL crash leaves its job queued, and the worker's finish
-       -- is refused as a stale lease: at least once still holds. Any later durable
-       -- commit (an enqueue, a finish) flushes this one first.
+       -- is refused (the lease is unknown): at least once still holds. Any later
+       -- durable commit (an enqueue, a finish) flushes this one first.
        AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
     RETURNING j.*
     """
