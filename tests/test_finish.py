@@ -12,6 +12,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.core.config import DEFAULT_MAX_JSON_DEPTH
+from app.schemas import AcksOut
 from tests.helpers import assert_problem, enqueue, lease, lease_one
 
 BOOM = {"error": {"type": "ValueError", "message": "boom", "details": {"line": 3}}}
@@ -220,6 +221,11 @@ async def test_acks_report_per_item_status_in_order(client: httpx.AsyncClient) -
     ]
     response = await client.post("/v1/acks", json={"acks": acks})
     assert response.status_code == 200
+    # Serialized without validating it again: validating and serializing changes nothing.
+    assert response.headers["content-type"] == "application/json"
+    assert (
+        response.content == AcksOut.model_validate_json(response.content).model_dump_json().encode()
+    )
     results = response.json()["results"]
     assert [r["lease_id"] for r in results] == [a["lease_id"] for a in acks]
     assert [(r["status"], r["code"], r["state"]) for r in results] == [

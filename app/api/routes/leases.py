@@ -119,6 +119,7 @@ def _ack_result(finished: Finished) -> dict[str, Any]:
     response_model=AcksOut,
     responses=problems(400, 401, 403, 413, 422),
 )
-async def ack_leases(caller: WorkCaller, request: AcksIn, jobs: JobsDep) -> dict[str, Any]:
+async def ack_leases(caller: WorkCaller, request: AcksIn, jobs: JobsDep) -> Response:
     """Complete or fail up to 1000 leases in one call; one result per ack, in order."""
-    return {"results": [_ack_result(f) for f in await jobs.finish(request.acks, caller.key_id)]}
+    finished = await jobs.finish(request.acks, caller.key_id)
+    return views.answer({"results": [_ack_result(f) for f in finished]})
