@@ -59,7 +59,8 @@ class Service:
         self.env = {k: v for k, v in os.environ.items() if k != "JOBQ_WORKERS"}
         self.env["JOBQ_DATABASE_URL"] = database_url
         self.env["JOBQ_MIGRATE_ON_START"] = "false"  # the benchmark migrated already
-        self.env[DSN_VARIABLE] = database_url.replace("postgresql+asyncpg://", "postgresql://")
+        if app == "floor":  # the floor's own pool is plain asyncpg
+            self.env[DSN_VARIABLE] = database_url.replace("postgresql+asyncpg://", "postgresql://")
         # `app` must be this checkout's, whatever is installed in the interpreter
         self.env["PYTHONPATH"] = os.pathsep.join(
             [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
