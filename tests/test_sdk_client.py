@@ -73,9 +73,10 @@ def test_public_names_are_pinned() -> None:
             "Forbidden", "Heartbeat", "InvalidJson", "Job", "JobCancelled", "JobFinished",
             "JobNotFound", "JobNotRetryable", "JobRecord", "JobRunning", "JobSpec", "JobState",
             "JobqError", "JobsPage", "Lease", "LeaseLost", "LeaseNotFound", "NotFound",
-            "PayloadTooLarge", "Permanent", "Progress", "QueueFull", "RateLimited", "RetryPolicy",
+            "PayloadTooLarge", "Permanent", "Progress", "QueueFull", "RetryPolicy",
             "Unauthorized", "Unavailable", "UnsupportedMediaType", "ValidationError", "Worker",
-            "__version__",
+            "ConfirmationMismatch", "InternalError", "KeyExists", "KeyNotFound", "LeaseForbidden",
+            "MethodNotAllowed", "ReaperStalled", "TooManyRequests", "__version__",
         ]
     )  # fmt: skip
     for name in jobq_client.__all__:
@@ -255,3 +256,14 @@ def test_client_reads_url_and_key_from_the_environment(
         assert (client.base_url, client.api_key) == ("http://example.invalid:1234", "from-env")
     with Client("http://other:1", api_key="given") as client:
         assert (client.base_url, client.api_key) == ("http://other:1", "given")
+
+
+def test_the_sdk_has_an_error_class_for_every_problem_code_and_no_other() -> None:
+    from app.api.problems import codes
+    from jobq_client._errors import PROBLEM_CLASSES
+
+    server = codes()
+    assert set(PROBLEM_CLASSES) == set(server), "the SDK's error classes drifted from the server"
+    for code, cls in PROBLEM_CLASSES.items():
+        assert cls.default_status == server[code], code
+        assert cls.__name__ in jobq_client.__all__, cls.__name__

@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.core.errors import JobqError
+from app.core.errors import JobqError, field_errors
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 TYPE_PREFIX = "urn:jobq:problem:"
@@ -31,6 +31,20 @@ _FRAMEWORK_CODES = {
     405: "method_not_allowed",
     413: "payload_too_large",
 }
+UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+HTTP_ERROR = "http_error"  # any other status the framework raises (none is known)
+
+
+def codes() -> dict[str, int]:
+    """Every problem `code` jobq answers with, and its status (clients mirror these)."""
+
+    def tree(cls: type[JobqError]) -> list[type[JobqError]]:
+        return [cls, *(c for sub in cls.__subclasses__() for c in tree(sub))]
+
+    found = {cls.code: cls.status for cls in tree(JobqError)}
+    found.update({code: status for status, code in _FRAMEWORK_CODES.items()})
+    found[UNSUPPORTED_MEDIA_TYPE] = 415
+    return found
 
 
 def problem(
@@ -46,11 +60,6 @@ def problem(
         **extra,
     }
     return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE)
-
-
-def _field_errors(errors: Any) -> list[dict[str, Any]]:
-    # Only what the client needs: never the offending input (it may be huge or secret).
-    return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors]
 
 
 def from_error(exc: JobqError) -> JSONResponse:
@@ -72,12 +81,12 @@ def _is_json(content_type: str | None) -> bool:
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errors = _field_errors(exc.errors())
+    errors = field_errors(exc.errors())
     content_type = request.headers.get("content-type")
     if any(e["loc"] == ["body"] for e in errors) and not _is_json(content_type):
         return problem(
             415,
-            "unsupported_media_type",
+            UNSUPPORTED_MEDIA_TYPE,
             f"the body must be JSON sent with 'Content-Type: application/json' "
             f"(got {content_type or 'no Content-Type'})",
             title="Unsupported media type",
@@ -122,7 +131,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc.__cause__, RecursionError):  # the JSON parser gave up on its depth
         detail = "the body nests arrays and objects too deeply to be parsed"
         return problem(400, "invalid_json", detail, title="Invalid JSON")
-    code = _FRAMEWORK_CODES.get(exc.status_code, "http_error")
+    code = _FRAMEWORK_CODES.get(exc.status_code, HTTP_ERROR)
     response = problem(exc.status_code, code, str(exc.detail))
     if exc.headers:
         response.headers.update(exc.headers)

@@ -10,21 +10,31 @@ status, or else `JobqError` itself. Catch by class, not by message.
     │   └── InvalidJson
     ├── Unauthorized (401)
     ├── Forbidden (403)
+    │   └── LeaseForbidden     the lease was taken with another API key
     ├── NotFound (404)
     │   ├── JobNotFound
-    │   └── LeaseNotFound
+    │   ├── LeaseNotFound
+    │   └── KeyNotFound
+    ├── MethodNotAllowed (405)
     ├── Conflict (409)
     │   ├── LeaseLost          job_id, state: where the job is now
+    │   ├── KeyExists
     │   ├── JobFinished        nothing left to cancel
     │   ├── JobNotRetryable    only failed or cancelled jobs can be retried
     │   └── JobRunning         cancel it before deleting it
     ├── PayloadTooLarge (413)
     ├── UnsupportedMediaType (415)
     ├── ValidationError (422)  errors: [{loc, msg, type}]
-    ├── QueueFull              the queue is at its backlog limit
-    ├── RateLimited (429)
+    │   └── ConfirmationMismatch
+    ├── TooManyRequests (429)  retry_after: seconds the answer asked to wait
+    │   └── QueueFull          the queue is at its backlog limit
+    ├── InternalError (500)
     └── Unavailable (503)      retried by the client
-        └── DatabaseUnavailable
+        ├── DatabaseUnavailable
+        └── ReaperStalled
+
+The codes are the service's own (`app/core/errors.py`); a test checks the two agree,
+both ways.
 """
 
 from __future__ import annotations
@@ -94,6 +104,12 @@ class Forbidden(JobqError):
     default_code = "forbidden"
 
 
+class LeaseForbidden(Forbidden):
+    """The lease was taken with another API key; only that key may act on it."""
+
+    default_code = "lease_forbidden"
+
+
 class NotFound(JobqError):
     """Nothing exists at this address."""
 
@@ -111,6 +127,19 @@ class LeaseNotFound(NotFound):
     """No lease with this token was ever issued."""
 
     default_code = "lease_not_found"
+
+
+class KeyNotFound(NotFound):
+    """No API key has this name."""
+
+    default_code = "key_not_found"
+
+
+class MethodNotAllowed(JobqError):
+    """This path does not take this method (the answer's Allow header lists those it does)."""
+
+    default_status = 405
+    default_code = "method_not_allowed"
 
 
 class Conflict(JobqError):
@@ -134,6 +163,12 @@ class LeaseLost(Conflict):
     def state(self) -> str | None:
         value = self.problem.get("state")
         return value if isinstance(value, str) else None
+
+
+class KeyExists(Conflict):
+    """An API key with this name already exists (revoked keys keep their names)."""
+
+    default_code = "key_exists"
 
 
 class JobFinished(Conflict):
@@ -180,17 +215,36 @@ class ValidationError(JobqError):
         return value if isinstance(value, list) else []
 
 
-class QueueFull(JobqError):
+class ConfirmationMismatch(ValidationError):
+    """The confirmation does not name the queue the action is for."""
+
+    default_code = "confirmation_mismatch"
+
+
+class TooManyRequests(JobqError):
+    """Too much at once: retry after the answer's Retry-After."""
+
+    default_status = 429
+    default_code = "too_many_requests"
+
+    @property
+    def retry_after(self) -> float | None:
+        """The seconds the answer asked to wait, if it said."""
+        value = self.problem.get("retry_after_seconds")
+        return float(value) if isinstance(value, int | float) else None
+
+
+class QueueFull(TooManyRequests):
     """The queue holds as many jobs as it may: enqueue later."""
 
     default_code = "queue_full"
 
 
-class RateLimited(JobqError):
-    """Too many requests."""
+class InternalError(JobqError):
+    """The service failed unexpectedly (a bug: it logged the details)."""
 
-    default_status = 429
-    default_code = "rate_limited"
+    default_status = 500
+    default_code = "internal_error"
 
 
 class Unavailable(JobqError):
@@ -207,29 +261,19 @@ class DatabaseUnavailable(Unavailable):
     default_code = "database_unavailable"
 
 
-_BY_CODE: dict[str, type[JobqError]] = {
-    cls.default_code: cls
-    for cls in (
-        BadRequest,
-        InvalidJson,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        JobNotFound,
-        LeaseNotFound,
-        Conflict,
-        LeaseLost,
-        JobFinished,
-        JobNotRetryable,
-        JobRunning,
-        PayloadTooLarge,
-        UnsupportedMediaType,
-        ValidationError,
-        QueueFull,
-        RateLimited,
-        Unavailable,
-        DatabaseUnavailable,
-    )
+class ReaperStalled(Unavailable):
+    """The service's reaper has not finished a pass for several intervals."""
+
+    default_code = "reaper_stalled"
+
+
+def _subclasses(cls: type[JobqError]) -> list[type[JobqError]]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
+
+
+# Every problem code the service sends, and the class raised for it.
+PROBLEM_CLASSES: dict[str, type[JobqError]] = {
+    cls.default_code: cls for cls in _subclasses(JobqError) if cls is not ConnectionFailed
 }
 _BY_STATUS: dict[int, type[JobqError]] = {
     400: BadRequest,
@@ -240,7 +284,9 @@ _BY_STATUS: dict[int, type[JobqError]] = {
     413: PayloadTooLarge,
     415: UnsupportedMediaType,
     422: ValidationError,
-    429: RateLimited,
+    405: MethodNotAllowed,
+    429: TooManyRequests,
+    500: InternalError,
     502: Unavailable,
     503: Unavailable,
     504: Unavailable,
@@ -249,8 +295,8 @@ _BY_STATUS: dict[int, type[JobqError]] = {
 
 def error_class(status: int, code: str | None) -> type[JobqError]:
     """The class for a problem: by its `code`, else by its status, else `JobqError`."""
-    if code is not None and code in _BY_CODE:
-        return _BY_CODE[code]
+    if code is not None and code in PROBLEM_CLASSES:
+        return PROBLEM_CLASSES[code]
     return _BY_STATUS.get(status, JobqError)
 
 
