@@ -28,11 +28,18 @@ from app.core import logging as jobq_logging
 from app.core.config import Settings, get_settings
 from app.core.errors import DatabaseUnavailable, JobqError
 from app.core.metrics import MULTIPROC_ENV
+from app.db.database import Database
 from app.db.engine import create_engine, resolve_database_url
 from app.db.migrate import upgrade
-from app.db.repository import JobsRepository, Row
 from app.db.url import redacted
-from app.service.auth import KEY_PREFIX, Keys, is_loopback, open_network_refusal
+from app.keys import (
+    KEY_PREFIX,
+    KeyRow,
+    Keys,
+    KeysRepository,
+    is_loopback,
+    open_network_refusal,
+)
 
 cli = typer.Typer(
     help="jobq: a PostgreSQL-backed job queue served over HTTP.",
@@ -187,7 +194,7 @@ def _refuse_open_network(settings: Settings, url: str) -> None:
 async def _any_key(url: str) -> bool:
     engine = create_engine(url, 1)
     try:
-        return await JobsRepository(engine).any_key()
+        return await KeysRepository(Database(engine)).any()
     finally:
         await engine.dispose()
 
@@ -208,7 +215,7 @@ async def _keys() -> AsyncIterator[Keys]:
     url = await _database_url(migrate=get_settings().migrate_on_start)
     engine = create_engine(url, 1)
     try:
-        yield Keys(JobsRepository(engine))
+        yield Keys(KeysRepository(Database(engine)))
     finally:
         await engine.dispose()
 
@@ -233,7 +240,7 @@ def keys_create(
 ) -> None:
     """Create an API key and print it (on stdout, alone): it is never shown again."""
 
-    async def create() -> tuple[str, Row]:
+    async def create() -> tuple[str, KeyRow]:
         async with _keys() as keys:
             return await keys.create(name, _split(scopes) or [], _split(queues))
 
@@ -241,9 +248,9 @@ def keys_create(
         key, row = asyncio.run(create())
     except JobqError as error:
         raise _fail(error) from None
-    where = ", ".join(row["queues"]) if row["queues"] is not None else "every queue"
+    where = ", ".join(row.queues) if row.queues is not None else "every queue"
     _err.print(
-        f"Created API key {name!r}: {', '.join(row['scopes'])} on {where}. "
+        f"Created API key {name!r}: {', '.join(row.scopes)} on {where}. "
         "Store it now: it is not shown again.",
         highlight=False,
     )
@@ -258,20 +265,20 @@ def _when(value: Any) -> str:
 def keys_list() -> None:
     """List API keys, revoked ones too (never the keys themselves)."""
 
-    async def fetch() -> list[Row]:
+    async def fetch() -> list[KeyRow]:
         async with _keys() as keys:
             return list(await keys.list())
 
     table = Table("Name", "Prefix", "Scopes", "Queues", "Created", "Last used", "Revoked")
     for row in asyncio.run(fetch()):
         table.add_row(
-            row["name"],
-            KEY_PREFIX + row["lookup_id"],
-            ",".join(row["scopes"]),
-            ",".join(row["queues"]) if row["queues"] is not None else "*",
-            _when(row["created_at"]),
-            _when(row["last_used_at"]),
-            _when(row["revoked_at"]),
+            row.name,
+            KEY_PREFIX + row.lookup_id,
+            ",".join(row.scopes),
+            ",".join(row.queues) if row.queues is not None else "*",
+            _when(row.created_at),
+            _when(row.last_used_at),
+            _when(row.revoked_at),
         )
     Console().print(table)
 
@@ -280,7 +287,7 @@ def keys_list() -> None:
 def keys_revoke(name: Annotated[str, typer.Argument(help="The key's name")]) -> None:
     """Revoke an API key: every running jobq refuses it at once."""
 
-    async def revoke() -> Row:
+    async def revoke() -> KeyRow:
         async with _keys() as keys:
             return await keys.revoke(name)
 
@@ -288,7 +295,7 @@ def keys_revoke(name: Annotated[str, typer.Argument(help="The key's name")]) -> 
         row = asyncio.run(revoke())
     except JobqError as error:
         raise _fail(error) from None
-    _err.print(f"Revoked API key {name!r} ({KEY_PREFIX}{row['lookup_id']}…).", highlight=False)
+    _err.print(f"Revoked API key {name!r} ({KEY_PREFIX}{row.lookup_id}…).", highlight=False)
 
 
 @cli.command()

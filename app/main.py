@@ -1,4 +1,5 @@
-"""The FastAPI application: wiring of settings, pool, service, reaper and routes."""
+"""The FastAPI application: wires settings, the pool, each domain's services, the
+maintenance loops and the routes together. The one module that knows every domain."""
 
 from __future__ import annotations
 
@@ -10,29 +11,18 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from app import __version__
+from app import __version__, health, jobs, keys, queues
 from app.api import openapi, problems
-from app.api.auth import KeyGate
 from app.api.body_limit import BodySizeLimit
 from app.api.middleware import RequestContext
-from app.api.routes import admin, health, jobs, keys, leases, queue_settings
-from app.api.routes import metrics as metrics_routes
-from app.api.routes import queues as queues_routes
 from app.core import metrics
 from app.core.config import Settings, get_settings
+from app.core.retry import Backoff
 from app.core.signals import on_shutdown_signal
+from app.db.database import Database
 from app.db.engine import create_engine, resolve_database_url
 from app.db.listener import DueListener
-from app.db.repository import JobsRepository
-from app.service.admin import AdminService
-from app.service.auth import Authenticator, is_loopback
-from app.service.jobs import JobService, backoff_from
-from app.service.maintenance import run_periodically
-from app.service.pruner import Pruner
-from app.service.queue_settings import QueueSettingsService
-from app.service.reaper import Reaper
-from app.service.stats import StatsService
-from app.service.wakeups import Wakeups
+from app.maintenance import MaintenanceRepository, Pruner, Reaper, run_periodically
 
 log = logging.getLogger("jobq")
 
@@ -63,11 +53,12 @@ def create_app(
         url = database_url or await resolve_database_url(settings)
         engine = create_engine(url, settings.db_pool_size)
         metrics.watch_pool(engine)
-        repo = JobsRepository(engine)
-        auth = Authenticator(
-            repo,
+        db = Database(engine)
+        app.state.db = db
+        auth = keys.Authenticator(
+            keys.KeysRepository(db),
             disabled=settings.auth == "disabled",
-            loopback=is_loopback(settings.host),
+            loopback=keys.is_loopback(settings.host),
             cache_seconds=settings.auth_cache_seconds,
         )
         try:
@@ -76,7 +67,7 @@ def create_app(
             await engine.dispose()
             raise
         app.state.auth = auth
-        wakeups = Wakeups(
+        wakeups = jobs.Wakeups(
             poll_seconds=settings.longpoll_poll_seconds,
             recheck_seconds=settings.longpoll_recheck_seconds,
         )
@@ -94,24 +85,25 @@ def create_app(
             url, on_due=wakeups.announce, on_state=listening, on_keys=auth.notified
         )
         tasks = [asyncio.create_task(listener.run())]
-        app.state.jobs = JobService(repo, settings, wakeups)
-        app.state.admin = AdminService(repo)
-        app.state.queue_settings = QueueSettingsService(repo)
+        app.state.jobs = jobs.JobServices.build(jobs.JobsRepository(db), settings, wakeups)
+        app.state.queues = queues.QueueServices.build(
+            queues.QueuesRepository(db), stats_refresh_seconds=settings.metrics_refresh_seconds
+        )
+        maintenance = MaintenanceRepository(db)
         app.state.reaper = Reaper(
-            repo,
-            backoff=backoff_from(settings),
+            maintenance,
+            backoff=Backoff.from_settings(settings),
             interval_seconds=settings.reaper_interval_seconds,
             batch_size=settings.reaper_batch_size,
         )
         app.state.pruner = Pruner(
-            repo,
+            maintenance,
             retain_succeeded_seconds=settings.retain_succeeded_seconds,
             retain_failed_seconds=settings.retain_failed_seconds,
             interval_seconds=settings.prune_interval_seconds,
             batch_size=settings.prune_batch_size,
         )
         app.state.background_reaper = app.state.reaper if run_maintenance else None
-        app.state.stats = StatsService(repo, refresh_seconds=settings.metrics_refresh_seconds)
         if run_maintenance:
             for name, service in (("reaper", app.state.reaper), ("pruner", app.state.pruner)):
                 loop = run_periodically(name, service.run_once, service.interval_seconds)
@@ -138,16 +130,21 @@ def create_app(
         lifespan=lifespan,
     )
     problems.install(app)
-    app.include_router(health.router)
-    app.include_router(jobs.router)
-    app.include_router(leases.router)
-    app.include_router(keys.router)
-    app.include_router(admin.router)
-    app.include_router(queue_settings.router)
-    app.include_router(queues_routes.router)
-    app.include_router(metrics_routes.router)
+    # In the order the OpenAPI document has always listed them.
+    for router in (
+        health.router,
+        jobs.routes.producers,
+        jobs.routes.workers,
+        keys.router,
+        jobs.routes.operators,
+        queues.routes.operators,
+        queues.routes.settings,
+        queues.routes.stats,
+        health.metrics_router,
+    ):
+        app.include_router(router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
-    app.add_middleware(KeyGate)  # a body without a valid key is never read
+    app.add_middleware(keys.KeyGate)  # a body without a valid key is never read
     app.add_middleware(RequestContext, access_log=settings.access_log)  # outermost: sees all
 
     def custom_openapi() -> dict[str, Any]:

@@ -507,9 +507,9 @@ BARE_INSERT = "INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id"
 
 def jobq_statement(name: str) -> tuple[str, tuple[str, ...]]:
     """One of jobq's named statements as asyncpg runs it: SQL with $n, parameter names."""
-    from app.db import queries
+    from app.jobs import repository
 
-    statement = getattr(queries, name)
+    statement = getattr(repository, name)
     return statement.sql, statement.names
 
 
@@ -559,7 +559,7 @@ class Bare(Load):
                 last = time.time()
 
         lease_sql, lease_names = jobq_statement("LEASE")
-        finish_sql, finish_names = jobq_statement("FINISH")
+        finish_sql, finish_names = jobq_statement("FINISH_MANY")
 
         async def jobq_sql(conn: asyncpg.Connection, number: int) -> None:
             nonlocal last

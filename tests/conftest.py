@@ -25,8 +25,7 @@ from app.db.embedded import quote_ident
 from app.db.migrate import upgrade
 from app.db.url import with_database
 from app.main import create_app
-from app.service.pruner import Pruner
-from app.service.reaper import Reaper
+from app.maintenance import Pruner, Reaper
 
 TEST_DATABASE = f"jobq_test_{os.getpid()}"  # concurrent runs never share one
 

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.service.admin import AdminService
-from app.service.reaper import Reaper
+from app.maintenance import Reaper
+from app.queues.service.admin import QueueAdmin
 from tests.helpers import assert_problem, enqueue, lease, lease_one
 
 SPEC = Path(__file__).resolve().parents[1] / "openapi" / "openapi.json"
@@ -458,7 +458,7 @@ async def test_purge_deletes_only_the_queued_jobs_of_the_queue(
 async def test_purge_works_in_batches(
     app: FastAPI, client: httpx.AsyncClient, db: asyncpg.Connection
 ) -> None:
-    admin: AdminService = app.state.admin
+    admin: QueueAdmin = app.state.queues.admin
     admin.purge_batch_size = 3
     batch = await client.post("/v1/queues/mail/jobs/batch", json={"jobs": [{"type": "t"}] * 10})
     assert batch.status_code == 201

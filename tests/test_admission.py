@@ -149,7 +149,7 @@ async def test_an_idempotent_replay_is_answered_even_when_full(
 async def test_a_refused_enqueue_is_one_statement(app: FastAPI, client: httpx.AsyncClient) -> None:
     await _set_max_backlog(client, "q", 1)
     await enqueue(client, "q")
-    repo = app.state.jobs._repo
+    repo = app.state.jobs.enqueue._repo
     calls: list[str] = []
     real_one, real_many = repo.enqueue_one, repo.enqueue_many
 

@@ -2,7 +2,7 @@
 to their key, queue rules, and no secret or payload in any log line.
 
 The matrix is generated from the app's route table: a route that declares no access rule
-(see app/api/auth.py), or that has no example request here, fails it.
+(see app/keys/access.py), or that has no example request here, fails it.
 """
 
 from __future__ import annotations
@@ -25,13 +25,23 @@ import uvicorn
 from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 
-from app.api.auth import Access, access_of, framework_paths, served_routes
 from app.core.config import Settings
 from app.core.logging import JsonFormatter
+from app.db.database import Database
 from app.db.engine import create_engine
-from app.db.repository import JobsRepository
+from app.keys import (
+    Access,
+    Authenticator,
+    AuthRequired,
+    Keys,
+    KeysRepository,
+    QueueRule,
+    access_of,
+    framework_paths,
+    mint,
+    served_routes,
+)
 from app.main import create_app
-from app.service.auth import Authenticator, AuthRequired, Keys, QueueRule, mint
 from tests.helpers import assert_problem
 
 REMOTE_PEER = ("203.0.113.7", 40000)  # TEST-NET-3: not this machine
@@ -48,7 +58,7 @@ async def create_key(
     """A key made as `jobq keys create` makes it: straight in the database."""
     engine = create_engine(database_url, 1)
     try:
-        key, _ = await Keys(JobsRepository(engine)).create(name, scopes, queues)
+        key, _ = await Keys(KeysRepository(Database(engine))).create(name, scopes, queues)
         return key
     finally:
         await engine.dispose()
@@ -58,7 +68,7 @@ async def revoke_key(database_url: str, name: str) -> None:
     """As `jobq keys revoke` does it."""
     engine = create_engine(database_url, 1)
     try:
-        await Keys(JobsRepository(engine)).revoke(name)
+        await Keys(KeysRepository(Database(engine))).revoke(name)
     finally:
         await engine.dispose()
 
@@ -154,7 +164,7 @@ def test_every_route_declares_exactly_one_access_rule() -> None:
     assert {("POST", "/v1/leases"), ("DELETE", "/v1/keys/{name}"), ("GET", "/docs")} <= set(table)
     assert len(table) >= 25
     undeclared = [route for route, need in table.items() if need is None]
-    assert undeclared == [], "declare access with a dependency from app/api/auth.py"
+    assert undeclared == [], "declare access with a dependency from app/keys/access.py"
 
 
 def test_the_openapi_document_asks_keyed_operations_for_the_bearer_key() -> None:
@@ -392,7 +402,7 @@ async def test_every_route_answers_every_kind_of_key_as_declared(
     matrix: Matrix, method: str, path: str
 ) -> None:
     need = decisions(matrix.service.app)[(method, path)]
-    assert need is not None, f"{method} {path} declares no access rule (see app/api/auth.py)"
+    assert need is not None, f"{method} {path} declares no access rule (see app/keys/access.py)"
     example = EXAMPLES.get((method, path))
     assert example is not None, f"add an example request for {method} {path} to EXAMPLES"
     wrong = []
@@ -506,14 +516,14 @@ async def test_concurrent_requests_share_one_key_lookup(
     service = await service_factory()
     repo = service.auth._repo
     lookups = 0
-    get_key = repo.get_key
+    get_key = repo.get
 
     async def counted(lookup_id: str) -> Any:
         nonlocal lookups
         lookups += 1
         return await get_key(lookup_id)
 
-    monkeypatch.setattr(repo, "get_key", counted)
+    monkeypatch.setattr(repo, "get", counted)
     responses = await asyncio.gather(
         *(service.remote.get("/v1/jobs", headers=bearer(key)) for _ in range(20))
     )

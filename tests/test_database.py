@@ -13,8 +13,8 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from app.core.config import Settings
-from app.db import queries
 from app.db.migrate import alembic_config, upgrade
+from app.jobs import repository as jobs_sql
 from app.main import create_app
 from tests.conftest import _drop, _recreate, plain
 from tests.helpers import assert_problem
@@ -86,7 +86,7 @@ def _scans(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _scans(child)
 
 
-@pytest.mark.parametrize("name", ["FINISH", "FINISH_ONE"])
+@pytest.mark.parametrize("name", ["FINISH_MANY", "FINISH_ONE"])
 async def test_a_cached_plan_finishes_each_ack_through_its_primary_key(
     db: asyncpg.Connection, name: str
 ) -> None:
@@ -101,7 +101,7 @@ async def test_a_cached_plan_finishes_each_ack_through_its_primary_key(
         """
     )
     await db.execute("ANALYZE jobq.jobs")
-    statement = getattr(queries, name)
+    statement = getattr(jobs_sql, name)
     await db.execute(f"PREPARE finish AS {statement.sql}")
     await db.execute("SET plan_cache_mode = force_generic_plan")
     nulls = ", ".join("NULL" for _ in statement.names)
@@ -131,7 +131,7 @@ async def test_a_cached_plan_updates_leased_jobs_through_their_primary_key(
         " SELECT 'q', 't', '{}', 5, 60 FROM generate_series(1, 2000)"
     )
     await db.execute("ANALYZE jobq.jobs")
-    await db.execute(f"PREPARE lease AS {queries.LEASE.sql}")
+    await db.execute(f"PREPARE lease AS {jobs_sql.LEASE.sql}")
     values = {
         "queues": "ARRAY['q']",
         "types": "ARRAY[]::text[]",
@@ -140,7 +140,7 @@ async def test_a_cached_plan_updates_leased_jobs_through_their_primary_key(
         "worker_id": "'w'",
         "key_id": "NULL",
     }
-    arguments = ", ".join(values[name] for name in queries.LEASE.names)
+    arguments = ", ".join(values[name] for name in jobs_sql.LEASE.names)
     try:
         for mode in ("force_custom_plan", "force_generic_plan"):
             await db.execute(f"SET plan_cache_mode = {mode}")
@@ -172,7 +172,7 @@ async def test_the_enqueue_statement_keeps_a_cached_generic_plan(db: asyncpg.Con
         " SELECT 'q', 't', '{}', 5, 60 FROM generate_series(1, 20000)"
     )
     await db.execute("ANALYZE jobq.jobs")
-    statement = queries.ENQUEUE_ONE
+    statement = jobs_sql.ENQUEUE_ONE
     await db.execute(f"PREPARE enqueue AS {statement.sql}")
     try:
         values = {"type": "'t'", "payload": "'{}'", "priority": "0", "run_at": "NULL",
@@ -210,7 +210,7 @@ async def test_leases_commit_without_a_flush_each_and_later_statements_stay_dura
     await db.execute("SELECT pg_stat_force_next_flush()")
     before = await db.fetchval(syncs)
     for _ in range(100):
-        assert len(await db.fetch(queries.LEASE.sql, *queries.LEASE.args(values))) == 1
+        assert len(await db.fetch(jobs_sql.LEASE.sql, *jobs_sql.LEASE.args(values))) == 1
     await db.execute("SELECT pg_stat_force_next_flush()")
     # A flush per lease would be 100 syncs; the WAL writer syncs a few times at most.
     assert await db.fetchval(syncs) - before < 50

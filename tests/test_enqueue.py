@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import httpx
 
-from app.service.pruner import Pruner
+from app.maintenance import Pruner
 from tests.helpers import assert_problem, enqueue, lease
 
 

@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.core.config import DEFAULT_MAX_JSON_DEPTH
-from app.schemas import AcksOut
+from app.jobs.schemas import AcksOut
 from tests.helpers import assert_problem, enqueue, lease, lease_one
 
 BOOM = {"error": {"type": "ValueError", "message": "boom", "details": {"line": 3}}}

@@ -42,7 +42,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from app.api.problems import PROBLEM_MEDIA_TYPE
-from app.schemas import MAX_WAIT_SECONDS
+from app.jobs.schemas import MAX_WAIT_SECONDS
 from tests.conftest import plain
 from tests.test_auth import create_key
 

@@ -87,7 +87,10 @@ def test_create_prints_the_key_alone_then_list_and_revoke_show_it() -> None:
     ("args", "message"),
     [
         (["--name", "dup", "--scopes", "read"], "already exists"),
-        (["--name", "x", "--scopes", "superuser"], "unknown: superuser"),
+        (
+            ["--name", "x", "--scopes", "superuser"],
+            "should be 'enqueue', 'work', 'read' or 'admin'",
+        ),
         (["--name", "x", "--scopes", "admin", "--queues", "emails"], "admin keys cannot"),
         (["--name", "x", "--scopes", "read", "--queues", "no spaces"], "queue names or patterns"),
         (["--name", "bad name", "--scopes", "read"], "letters, digits"),

@@ -12,10 +12,11 @@ import asyncpg
 import httpx
 from fastapi import FastAPI
 
+from app.db.database import Database
 from app.db.engine import create_engine
-from app.db.repository import JobsRepository
-from app.schemas import EnqueuedJob, JobOut, LeasesOut
-from app.service.reaper import Reaper
+from app.jobs.repository import JobsRepository
+from app.jobs.schemas import EnqueuedJob, JobOut, LeasesOut
+from app.maintenance import Reaper
 from tests.helpers import enqueue, lease, lease_one
 
 CLAIMERS = 12
@@ -119,7 +120,7 @@ async def test_each_lease_gets_a_new_token(
 
 async def _drain(repo: JobsRepository, seen: list[int], batch: int) -> None:
     while rows := await repo.lease(["race"], [], batch, None, "w"):
-        seen.extend(row["id"] for row in rows)
+        seen.extend(row.id for row in rows)
 
 
 async def test_concurrent_claimers_on_separate_connections_get_disjoint_jobs(
@@ -134,7 +135,7 @@ async def test_concurrent_claimers_on_separate_connections_get_disjoint_jobs(
     try:
         seen: list[int] = []
         await asyncio.gather(
-            *(_drain(JobsRepository(e), seen, 1 + n % 7) for n, e in enumerate(engines))
+            *(_drain(JobsRepository(Database(e)), seen, 1 + n % 7) for n, e in enumerate(engines))
         )
     finally:
         await asyncio.gather(*(e.dispose() for e in engines))

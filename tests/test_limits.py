@@ -19,8 +19,12 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 
 from app.core.config import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH, Settings
-from app.db import listener, queries
-from app.service.payloads import depth
+from app.db import listener
+from app.jobs import repository as jobs_sql
+from app.jobs.payloads import depth
+from app.keys import repository as keys_sql
+from app.maintenance import repository as maintenance_sql
+from app.queues import repository as queues_sql
 from tests.helpers import assert_problem, enqueue, lease_one
 
 REPO = Path(__file__).resolve().parents[1]
@@ -438,25 +442,29 @@ async def test_hostile_queue_names_are_refused_everywhere(
 def test_the_notify_channel_is_a_constant_and_queue_names_travel_as_data() -> None:
     assert re.fullmatch(r"[a-z_]+", listener.CHANNEL)
     assert re.fullmatch(r"[a-z_]+", listener.KEYS_CHANNEL)
-    statements = {name: value.sql for name, value in vars(queries).items() if hasattr(value, "sql")}
+    statements = {
+        f"{domain.__name__}.{name}": statement.sql
+        for domain in (jobs_sql, queues_sql, keys_sql, maintenance_sql)
+        for name, statement in domain.QUERIES.statements.items()
+    }
+    announcing = {name: sql for name, sql in statements.items() if "jobq.announce_due(" in sql}
     notifying = {name: sql for name, sql in statements.items() if "pg_notify" in sql}
-    assert notifying, "the announcing statements were not found"
+    assert announcing and notifying, "the announcing statements were not found"
+    for sql in announcing.values():
+        # A queue is a column's value, announced through the one function that notifies.
+        assert re.search(r"jobq\.announce_due\((queue|name), ", sql), sql
     for sql in notifying.values():
-        # The channel is a constant; a queue (or key id) is a column's value, in the payload.
-        channels = re.findall(r"pg_notify\(([^,]+),", sql)
-        assert channels in ([f"'{listener.CHANNEL}'"], [f"'{listener.KEYS_CHANNEL}'"]), sql
-        if channels == [f"'{listener.CHANNEL}'"]:
-            assert re.search(r"pg_notify\('jobq_due',\s+(queue|name) \|\| ' ' \|\|", sql), sql
-        else:
-            assert re.search(r"pg_notify\('jobq_keys', '\w+ ' \|\| lookup_id\)", sql), sql
+        # The channel is a constant; a key's lookup id is a column's value, in the payload.
+        assert re.findall(r"pg_notify\(([^,]+),", sql) == [f"'{listener.KEYS_CHANNEL}'"], sql
+        assert re.search(r"pg_notify\('jobq_keys', '\w+ ' \|\| lookup_id\)", sql), sql
+    # jobq.announce_due notifies the listener's channel, with the queue in the payload.
+    migration = (REPO / "alembic" / "versions" / "0008_sql_building_blocks.py").read_text()
+    assert f"pg_notify('{listener.CHANNEL}', concat_ws(' ', queue," in migration
     # No statement is built from a request value: each is fixed text with $n parameters,
     # and nowhere else in the app does SQL or LISTEN/NOTIFY take part of a name.
     for path in (REPO / "app").rglob("*.py"):
         text = path.read_text()
-        assert not re.search(r"\bNOTIFY\s+[^j]", text, re.IGNORECASE) or path.name in (
-            "listener.py",
-            "queries.py",
-        ), path
+        assert not re.search(r"\bNOTIFY\s+[^j]", text, re.IGNORECASE), path
         for call in re.findall(r"add_listener\(([^,]+),", text):
             assert call.strip() in ("CHANNEL", "KEYS_CHANNEL"), (path, call)
 

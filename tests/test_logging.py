@@ -16,8 +16,7 @@ from fastapi import FastAPI
 
 from app.core import logging as jobq_logging
 from app.core.logging import JsonFormatter
-from app.db.repository import MAINTENANCE_LOCK_KEY
-from app.service.reaper import Reaper
+from app.maintenance import MAINTENANCE_LOCK_KEY, Reaper
 from tests.helpers import enqueue, lease
 from tests.system.harness import parse_reaper_line
 

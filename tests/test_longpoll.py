@@ -12,7 +12,7 @@ import httpx
 from fastapi import FastAPI
 
 from app.db.listener import APPLICATION_NAME
-from app.service.wakeups import Wakeups
+from app.jobs.wakeups import Wakeups
 from tests.helpers import enqueue, lease
 
 WAIT = {"wait_seconds": 5}
@@ -168,9 +168,9 @@ async def test_without_the_listener_waiters_fall_back_to_polling(
 async def test_a_caller_that_went_away_is_handed_nothing(
     client: httpx.AsyncClient, app: FastAPI, db: asyncpg.Connection
 ) -> None:
-    from app.schemas import LeaseIn
+    from app.jobs.schemas import LeaseIn
 
-    service = app.state.jobs
+    service = app.state.jobs.leases
     request = LeaseIn(queues=["mail"], worker_id="gone", wait_seconds=5)
 
     async def gone() -> bool:

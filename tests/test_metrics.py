@@ -30,7 +30,7 @@ from sqlalchemy.engine import make_url
 from app.core import metrics
 from app.core.config import Settings
 from app.main import create_app
-from app.service.reaper import Reaper
+from app.maintenance import Reaper
 from tests.helpers import assert_problem, enqueue, lease
 
 REPO = Path(__file__).resolve().parents[1]
@@ -193,7 +193,7 @@ async def test_sql_gauges_are_read_at_most_once_per_refresh_interval(
     cached = await scrape(client)
     assert value(cached, "jobq_jobs", queue=q, state="queued") == 0  # the snapshot is cached
     assert value(cached, "jobq_jobs_enqueued_total", queue=q) == 1  # counters are live
-    app.state.stats.refresh_seconds = 0.2
+    app.state.queues.stats.refresh_seconds = 0.2
     await asyncio.sleep(0.3)
     assert value(await scrape(client), "jobq_jobs", queue=q, state="queued") == 1
 

@@ -14,7 +14,8 @@ import pytest
 from openapi_spec_validator import validate
 from pydantic import BaseModel
 
-from app import schemas
+from app.api.schemas import Problem
+from app.jobs import schemas
 
 SPEC = Path(__file__).resolve().parents[1] / "openapi" / "openapi.json"
 PROBLEM_REF = "#/components/schemas/Problem"
@@ -36,7 +37,7 @@ EXAMPLED = [
     schemas.JobOut,
     schemas.EnqueuedJob,
     schemas.LeaseOut,
-    schemas.Problem,
+    Problem,
 ]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from app.core.errors import PayloadTooLarge, ValidationFailed
-from app.service.payloads import encode, truncate_utf8
+from app.jobs.payloads import encode, truncate_utf8
 
 LOC = ("body", "payload")
 

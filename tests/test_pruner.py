@@ -9,8 +9,7 @@ import asyncpg
 import httpx
 from fastapi import FastAPI
 
-from app.db.repository import MAINTENANCE_LOCK_KEY
-from app.service.pruner import Pruner
+from app.maintenance import MAINTENANCE_LOCK_KEY, Pruner
 from tests.helpers import enqueue, lease_one
 
 HOUR = 3600

@@ -12,8 +12,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.db.repository import MAINTENANCE_LOCK_KEY
-from app.service.reaper import Reaper
+from app.maintenance import MAINTENANCE_LOCK_KEY, Reaper
 from tests.helpers import assert_problem, enqueue, lease, lease_one
 
 

@@ -11,7 +11,7 @@ import asyncpg
 import httpx
 import pytest
 
-from app.db import queries
+from app.queues import repository as queues_sql
 from tests.conftest import plain
 from tests.helpers import enqueue, lease
 
@@ -214,7 +214,7 @@ async def test_statistics_read_indexes_not_the_finished_history(
         " SELECT 'q1', 't', '{}', 5, 60 FROM generate_series(1, 20)"
     )
     await db.execute("ANALYZE jobq.jobs")
-    sql = getattr(queries, statement).sql
+    sql = getattr(queues_sql, statement).sql
     await db.execute(f"PREPARE stats AS {sql}")
     try:
         for mode in ("force_custom_plan", "force_generic_plan"):

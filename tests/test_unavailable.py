@@ -6,7 +6,7 @@ import asyncpg
 import pytest
 from sqlalchemy.exc import DBAPIError
 
-from app.db.repository import _unavailable
+from app.db.database import unavailable
 
 
 class Error(Exception):
@@ -35,8 +35,8 @@ def _chained(outer: BaseException, inner: BaseException) -> BaseException:
     ],
 )
 def test_outages_are_recognised_however_deep(cause: BaseException) -> None:
-    assert _unavailable(_wrapped(cause))
-    assert _unavailable(cause)
+    assert unavailable(_wrapped(cause))
+    assert unavailable(cause)
 
 
 @pytest.mark.parametrize(
@@ -48,4 +48,4 @@ def test_outages_are_recognised_however_deep(cause: BaseException) -> None:
     ],
 )
 def test_statement_errors_are_not_outages(cause: BaseException) -> None:
-    assert not _unavailable(_wrapped(cause))
+    assert not unavailable(_wrapped(cause))

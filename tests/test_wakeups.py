@@ -7,7 +7,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 
-from app.service.wakeups import Waiter, Wakeups
+from app.jobs.wakeups import Waiter, Wakeups
 
 
 def _wakeups() -> Wakeups:

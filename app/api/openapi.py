@@ -9,9 +9,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
-from app import schemas
 from app.api.problems import PROBLEM_MEDIA_TYPE
-from app.schemas import Problem
+from app.api.schemas import Problem
 
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 # Headers that come with some problem statuses.
@@ -78,12 +77,20 @@ def _document_common_errors(schema: dict[str, Any]) -> None:
                 responses.setdefault(status, {"description": HTTPStatus(int(status)).phrase})
 
 
+def _models(base: type[BaseModel] = BaseModel) -> list[type[BaseModel]]:
+    """Every pydantic model jobq defines, whichever domain's schemas it is in."""
+    found: list[type[BaseModel]] = []
+    for model in base.__subclasses__():
+        if model.__module__.startswith("app."):
+            found.append(model)
+        found.extend(_models(model))
+    return found
+
+
 def _keep_example_nulls(schema: dict[str, Any]) -> None:
     """Put the schemas' examples back as written: FastAPI drops their null fields."""
     components = schema.get("components", {}).get("schemas", {})
-    for name, model in vars(schemas).items():
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            continue
+    for model in _models():
         extra = model.model_config.get("json_schema_extra")
-        if name in components and isinstance(extra, dict) and "examples" in extra:
-            components[name]["examples"] = extra["examples"]
+        if model.__name__ in components and isinstance(extra, dict) and "examples" in extra:
+            components[model.__name__]["examples"] = extra["examples"]

@@ -32,7 +32,10 @@ raise them and know nothing of HTTP.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
+
+from app.core.names import PATTERN_RULES
 
 
 class JobqError(Exception):
@@ -123,6 +126,30 @@ class ValidationFailed(JobqError):
     def field(cls, loc: tuple[str | int, ...], msg: str, type_: str) -> ValidationFailed:
         """One offending field, in the same shape as a schema validation error."""
         return cls(msg, errors=[{"loc": list(loc), "msg": msg, "type": type_}])
+
+    @classmethod
+    def of(cls, errors: Iterable[Mapping[str, Any]], *, under: str) -> ValidationFailed:
+        """Pydantic's errors of a model validated outside a request, as if it had been the
+        request's `under` (e.g. "body"); the detail lists each field with its message."""
+        listed = [{**e, "loc": [under, *e["loc"]]} for e in field_errors(errors)]
+        detail = "; ".join(
+            f"{'.'.join(map(str, e['loc'][1:])) or under}: {e['msg']}" for e in listed
+        )
+        return cls(detail, errors=listed)
+
+
+def field_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Pydantic's errors as a problem lists them: only what the client needs, never the
+    offending input (it may be huge or secret); a name's pattern said in words."""
+    return [{"loc": list(e["loc"]), "msg": _message(e), "type": e["type"]} for e in errors]
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    if error["type"] == "string_pattern_mismatch":
+        rule = PATTERN_RULES.get(str((error.get("ctx") or {}).get("pattern")))
+        if rule is not None:
+            return rule
+    return str(error["msg"])
 
 
 class Unavailable(JobqError):

@@ -7,7 +7,7 @@ them: `jobq serve` then gives every worker one `PROMETHEUS_MULTIPROC_DIR` and ea
 scrape adds up all the workers' files (prometheus-client's multiprocess mode), so
 counters never jump between processes. Gauges read from SQL (jobs by state, queue
 age, table health) are the same from any process; `/metrics` adds them from a cached
-snapshot (see `app.service.stats`).
+snapshot (see `app.queues.service.stats`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,20 @@
-"""Named SQL written with `:name` parameters, run on asyncpg as `$n` prepared statements.
+"""Named SQL: `.sql` files of statements written with `:name` parameters, run on asyncpg
+as `$n` prepared statements.
+
+Each domain keeps its statements in one `queries.sql`, in this form:
+
+    -- name: lease
+    -- Claim up to `max_jobs` due jobs from the given queues for one worker.
+    WITH picked AS (...)
+    UPDATE jobq.jobs ...;
+
+A statement reads whole and runs in psql once its parameters are set there
+(`\\set max_jobs 10`, `\\set queues '''{emails}'''`: psql puts the value in as written).
+Comments stay in the file; the server gets the statement without them.
 
 The hot paths hand each statement straight to the pooled asyncpg connection: one
 round trip, prepared once per connection (asyncpg's statement cache), no SQLAlchemy
-execution or result layer per call. jsonb comes back decoded (the pool's connections
-carry SQLAlchemy's jsonb codec).
+execution or result layer per call.
 """
 
 from __future__ import annotations
@@ -11,16 +22,22 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 # `:name`, but not the second colon of a `::type` cast.
 _PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+# A comment to the end of the line, or a quoted literal or identifier (kept as it is).
+_COMMENT_OR_QUOTED = re.compile(r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+_HEADER = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
 class Statement:
     """A statement in asyncpg's form, and the names of its `$1`, `$2`, … parameters."""
 
+    name: str
+    purpose: str
     sql: str
     names: tuple[str, ...]
 
@@ -29,14 +46,63 @@ class Statement:
         return [params[name] for name in self.names]
 
 
-def sql(text: str) -> Statement:
+def _without_comments(text: str) -> str:
+    def keep_quoted(match: re.Match[str]) -> str:
+        return "" if match.group(0).startswith("--") else match.group(0)
+
+    stripped = _COMMENT_OR_QUOTED.sub(keep_quoted, text)
+    return "\n".join(line.rstrip() for line in stripped.splitlines() if line.strip())
+
+
+def compile_sql(name: str, text: str, purpose: str = "") -> Statement:
     """Compile `text`'s `:name` parameters to `$n`, a name used twice keeping its number."""
     names: list[str] = []
 
     def number(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in names:
-            names.append(name)
-        return f"${names.index(name) + 1}"
+        parameter = match.group(1)
+        if parameter not in names:
+            names.append(parameter)
+        return f"${names.index(parameter) + 1}"
 
-    return Statement(_PARAMETER.sub(number, text), tuple(names))
+    def parameters(match: re.Match[str]) -> str:
+        quoted = match.group(0)
+        return quoted if quoted[0] in "'\"" else _PARAMETER.sub(number, quoted)
+
+    body = _without_comments(text).rstrip().removesuffix(";")
+    # Parameters outside quoted text only.
+    compiled = re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[^'\"]+", parameters, body)
+    return Statement(name, purpose, compiled, tuple(names))
+
+
+def load(path: Path) -> dict[str, Statement]:
+    """Every statement of a `.sql` file, by name (see the module docstring for the form)."""
+    text = path.read_text(encoding="utf-8")
+    headers = list(_HEADER.finditer(text))
+    statements: dict[str, Statement] = {}
+    for header, following in zip(headers, [*headers[1:], None], strict=True):
+        name = header.group(1)
+        chunk = text[header.end() : following.start() if following else len(text)]
+        lines = chunk.strip("\n").splitlines()
+        purpose_lines = []
+        while lines and lines[0].startswith("--"):
+            purpose_lines.append(lines.pop(0).removeprefix("--").strip())
+        if name in statements:
+            raise ValueError(f"{path.name}: statement {name!r} is defined twice")
+        if not purpose_lines:
+            raise ValueError(f"{path.name}: statement {name!r} has no one-line purpose")
+        statements[name] = compile_sql(name, "\n".join(lines), " ".join(purpose_lines))
+    return statements
+
+
+class Queries:
+    """The statements of one `.sql` file; `queries["lease"]` fails at import for a typo."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.statements = load(path)
+
+    def __getitem__(self, name: str) -> Statement:
+        try:
+            return self.statements[name]
+        except KeyError:
+            raise KeyError(f"{self.path.name} has no statement {name!r}") from None

@@ -1,0 +1,66 @@
+"""Field types every domain's request schemas share: strict JSON numbers and timestamps,
+text PostgreSQL can store, names.
+
+Formats and hard bounds live in the schemas, so they appear in the OpenAPI document;
+limits an operator may tune (payload size, batch sizes, longest lease) are settings,
+checked by the services.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    StringConstraints,
+)
+from pydantic_core import PydanticCustomError
+
+from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN
+
+
+def _storable(value: str) -> str:
+    """PostgreSQL text holds neither NUL characters nor unpaired surrogates."""
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode (no unpaired surrogates)") from None
+    return value
+
+
+Storable = AfterValidator(_storable)
+
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=255), Storable]
+
+
+def _json_number(value: Any) -> Any:
+    """Numbers in bodies are JSON numbers: lax parsing would read `true` as 1 and "5" as 5."""
+    if isinstance(value, bool | str):
+        raise PydanticCustomError("number_type", "Input should be a JSON number")
+    return value
+
+
+JsonNumber = BeforeValidator(_json_number)
+
+
+def _json_timestamp(value: Any) -> Any:
+    """Times in bodies are RFC 3339 text: lax parsing would read a number as Unix time."""
+    if not isinstance(value, str):
+        raise PydanticCustomError("datetime_type", "Input should be an RFC 3339 timestamp")
+    return value
+
+
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_json_timestamp)]
+
+
+class Strict(BaseModel):
+    """Unknown fields are refused, so a typo (`priorty`) is an error, not a silent default."""
+
+    model_config = ConfigDict(extra="forbid")

@@ -1,0 +1,120 @@
+"""The pool as the repositories use it: named statements in, asyncpg records out.
+
+Driver errors are translated here, once: a database that cannot be reached becomes
+`DatabaseUnavailable`, which the API answers with 503. Repositories build typed rows
+from the records; nothing above them reads a record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+from sqlalchemy.exc import DBAPIError, InterfaceError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.core.errors import DatabaseUnavailable
+from app.db.statement import Statement
+
+# asyncpg's names for "the server went away, is starting, is stopping, or is full".
+_UNAVAILABLE_ERRORS = frozenset(
+    {
+        "CannotConnectNowError",
+        "ConnectionDoesNotExistError",
+        "AdminShutdownError",
+        "CrashShutdownError",
+        "ConnectionFailureError",
+        "TooManyConnectionsError",
+        # asyncpg's protocol state broken by a server that went away mid-statement
+        "InternalClientError",
+    }
+)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it wraps: SQLAlchemy's error, its DB-API adapter's, asyncpg's, the OS's."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        wrapped = getattr(current, "orig", None)
+        current = wrapped if isinstance(wrapped, BaseException) else current.__cause__
+    return chain
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Is this error the database being out of reach, rather than a bad statement?"""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return any(
+        isinstance(e, PoolTimeout | OSError | asyncio.TimeoutError | InterfaceError)
+        or type(e).__name__ in _UNAVAILABLE_ERRORS
+        for e in _causes(exc)
+    )
+
+
+class Database:
+    """Runs named statements on pooled connections."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection, as the asyncpg connection under SQLAlchemy's adapter.
+
+        A connection that broke under a statement is invalidated (the pool opens a new
+        one); an unreachable database becomes `DatabaseUnavailable`.
+        """
+        try:
+            async with self.engine.connect() as conn:
+                pooled = await conn.get_raw_connection()
+                driver = pooled.driver_connection
+                assert isinstance(driver, asyncpg.Connection)
+                try:
+                    yield driver
+                except Exception as exc:
+                    if driver.is_closed() or unavailable(exc):
+                        await conn.invalidate(exc)
+                        raise DatabaseUnavailable() from exc
+                    raise
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:
+            if unavailable(exc):
+                raise DatabaseUnavailable() from exc
+            raise
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection inside a transaction, committed when the block ends."""
+        async with self.connection() as conn, conn.transaction():
+            yield conn
+
+    async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[asyncpg.Record]:
+        """Every row `statement` returns."""
+        async with self.connection() as conn:
+            return await conn.fetch(statement.sql, *statement.args(params))
+
+    async def ping(self) -> None:
+        """Raise `DatabaseUnavailable` unless the database answers."""
+        async with self.connection() as conn:
+            await conn.execute("SELECT 1")
+
+    async def fetch_one(
+        self, statement: Statement, params: dict[str, Any]
+    ) -> asyncpg.Record | None:
+        """The first row `statement` returns, if any."""
+        rows = await self.fetch(statement, params)
+        return rows[0] if rows else None
+
+
+async def fetch_in(
+    conn: asyncpg.Connection, statement: Statement, params: dict[str, Any]
+) -> list[asyncpg.Record]:
+    """Every row `statement` returns, on a connection a repository already holds."""
+    return await conn.fetch(statement.sql, *statement.args(params))

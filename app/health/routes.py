@@ -1,0 +1,76 @@
+"""Liveness, readiness and metrics: the service as a whole."""
+
+from __future__ import annotations
+
+from typing import Annotated, cast
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from app.api.openapi import problems
+from app.api.schemas import Health
+from app.core import metrics
+from app.core.errors import ReaperStalled
+from app.db.database import Database
+from app.keys import Anyone, LocalOrAnyKey
+from app.maintenance import Reaper
+from app.queues import QueueServices, metric_families
+
+router = APIRouter(tags=["health"])
+metrics_router = APIRouter(tags=["health"])  # listed last in the OpenAPI document
+
+
+async def _database(request: Request) -> Database:
+    return cast(Database, request.app.state.db)
+
+
+async def _reaper(request: Request) -> Reaper | None:
+    """The reaper, when this process runs one in the background."""
+    return cast(Reaper | None, request.app.state.background_reaper)
+
+
+async def _queues(request: Request) -> QueueServices:
+    return cast(QueueServices, request.app.state.queues)
+
+
+@router.get("/healthz", operation_id="checkHealth", response_model=Health)
+async def healthz(_access: Anyone) -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get(
+    "/readyz",
+    operation_id="checkReadiness",
+    response_model=Health,
+    responses=problems(401, 503),
+)
+async def readyz(
+    _access: LocalOrAnyKey,
+    db: Annotated[Database, Depends(_database)],
+    reaper: Annotated[Reaper | None, Depends(_reaper)],
+) -> dict[str, str]:
+    """The database answers and the reaper is keeping up: send traffic here.
+
+    Open to peers on loopback; others need an API key (any scope).
+    """
+    await db.ping()
+    if reaper is not None and not reaper.on_time:
+        raise ReaperStalled("no reaper pass finished in the last 3 intervals")
+    return {"status": "ok"}
+
+
+@metrics_router.get(
+    "/metrics",
+    operation_id="getMetrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **problems(401)},
+)
+async def get_metrics(
+    _access: LocalOrAnyKey, queues: Annotated[QueueServices, Depends(_queues)]
+) -> Response:
+    """Prometheus metrics (text exposition format); SQL gauges refresh every few seconds.
+
+    Open to peers on loopback; others need an API key (any scope).
+    """
+    snapshot = await queues.stats.snapshot()
+    return Response(metrics.render(metric_families(snapshot)), media_type=metrics.CONTENT_TYPE)

@@ -1,0 +1,162 @@
+"""Runs the queue core's named SQL (`queries.sql`) and hands back typed rows. Knows no rules."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from app.core.retry import Backoff
+from app.db.database import Database
+from app.db.statement import Queries
+from app.jobs.rows import BatchItem, Beat, Enqueued, FinishedBrief, JobRow, Refused
+
+QUERIES = Queries(Path(__file__).with_name("queries.sql"))
+ENQUEUE_ONE = QUERIES["enqueue_one"]
+ENQUEUE_MANY = QUERIES["enqueue_many"]
+LEASE = QUERIES["lease"]
+HEARTBEAT = QUERIES["heartbeat"]
+FINISH_ONE = QUERIES["finish_one"]
+FINISH_MANY = QUERIES["finish_many"]
+GET_JOB = QUERIES["get_job"]
+GET_JOBS = QUERIES["get_jobs"]
+LIST_JOBS = QUERIES["list_jobs"]
+CANCEL_JOB = QUERIES["cancel_job"]
+RETRY_JOB = QUERIES["retry_job"]
+DELETE_JOB = QUERIES["delete_job"]
+
+
+class JobsRepository:
+    """The jobs table, one method per named statement."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # ---- producers ---------------------------------------------------------------
+
+    async def enqueue_one(self, params: dict[str, Any]) -> Enqueued | Refused | None:
+        """The job (new or holding the key), the refusal, or None: the key changed hands
+        after the statement's snapshot (try again)."""
+        record = await self._db.fetch_one(ENQUEUE_ONE, params)
+        assert record is not None  # the statement always answers one row
+        if record["id"] is not None:  # a replay is answered even when the queue is full
+            return Enqueued(JobRow.of(record, start=1), record["deduplicated"])
+        if record["refused_max_backlog"] is not None:
+            return Refused(record["refused_max_backlog"], record["refused_backlog"])
+        return None
+
+    async def enqueue_many(
+        self, queue: str, columns: dict[str, list[Any]]
+    ) -> list[BatchItem] | Refused:
+        """One item per input row, in order; or the refusal of the whole batch."""
+        records = await self._db.fetch(ENQUEUE_MANY, {"queue": queue, **columns})
+        if records and records[0]["refused_max_backlog"] is not None:
+            first = records[0]
+            return Refused(
+                first["refused_max_backlog"], first["refused_backlog"], first["refused_new_jobs"]
+            )
+        return [BatchItem(r["ord"], r["id"], r["state"], r["deduplicated"]) for r in records]
+
+    # ---- workers -------------------------------------------------------------------
+
+    async def lease(
+        self,
+        queues: list[str],
+        types: list[str],
+        max_jobs: int,
+        lease_seconds: int | None,
+        worker_id: str,
+        key_id: int | None = None,
+    ) -> list[JobRow]:
+        records = await self._db.fetch(
+            LEASE,
+            {
+                "queues": queues,
+                "types": types,
+                "max_jobs": max_jobs,
+                "lease_seconds": lease_seconds,
+                "worker_id": worker_id,
+                "key_id": key_id,
+            },
+        )
+        return [JobRow(*record) for record in records]
+
+    async def heartbeat(self, params: dict[str, Any]) -> Beat | None:
+        """None when the lease is not live (or not this key's)."""
+        record = await self._db.fetch_one(HEARTBEAT, {"key_id": None, **params})
+        if record is None:
+            return None
+        return Beat(record["written"], record["lease_expires_at"], record["cancel_requested"])
+
+    async def finish_one(
+        self, params: dict[str, Any], backoff: Backoff, key_id: int | None = None
+    ) -> JobRow | None:
+        """The whole job, finished; None when the lease matched no live lease of this key."""
+        record = await self._db.fetch_one(
+            FINISH_ONE, {**params, **backoff.params(), "key_id": key_id}
+        )
+        return None if record is None else JobRow.of(record, start=1)
+
+    async def finish_many(
+        self, columns: dict[str, list[Any]], backoff: Backoff, key_id: int | None = None
+    ) -> list[FinishedBrief]:
+        """The jobs finished, in brief (`ord` is the ack's 1-based place in `columns`)."""
+        records = await self._db.fetch(
+            FINISH_MANY, {**columns, **backoff.params(), "key_id": key_id}
+        )
+        return [FinishedBrief(*record) for record in records]
+
+    # ---- readers -------------------------------------------------------------------
+
+    async def get(self, job_id: int) -> JobRow | None:
+        record = await self._db.fetch_one(GET_JOB, {"job_id": job_id})
+        return None if record is None else JobRow(*record)
+
+    async def get_many(self, job_ids: list[int]) -> list[JobRow]:
+        return [JobRow(*r) for r in await self._db.fetch(GET_JOBS, {"job_ids": job_ids})]
+
+    async def list(
+        self,
+        *,
+        queue: str | None,
+        state: str | None,
+        type_: str | None,
+        after: int,
+        limit: int,
+        allowed: tuple[list[str], list[str]] | None = None,
+    ) -> list[JobRow]:
+        """`allowed`: (queue names, LIKE patterns) to limit the page to; None: every queue."""
+        names, patterns = allowed if allowed is not None else (None, None)
+        records = await self._db.fetch(
+            LIST_JOBS,
+            {
+                "queue": queue,
+                "state": state,
+                "type": type_,
+                "after": after,
+                "limit": limit,
+                "allowed_names": names,
+                "allowed_patterns": patterns,
+            },
+        )
+        return [JobRow(*record) for record in records]
+
+    # ---- operators -----------------------------------------------------------------
+
+    async def cancel(self, job_id: int) -> JobRow | None:
+        """The job, cancelled or flagged; None when it is neither queued nor running."""
+        record = await self._db.fetch_one(CANCEL_JOB, {"job_id": job_id})
+        return None if record is None else JobRow(*record)
+
+    async def retry(
+        self, job_id: int, *, reset_attempts: bool, run_at: datetime | None
+    ) -> JobRow | None:
+        """The job, queued again; None when it is neither failed nor cancelled."""
+        record = await self._db.fetch_one(
+            RETRY_JOB, {"job_id": job_id, "reset_attempts": reset_attempts, "run_at": run_at}
+        )
+        return None if record is None else JobRow(*record)
+
+    async def delete(self, job_id: int) -> bool:
+        """Whether the job was deleted (it existed and was not running)."""
+        return await self._db.fetch_one(DELETE_JOB, {"job_id": job_id}) is not None

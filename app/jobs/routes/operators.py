@@ -1,0 +1,60 @@
+"""Operators: cancel, retry and delete a job (the `admin` scope)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Response
+
+from app.api.openapi import problems
+from app.api.params import JobIdPath
+from app.jobs import views
+from app.jobs.routes.deps import JobsDep
+from app.jobs.schemas import JobOut, RetryIn
+from app.keys import AdminCaller
+
+router = APIRouter(prefix="/v1", tags=["admin"], responses=problems(401, 403))
+
+
+@router.post(
+    "/jobs/{job_id}/cancel",
+    operation_id="cancelJob",
+    response_model=JobOut,
+    responses=problems(404, 409, 422),
+)
+async def cancel_job(_caller: AdminCaller, job_id: JobIdPath, jobs: JobsDep) -> dict[str, Any]:
+    """Cancel a job: a queued one at once, a running one when its worker stops."""
+    return views.job(await jobs.admin.cancel(job_id))
+
+
+@router.post(
+    "/jobs/{job_id}/retry",
+    operation_id="retryJob",
+    response_model=JobOut,
+    responses=problems(400, 404, 409, 413, 422),
+)
+async def retry_job(
+    _caller: AdminCaller,
+    job_id: JobIdPath,
+    jobs: JobsDep,
+    request: Annotated[RetryIn | None, Body()] = None,
+) -> dict[str, Any]:
+    """Send a failed or cancelled job back to the queue."""
+    request = request or RetryIn()
+    job = await jobs.admin.retry(
+        job_id, reset_attempts=request.reset_attempts, run_at=request.run_at
+    )
+    return views.job(job)
+
+
+@router.delete(
+    "/jobs/{job_id}",
+    operation_id="deleteJob",
+    status_code=204,
+    response_class=Response,
+    responses=problems(404, 409, 422),
+)
+async def delete_job(_caller: AdminCaller, job_id: JobIdPath, jobs: JobsDep) -> Response:
+    """Delete a job that is not running."""
+    await jobs.admin.delete(job_id)
+    return Response(status_code=204)

@@ -1,0 +1,103 @@
+"""Producers and readers: enqueue jobs, look at them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Response
+
+from app.api.openapi import problems
+from app.api.params import JobIdPath, QueuePath
+from app.core.names import MAX_BIGINT, MAX_NAME_LENGTH, NAME_PATTERN
+from app.jobs import views
+from app.jobs.routes.deps import JobsDep
+from app.jobs.schemas import (
+    DEFAULT_LIST_LIMIT,
+    MAX_LIST_LIMIT,
+    BatchIn,
+    BatchOut,
+    EnqueuedJob,
+    IdempotencyKey,
+    JobIn,
+    JobOut,
+    JobsPage,
+    JobState,
+)
+from app.keys import EnqueueCaller, ReadCaller
+
+router = APIRouter(prefix="/v1", tags=["jobs"])
+
+
+@router.post(
+    "/queues/{queue}/jobs",
+    operation_id="enqueueJob",
+    status_code=201,
+    response_model=EnqueuedJob,
+    responses={
+        200: {"model": EnqueuedJob, "description": "A job already had this key: that job."},
+        **problems(400, 401, 403, 413, 422, 429),
+    },
+)
+async def enqueue_job(
+    caller: EnqueueCaller,
+    queue: QueuePath,
+    job: JobIn,
+    jobs: JobsDep,
+    idempotency_key: Annotated[IdempotencyKey | None, Header()] = None,
+) -> Response:
+    """Enqueue a job."""
+    caller.require_queues([queue])
+    return views.enqueued(await jobs.enqueue.one(queue, job, idempotency_key))
+
+
+@router.post(
+    "/queues/{queue}/jobs/batch",
+    operation_id="enqueueJobs",
+    status_code=201,
+    response_model=BatchOut,
+    responses=problems(400, 401, 403, 413, 422, 429),
+)
+async def enqueue_jobs(
+    caller: EnqueueCaller, queue: QueuePath, batch: BatchIn, jobs: JobsDep
+) -> dict[str, Any]:
+    """Enqueue up to 1000 jobs in one call; answers in request order."""
+    caller.require_queues([queue])
+    return views.batch(await jobs.enqueue.batch(queue, batch.jobs))
+
+
+@router.get(
+    "/jobs/{job_id}",
+    operation_id="getJob",
+    response_model=JobOut,
+    responses=problems(401, 403, 404, 422),
+)
+async def get_job(caller: ReadCaller, job_id: JobIdPath, jobs: JobsDep) -> dict[str, Any]:
+    """Get a job with its progress, result, errors and attempts."""
+    job = await jobs.reads.get(job_id)
+    caller.require_queues([job.queue])
+    return views.job(job)
+
+
+@router.get(
+    "/jobs", operation_id="listJobs", response_model=JobsPage, responses=problems(401, 403, 422)
+)
+async def list_jobs(
+    caller: ReadCaller,
+    jobs: JobsDep,
+    queue: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)] = None,
+    state: JobState | None = None,
+    type: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
+    after: Annotated[int, Query(ge=0, le=MAX_BIGINT, description="Last id seen.")] = 0,
+) -> dict[str, Any]:
+    """List jobs by id, filtered, a page at a time.
+
+    A key limited to some queues sees only their jobs; naming another queue is 403.
+    """
+    if queue is not None:
+        caller.require_queues([queue])
+    allowed = caller.queues.sql() if caller.queues is not None else None
+    rows = await jobs.reads.page(
+        queue=queue, state=state, type_=type, after=after, limit=limit, allowed=allowed
+    )
+    return views.page(rows, limit)

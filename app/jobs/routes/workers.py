@@ -1,0 +1,105 @@
+"""Workers: lease jobs, heartbeat, complete or fail them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Request, Response
+
+from app.api.openapi import problems
+from app.jobs import views
+from app.jobs.routes.deps import JobsDep
+from app.jobs.schemas import (
+    AcksIn,
+    AcksOut,
+    CompleteIn,
+    FailIn,
+    HeartbeatIn,
+    HeartbeatOut,
+    JobOut,
+    LeaseIn,
+    LeasesOut,
+)
+from app.keys import WorkCaller
+
+router = APIRouter(prefix="/v1", tags=["leases"])
+
+LeasePath = Annotated[str, Path(max_length=100, description="The lease's token.")]
+
+
+@router.post(
+    "/leases",
+    operation_id="leaseJobs",
+    response_model=LeasesOut,
+    responses=problems(400, 401, 403, 413, 422),
+)
+async def lease_jobs(
+    caller: WorkCaller, request: LeaseIn, jobs: JobsDep, http: Request
+) -> Response:
+    """Lease up to `max_jobs` due jobs, highest priority first; `[]` when none is due.
+
+    With `wait_seconds`, waits for a job to arrive when none is due (long poll). The
+    leases belong to the API key that took them: no other key may heartbeat or finish them.
+    """
+    caller.require_queues(request.queues)
+    return views.leases(
+        await jobs.leases.lease(request, abandoned=http.is_disconnected, key_id=caller.key_id)
+    )
+
+
+@router.post(
+    "/leases/{lease_id}/heartbeat",
+    operation_id="heartbeatLease",
+    response_model=HeartbeatOut,
+    responses=problems(400, 401, 403, 404, 409, 413, 422),
+)
+async def heartbeat_lease(
+    caller: WorkCaller,
+    lease_id: LeasePath,
+    jobs: JobsDep,
+    request: Annotated[HeartbeatIn | None, Body()] = None,
+) -> dict[str, Any]:
+    """Extend a lease from now and report progress; says whether cancellation was requested."""
+    beat = await jobs.leases.heartbeat(lease_id, request or HeartbeatIn(), caller.key_id)
+    return views.heartbeat(beat)
+
+
+@router.post(
+    "/leases/{lease_id}/complete",
+    operation_id="completeLease",
+    response_model=JobOut,
+    responses=problems(400, 401, 403, 404, 409, 413, 422),
+)
+async def complete_lease(
+    caller: WorkCaller,
+    lease_id: LeasePath,
+    jobs: JobsDep,
+    request: Annotated[CompleteIn | None, Body()] = None,
+) -> Response:
+    """Mark the leased job succeeded, with its result."""
+    job = await jobs.acks.complete(lease_id, request or CompleteIn(), caller.key_id)
+    return views.job_answer(job)
+
+
+@router.post(
+    "/leases/{lease_id}/fail",
+    operation_id="failLease",
+    response_model=JobOut,
+    responses=problems(400, 401, 403, 404, 409, 413, 422),
+)
+async def fail_lease(
+    caller: WorkCaller, lease_id: LeasePath, request: FailIn, jobs: JobsDep
+) -> Response:
+    """Record a failed attempt: retried after a backoff, or `failed` when no try is left."""
+    return views.job_answer(await jobs.acks.fail(lease_id, request, caller.key_id))
+
+
+@router.post(
+    "/acks",
+    operation_id="ackLeases",
+    response_model=AcksOut,
+    responses=problems(400, 401, 403, 413, 422),
+)
+async def ack_leases(caller: WorkCaller, request: AcksIn, jobs: JobsDep) -> Response:
+    """Complete or fail up to 1000 leases in one call; one result per ack, in order."""
+    return views.acks(await jobs.acks.finish(request.acks, caller.key_id))

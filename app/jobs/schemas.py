@@ -1,0 +1,421 @@
+"""The queue core's JSON shapes: jobs to enqueue, leases, heartbeats, acks, and the job
+as clients see it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from app.api.types import JsonNumber, Name, ShortText, Storable, Strict, Timestamp
+from app.core.config import (
+    DEFAULT_MAX_ACK_BATCH,
+    DEFAULT_MAX_ENQUEUE_BATCH,
+    DEFAULT_MAX_LEASE_BATCH,
+    MAX_LEASE_SECONDS,
+)
+
+MAX_DELAY_SECONDS = 366 * 24 * 3600
+MAX_ATTEMPTS_LIMIT = 1000
+MAX_QUEUES_PER_LEASE = 100
+MAX_WAIT_SECONDS = 30
+MAX_LIST_LIMIT = 500
+DEFAULT_LIST_LIMIT = 100
+MAX_ERROR_MESSAGE_CHARS = 1024 * 1024  # accepted, then truncated to the byte limit
+
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+IdempotencyKey = ShortText
+WorkerId = ShortText
+Stage = ShortText
+ErrorType = ShortText
+Message = Annotated[str, StringConstraints(min_length=1, max_length=4096), Storable]
+ErrorMessage = Annotated[str, StringConstraints(max_length=MAX_ERROR_MESSAGE_CHARS), Storable]
+
+Priority = Annotated[int, Field(ge=-32768, le=32767), JsonNumber]
+LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS), JsonNumber]
+DelaySeconds = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS), JsonNumber]
+
+
+# ---- requests ------------------------------------------------------------------------
+
+
+class JobIn(Strict):
+    """A job to enqueue."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "send_email",
+                    "payload": {"to": "ada@example.com", "template": "welcome"},
+                    "priority": 10,
+                    "max_attempts": 5,
+                    "idempotency_key": "welcome-ada",
+                }
+            ]
+        }
+    )
+
+    type: Name
+    payload: Any = None
+    priority: Priority = 0
+    run_at: Timestamp | None = Field(default=None, description="Not before this time.")
+    delay_seconds: DelaySeconds | None = Field(default=None, description="Not before now + this.")
+    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), JsonNumber] | None = Field(
+        default=None, description="Default 5."
+    )
+    lease_seconds: LeaseSeconds | None = Field(default=None, description="Default 60.")
+    idempotency_key: IdempotencyKey | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_start_time(self) -> JobIn:
+        if self.run_at is not None and self.delay_seconds is not None:
+            raise ValueError("give run_at or delay_seconds, not both")
+        return self
+
+
+class BatchIn(Strict):
+    """Several jobs for one queue, enqueued in one round trip."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "jobs": [
+                        {"type": "send_email", "payload": {"to": "grace@example.com"}},
+                        {"type": "send_email", "payload": {"to": "alan@example.com"}},
+                    ]
+                }
+            ]
+        }
+    )
+
+    jobs: list[JobIn] = Field(min_length=1, max_length=DEFAULT_MAX_ENQUEUE_BATCH)
+
+
+class LeaseIn(Strict):
+    """What a worker asks for."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"queues": ["emails"], "max_jobs": 10, "wait_seconds": 20, "worker_id": "worker-1"}
+            ]
+        }
+    )
+
+    queues: list[Name] = Field(min_length=1, max_length=MAX_QUEUES_PER_LEASE)
+    types: list[Name] = Field(default_factory=list, max_length=MAX_QUEUES_PER_LEASE)
+    max_jobs: Annotated[int, JsonNumber] = Field(default=1, ge=1, le=DEFAULT_MAX_LEASE_BATCH)
+    lease_seconds: LeaseSeconds | None = None
+    wait_seconds: Annotated[float, JsonNumber] = Field(
+        default=0,
+        ge=0,
+        le=MAX_WAIT_SECONDS,
+        description="When no job is due, wait up to this long for one (long poll).",
+    )
+    worker_id: WorkerId
+
+
+class ProgressIn(Strict):
+    """How far the worker got."""
+
+    percent: Annotated[float, Field(ge=0, le=100), JsonNumber] | None = None
+    stage: Stage | None = None
+    message: Message | None = None
+
+
+class HeartbeatIn(Strict):
+    """Keep a lease alive, optionally reporting progress."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"extend_seconds": 120, "progress": {"percent": 50, "stage": "rendering"}}]
+        }
+    )
+
+    extend_seconds: LeaseSeconds | None = Field(
+        default=None, description="New lease length from now; default: the lease's length."
+    )
+    progress: ProgressIn | None = None
+
+
+class ErrorIn(Strict):
+    """Why an attempt failed."""
+
+    type: ErrorType
+    message: ErrorMessage = ""
+    details: Any = None
+
+
+class CompleteIn(Strict):
+    """The job's result."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"result": {"message_id": "msg-1"}}]})
+
+    result: Any = None
+
+
+class FailIn(Strict):
+    """An attempt that failed."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"error": {"type": "TimeoutError", "message": "SMTP timed out"}, "retryable": True}
+            ]
+        }
+    )
+
+    error: ErrorIn
+    retryable: bool = Field(default=True, strict=True)
+    retry_after_seconds: DelaySeconds | None = None
+
+
+class AckComplete(CompleteIn):
+    """Complete one lease, inside a batch."""
+
+    lease_id: str = Field(max_length=100)
+    outcome: Literal["complete"]
+
+
+class AckFail(FailIn):
+    """Fail one lease, inside a batch."""
+
+    lease_id: str = Field(max_length=100)
+    outcome: Literal["fail"]
+
+
+Ack = Annotated[AckComplete | AckFail, Field(discriminator="outcome")]
+
+
+class AcksIn(Strict):
+    """Many completions and failures, in one round trip."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "acks": [
+                        {
+                            "lease_id": "4-07ff06259c5e4b7c9d1e0f2a3b4c5d6e",
+                            "outcome": "complete",
+                            "result": {"message_id": "msg-3"},
+                        },
+                        {
+                            "lease_id": "3-ce244a58f1e2d3c4b5a69788a7b6c5d4",
+                            "outcome": "fail",
+                            "error": {"type": "SMTPTimeout", "message": "timed out"},
+                        },
+                    ]
+                }
+            ]
+        }
+    )
+
+    acks: list[Ack] = Field(min_length=1, max_length=DEFAULT_MAX_ACK_BATCH)
+
+
+# ---- responses -----------------------------------------------------------------------
+
+JOB_EXAMPLE: dict[str, Any] = {
+    "id": 1,
+    "queue": "emails",
+    "type": "send_email",
+    "state": "succeeded",
+    "priority": 10,
+    "payload": {"to": "ada@example.com"},
+    "attempt": 1,
+    "max_attempts": 5,
+    "lease_seconds": 60,
+    "run_at": "2026-11-22T04:08:33.280955Z",
+    "created_at": "2026-11-22T04:08:33.280955Z",
+    "started_at": "2026-11-22T04:08:33.474273Z",
+    "finished_at": "2026-11-22T04:08:35.551039Z",
+    "updated_at": "2026-11-22T04:08:35.551039Z",
+    "worker_id": None,
+    "lease_expires_at": None,
+    "cancel_requested": False,
+    "progress": {
+        "percent": 50,
+        "stage": "rendering",
+        "message": None,
+        "updated_at": "2026-11-22T04:08:34.551039Z",
+    },
+    "result": {"message_id": "msg-1"},
+    "last_error": None,
+    "idempotency_key": "welcome-ada",
+    "metadata": {},
+    "attempts": [
+        {
+            "attempt": 1,
+            "worker_id": "worker-1",
+            "started_at": "2026-11-22T04:08:33.474273Z",
+            "finished_at": "2026-11-22T04:08:35.551039Z",
+            "outcome": "succeeded",
+            "error": None,
+        }
+    ],
+}
+
+
+class ProgressOut(BaseModel):
+    percent: float | None
+    stage: str | None
+    message: str | None
+    updated_at: datetime | None
+
+
+class AttemptOut(BaseModel):
+    """One finished attempt."""
+
+    attempt: int
+    worker_id: str | None
+    started_at: datetime | None
+    finished_at: datetime
+    outcome: Literal["succeeded", "failed", "lease_expired"]
+    error: dict[str, Any] | None
+
+
+class JobOut(BaseModel):
+    """A job and its history."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [JOB_EXAMPLE]})
+
+    id: int
+    queue: str
+    type: str
+    state: JobState
+    priority: int
+    payload: Any
+    attempt: int
+    max_attempts: int
+    lease_seconds: int
+    run_at: datetime
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+    worker_id: str | None = Field(description="The worker holding the job, while it runs.")
+    lease_expires_at: datetime | None
+    cancel_requested: bool
+    progress: ProgressOut | None
+    result: Any
+    last_error: dict[str, Any] | None
+    idempotency_key: str | None
+    metadata: dict[str, Any]
+    attempts: list[AttemptOut]
+
+
+class EnqueuedJob(JobOut):
+    """The job, and whether it already existed under the same idempotency key."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    **JOB_EXAMPLE,
+                    "state": "queued",
+                    "attempt": 0,
+                    "started_at": None,
+                    "finished_at": None,
+                    "progress": None,
+                    "result": None,
+                    "attempts": [],
+                    "deduplicated": False,
+                }
+            ]
+        }
+    )
+
+    deduplicated: bool
+
+
+class BatchItemOut(BaseModel):
+    id: int
+    state: JobState
+    deduplicated: bool
+
+
+class BatchOut(BaseModel):
+    """One entry per submitted job, in request order."""
+
+    jobs: list[BatchItemOut]
+
+
+class JobsPage(BaseModel):
+    """A page of jobs; pass `next_after` as `after` for the next page."""
+
+    jobs: list[JobOut]
+    next_after: int | None
+
+
+class LeaseOut(BaseModel):
+    """A job handed to a worker, and the token that proves it holds the job."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "lease_id": "1-2800d5329c5e4b7c9d1e0f2a3b4c5d6e",
+                    "expires_at": "2026-11-22T04:09:33.474273Z",
+                    "job": {
+                        **JOB_EXAMPLE,
+                        "state": "running",
+                        "finished_at": None,
+                        "worker_id": "worker-1",
+                        "lease_expires_at": "2026-11-22T04:09:33.474273Z",
+                        "progress": None,
+                        "result": None,
+                        "attempts": [],
+                    },
+                }
+            ]
+        }
+    )
+
+    lease_id: str
+    expires_at: datetime
+    job: JobOut
+
+
+class LeasesOut(BaseModel):
+    leases: list[LeaseOut]
+
+
+class HeartbeatOut(BaseModel):
+    lease_id: str
+    expires_at: datetime
+    cancel_requested: bool
+    progress_recorded: bool = Field(
+        description="This heartbeat's progress was stored; false when it sent none, or when the "
+        "lease's row was written less than JOBQ_HEARTBEAT_MIN_INTERVAL_SECONDS ago."
+    )
+
+
+class AckResult(BaseModel):
+    """What the single call would have answered for this lease."""
+
+    lease_id: str
+    status: int
+    code: str | None = None
+    job_id: int | None = None
+    state: JobState | None = None
+
+
+class AcksOut(BaseModel):
+    results: list[AckResult]
+
+
+class RetryIn(Strict):
+    """How to send a failed or cancelled job back to the queue."""
+
+    reset_attempts: bool = Field(
+        default=False,
+        strict=True,
+        description="Start counting attempts from 0 again (history is kept).",
+    )
+    run_at: Timestamp | None = Field(default=None, description="Due then; default now.")

@@ -1,0 +1,126 @@
+"""Producers: create jobs, one or a batch, within the queue's backlog and the limits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from app.core.config import Settings
+from app.core.errors import Conflict, QueueFull, ValidationFailed
+from app.jobs import payloads, telemetry
+from app.jobs.repository import JobsRepository
+from app.jobs.rows import BatchItem, Enqueued, Refused
+from app.jobs.schemas import JobIn
+from app.jobs.service import checks
+
+ENQUEUE_RACE_RETRIES = 3
+# ENQUEUE_MANY's array parameters, and the single-job parameter each is made of.
+_BATCH_ARRAYS = {
+    "types": "type",
+    "payloads": "payload",
+    "priorities": "priority",
+    "run_ats": "run_at",
+    "delays": "delay_seconds",
+    "max_attempts": "max_attempts",
+    "lease_seconds": "lease_seconds",
+    "idempotency_keys": "idempotency_key",
+    "metadatas": "metadata",
+}
+
+
+class Enqueuer:
+    """Enqueue jobs within the configured limits."""
+
+    def __init__(self, repo: JobsRepository, settings: Settings) -> None:
+        self._repo = repo
+        self._settings = settings
+
+    def _insert_params(self, job: JobIn, loc: checks.Loc) -> dict[str, Any]:
+        limit = self._settings.max_payload_bytes
+        depth = self._settings.max_json_depth
+        lease = checks.lease_seconds(
+            job.lease_seconds, self._settings.max_lease_seconds, (*loc, "lease_seconds")
+        )
+        return {
+            "type": job.type,
+            "payload": payloads.encode(
+                job.payload, field=(*loc, "payload"), max_bytes=limit, max_depth=depth
+            ),
+            "priority": job.priority,
+            "run_at": job.run_at,
+            "delay_seconds": job.delay_seconds or 0.0,
+            "max_attempts": job.max_attempts or self._settings.default_max_attempts,
+            "lease_seconds": lease or self._settings.default_lease_seconds,
+            "idempotency_key": job.idempotency_key,
+            "metadata": payloads.encode(
+                job.metadata, field=(*loc, "metadata"), max_bytes=limit, max_depth=depth
+            ),
+        }
+
+    async def one(self, queue: str, job: JobIn, idempotency_key: str | None) -> Enqueued:
+        """Create a job, or return the one already holding the same idempotency key."""
+        if idempotency_key is not None:
+            if job.idempotency_key not in (None, idempotency_key):
+                raise ValidationFailed.field(
+                    ("body", "idempotency_key"),
+                    "differs from the Idempotency-Key header",
+                    "value_error",
+                )
+            job = job.model_copy(update={"idempotency_key": idempotency_key})
+        params = {"queue": queue, **self._insert_params(job, ("body",))}
+        for _ in range(ENQUEUE_RACE_RETRIES):
+            found = await self._repo.enqueue_one(params)
+            if isinstance(found, Refused):
+                raise self._queue_full(queue, found)
+            if found is not None:
+                if not found.deduplicated:
+                    telemetry.enqueued(queue, 1)
+                return found
+            # The job holding the key was committed after this statement's snapshot, or
+            # deleted by retention in between: go again.
+        raise Conflict("the idempotency key is changing hands too fast; retry the request")
+
+    async def batch(self, queue: str, jobs: Sequence[JobIn]) -> list[BatchItem]:
+        """Create many jobs in one round trip; the answer is in request order."""
+        checks.at_most(
+            len(jobs), self._settings.max_enqueue_batch, ("body", "jobs"), "jobs per batch"
+        )
+        params = [self._insert_params(job, ("body", "jobs", i)) for i, job in enumerate(jobs)]
+        answers: list[BatchItem | None] = [None] * len(jobs)
+        pending = list(range(len(jobs)))
+        for _ in range(ENQUEUE_RACE_RETRIES):
+            columns = {
+                array: [params[i][field] for i in pending] for array, field in _BATCH_ARRAYS.items()
+            }
+            items = await self._repo.enqueue_many(queue, columns)
+            if isinstance(items, Refused):
+                raise self._queue_full(queue, items)
+            telemetry.enqueued(
+                queue, sum(1 for i in items if i.id is not None and not i.deduplicated)
+            )
+            for index, item in zip(pending, items, strict=True):
+                answers[index] = item if item.id is not None else None
+            pending = [i for i in pending if answers[i] is None]
+            if not pending:
+                return [item for item in answers if item is not None]
+        raise Conflict("the idempotency key is changing hands too fast; retry the request")
+
+    def _queue_full(self, queue: str, refused: Refused) -> QueueFull:
+        max_backlog = refused.max_backlog
+        backlog = min(refused.backlog, max_backlog)  # each state is counted up to max_backlog
+        if backlog >= max_backlog:
+            detail = (
+                f"queue {queue!r} already holds its max_backlog of {max_backlog} unfinished jobs"
+            )
+        else:
+            detail = (
+                f"the batch's {refused.new_jobs} new jobs do not fit in queue {queue!r}: it holds "
+                f"{backlog} unfinished jobs and its max_backlog is {max_backlog}"
+            )
+        return QueueFull(
+            detail,
+            retry_after_seconds=self._settings.queue_full_retry_after_seconds,
+            queue=queue,
+            max_backlog=max_backlog,
+            backlog=backlog,
+        )

@@ -1,0 +1,134 @@
+"""Workers: lease due jobs (waiting for them if asked) and keep the leases alive."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from app.core.config import Settings
+from app.core.errors import ValidationFailed
+from app.jobs import telemetry
+from app.jobs.repository import JobsRepository
+from app.jobs.rows import JobRow
+from app.jobs.schemas import HeartbeatIn, LeaseIn
+from app.jobs.service import checks
+from app.jobs.service.stale import explain_stale
+from app.jobs.tokens import format_token, parse_token
+from app.jobs.wakeups import Wakeups
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    token: str
+    expires_at: datetime
+    job: JobRow
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    token: str
+    expires_at: datetime
+    cancel_requested: bool
+    progress_recorded: bool
+
+
+def _claim_order(job: JobRow) -> tuple[int, datetime, int]:
+    return (-job.priority, job.run_at, job.id)
+
+
+def _lease(job: JobRow) -> Lease:
+    assert job.lease_id is not None and job.lease_expires_at is not None  # it is running
+    return Lease(format_token(job.id, job.lease_id), job.lease_expires_at, job)
+
+
+class Leases:
+    """Hand due jobs to workers and extend their leases."""
+
+    def __init__(self, repo: JobsRepository, settings: Settings, wakeups: Wakeups) -> None:
+        self._repo = repo
+        self._settings = settings
+        self._wakeups = wakeups
+
+    async def lease(
+        self,
+        request: LeaseIn,
+        abandoned: Callable[[], Awaitable[bool]] | None = None,
+        key_id: int | None = None,
+    ) -> list[Lease]:
+        """Hand up to `max_jobs` due jobs to one worker, best priority first.
+
+        With `wait_seconds`, an empty answer waits (holding no database connection) until
+        a job is announced in one of the queues or time runs out. A caller that went away
+        meanwhile (`abandoned`) is not handed jobs it could never receive. The leases are
+        bound to `key_id`: only that API key may heartbeat or finish them.
+        """
+        settings = self._settings
+        if request.max_jobs > settings.max_lease_batch:
+            raise ValidationFailed.field(
+                ("body", "max_jobs"),
+                f"must be at most {settings.max_lease_batch}",
+                "less_than_equal",
+            )
+        queues = list(dict.fromkeys(request.queues))
+        claim = functools.partial(
+            self._repo.lease,
+            queues=queues,
+            types=list(dict.fromkeys(request.types)),
+            max_jobs=request.max_jobs,
+            lease_seconds=checks.lease_seconds(
+                request.lease_seconds, settings.max_lease_seconds, ("body", "lease_seconds")
+            ),
+            worker_id=request.worker_id,
+            key_id=key_id,
+        )
+        deadline = time.monotonic() + request.wait_seconds
+        with self._wakeups.waiter(queues, typed=bool(request.types)) as waiter:
+            while True:
+                waiter.reset()
+                jobs = await claim()
+                left = deadline - time.monotonic()
+                if jobs or left <= 0 or self._wakeups.closed:
+                    break
+                await self._wakeups.wait(waiter, left)
+                if abandoned is not None and await abandoned():
+                    return []
+        telemetry.leased(jobs)
+        jobs.sort(key=_claim_order)
+        return [_lease(job) for job in jobs]
+
+    async def heartbeat(
+        self, token: str, request: HeartbeatIn, key_id: int | None = None
+    ) -> Heartbeat:
+        """Extend a live lease from now and record progress."""
+        job_id, lease = parse_token(token)
+        progress = request.progress
+        beat = await self._repo.heartbeat(
+            {
+                "job_id": job_id,
+                "lease_id": lease,
+                "extend_seconds": checks.lease_seconds(
+                    request.extend_seconds,
+                    self._settings.max_lease_seconds,
+                    ("body", "extend_seconds"),
+                ),
+                "has_progress": progress is not None,
+                "percent": progress.percent if progress else None,
+                "stage": progress.stage if progress else None,
+                "message": progress.message if progress else None,
+                "min_interval": self._settings.heartbeat_min_interval_seconds,
+                "key_id": key_id,
+            }
+        )
+        if beat is not None:
+            return Heartbeat(
+                token,
+                beat.lease_expires_at,
+                beat.cancel_requested,
+                progress_recorded=beat.written and progress is not None,
+            )
+        error = explain_stale(await self._repo.get(job_id), lease, None, key_id)
+        assert error is not None
+        raise error

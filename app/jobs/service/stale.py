@@ -1,0 +1,38 @@
+"""Why a lease transition matched no running job, read from the job's recorded history:
+never issued (404), another key's (403), superseded or finished differently (409), or
+a repeat of the same finishing call (no error: the same outcome again)."""
+
+from __future__ import annotations
+
+from typing import Literal
+from uuid import UUID
+
+from app.core.errors import JobqError, LeaseForbidden, LeaseLost, LeaseNotFound
+from app.jobs.rows import JobRow
+
+Outcome = Literal["complete", "fail"]
+_OUTCOME_RECORD = {"complete": "succeeded", "fail": "failed"}
+
+
+def explain_stale(
+    job: JobRow | None, lease: UUID, outcome: Outcome | None, key_id: int | None = None
+) -> JobqError | None:
+    """Why a lease matched no running job: None means "a repeat of what already happened".
+
+    A lease taken with another API key than `key_id` is refused whatever became of it,
+    and says nothing about the job.
+    """
+    if job is None:
+        return LeaseNotFound("no lease with this id was ever issued")
+    record = next((a for a in reversed(job.attempts) if a.get("lease_id") == str(lease)), None)
+    if record is None and str(job.lease_id) != str(lease):
+        return LeaseNotFound("no lease with this id was ever issued")
+    owner = record.get("key_id") if record is not None else job.lease_key_id
+    if key_id is not None and owner != key_id:
+        return LeaseForbidden("this lease was taken with another API key")
+    if record is not None and outcome is not None and record["outcome"] == _OUTCOME_RECORD[outcome]:
+        return None
+    ended = f"ended as {record['outcome']}" if record is not None else "is no longer running"
+    return LeaseLost(
+        f"this lease {ended}; the job is now {job.state}", job_id=job.id, state=job.state
+    )

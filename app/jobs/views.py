@@ -1,0 +1,138 @@
+"""Jobs as the API shows them: each response shaped here, from typed rows.
+
+The routes answering with many jobs (leases, acks) serialize these dicts without
+FastAPI validating them again (`app.api.answers`); tests compare their bytes with what
+the response schemas serialize.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Protocol
+
+from fastapi import Response
+
+from app.api.answers import answer
+from app.core.errors import JobqError
+from app.jobs.rows import BatchItem, Enqueued, JobRow
+from app.jobs.schemas import AttemptOut, JobOut
+from app.jobs.service import Finished, Heartbeat, Lease
+
+# JobOut's fields read straight off the row, in JobOut's order (the others are built).
+_BUILT = ("progress", "attempts")
+_PLAIN = tuple(name for name in JobOut.model_fields if name not in _BUILT)
+_FIRST = _PLAIN[: list(JobOut.model_fields).index("progress")]
+_AFTER_PROGRESS = _PLAIN[len(_FIRST) :]
+# What `AttemptOut` shows of a recorded attempt: not its lease token or API key.
+_ATTEMPT_FIELDS = tuple(AttemptOut.model_fields)
+_ATTEMPT_TIMES = ("started_at", "finished_at")
+
+
+class HasProgress(Protocol):
+    """A row with a job's progress columns."""
+
+    @property
+    def progress_percent(self) -> float | None: ...
+    @property
+    def progress_stage(self) -> str | None: ...
+    @property
+    def progress_message(self) -> str | None: ...
+    @property
+    def progress_updated_at(self) -> datetime | None: ...
+
+
+def progress(row: HasProgress) -> dict[str, Any] | None:
+    """`ProgressOut`, or None when the worker never reported any."""
+    if row.progress_updated_at is None:
+        return None
+    return {
+        "percent": row.progress_percent,
+        "stage": row.progress_stage,
+        "message": row.progress_message,
+        "updated_at": row.progress_updated_at,
+    }
+
+
+def _attempt(record: dict[str, Any]) -> dict[str, Any]:
+    view = {name: record.get(name) for name in _ATTEMPT_FIELDS}
+    for name in _ATTEMPT_TIMES:  # jsonb holds them as ISO 8601 text
+        value = view[name]
+        if isinstance(value, str):
+            view[name] = datetime.fromisoformat(value)
+    return view
+
+
+def job(row: JobRow) -> dict[str, Any]:
+    """`JobOut`, fields in its order; the lease token is never shown to readers."""
+    view = {name: getattr(row, name) for name in _FIRST}
+    view["progress"] = progress(row)
+    for name in _AFTER_PROGRESS:
+        view[name] = getattr(row, name)
+    view["attempts"] = [_attempt(record) for record in row.attempts]
+    return view
+
+
+def job_answer(row: JobRow, status_code: int = 200, **extra: Any) -> Response:
+    """`JobOut`, with `extra` fields after its own (`EnqueuedJob`'s `deduplicated`)."""
+    content = job(row)
+    content.update(extra)
+    return answer(content, status_code)
+
+
+def enqueued(found: Enqueued) -> Response:
+    """`EnqueuedJob`: 201 for a new job, 200 for the one already holding the key."""
+    status = 200 if found.deduplicated else 201
+    return job_answer(found.job, status, deduplicated=found.deduplicated)
+
+
+def batch(items: Iterable[BatchItem]) -> dict[str, Any]:
+    """`BatchOut`."""
+    return {"jobs": [{"id": i.id, "state": i.state, "deduplicated": i.deduplicated} for i in items]}
+
+
+def page(rows: list[JobRow], limit: int) -> dict[str, Any]:
+    """`JobsPage`: `next_after` when the page is full."""
+    next_after = rows[-1].id if len(rows) == limit else None
+    return {"jobs": [job(row) for row in rows], "next_after": next_after}
+
+
+def leases(granted: Iterable[Lease]) -> Response:
+    """`LeasesOut`."""
+    return answer(
+        {
+            "leases": [
+                {"lease_id": lease.token, "expires_at": lease.expires_at, "job": job(lease.job)}
+                for lease in granted
+            ]
+        }
+    )
+
+
+def heartbeat(beat: Heartbeat) -> dict[str, Any]:
+    """`HeartbeatOut`."""
+    return {
+        "lease_id": beat.token,
+        "expires_at": beat.expires_at,
+        "cancel_requested": beat.cancel_requested,
+        "progress_recorded": beat.progress_recorded,
+    }
+
+
+def _ack_result(finished: Finished) -> dict[str, Any]:
+    error: JobqError | None = finished.error
+    # A lease never issued or taken with another key, or an ack refused for its own
+    # content (413, 422), says nothing about any job.
+    job = finished.job if error is None or error.status not in (403, 404, 413, 422) else None
+    return {
+        "lease_id": finished.token,
+        "status": error.status if error else 200,
+        "code": error.code if error else None,
+        "job_id": job.id if job is not None else None,
+        "state": job.state if job is not None else None,
+    }
+
+
+def acks(finished: Iterable[Finished]) -> Response:
+    """`AcksOut`: one result per ack, in order."""
+    return answer({"results": [_ack_result(f) for f in finished]})

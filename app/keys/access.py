@@ -1,0 +1,154 @@
+"""Who may call what. Every route declares its access once, as a dependency:
+
+    @router.get("/healthz", dependencies=[Depends(PUBLIC)])        anyone
+    @router.get("/readyz", dependencies=[Depends(PROBE)])          loopback peers, or any key
+    async def enqueue_job(..., caller: EnqueueCaller)              a key with `enqueue`
+
+(`EnqueueCaller`, `WorkCaller`, `ReadCaller`, `AdminCaller` are the `Annotated` aliases
+below.) `access_of(route)` reads the declaration back: the route-table test
+fails for any route that declares none. The bearer dependency also puts the security
+scheme in the OpenAPI document, so generated clients send the header.
+
+FastAPI reads and parses a request's body before it runs the route's dependencies, so
+`KeyGate` checks the key of every request that carries a body first, and refuses one
+without a valid key before reading a byte of it (every route that takes a body needs a
+key). The route's dependency then reuses that verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, cast
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from app.core.errors import Unauthorized
+from app.keys.authenticator import Authenticator, is_loopback
+from app.keys.caller import Caller
+from app.keys.scopes import Scope
+
+Need = Literal["public", "probe", "enqueue", "work", "read", "admin"]
+VERDICT = "jobq.caller"  # the request scope's entry for KeyGate's verdict
+
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    bearerFormat="jobq_<lookup id>_<secret>",
+    description="An API key (`jobq keys create`), sent as `Authorization: Bearer <key>`.",
+)
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+def authenticator(app: Any) -> Authenticator | None:
+    return cast(Authenticator | None, getattr(app.state, "auth", None))
+
+
+async def _verdict(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Caller:
+    """The caller, as KeyGate found it or from the key sent; `Unauthorized` if refused."""
+    verdict = request.scope.get(VERDICT)
+    if verdict is None:
+        auth = authenticator(request.app)
+        assert auth is not None, "the app's lifespan builds the authenticator"
+        try:
+            verdict = await auth.authenticate(credentials.credentials if credentials else None)
+        except Unauthorized as exc:
+            verdict = exc
+    if isinstance(verdict, Unauthorized):
+        raise verdict
+    assert isinstance(verdict, Caller)
+    return verdict
+
+
+class Access:
+    """What a route asks of its caller (`need`); a FastAPI dependency."""
+
+    need: Need
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.need!r})"
+
+
+class Public(Access):
+    """Anyone, with or without a key (the key is not even looked at)."""
+
+    need = "public"
+
+    async def __call__(self) -> None:
+        return None
+
+
+class Probe(Access):
+    """A peer on this machine (a local health checker), or any valid key."""
+
+    need = "probe"
+
+    async def __call__(self, request: Request, credentials: BearerDep) -> None:
+        if not is_loopback(request.client.host if request.client else None):
+            await _verdict(request, credentials)
+
+
+class Requires(Access):
+    """A key with this scope (or `admin`); the route gets the `Caller` for queue checks."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.need = scope
+        self.scope: Scope = scope
+
+    async def __call__(self, request: Request, credentials: BearerDep) -> Caller:
+        caller = await _verdict(request, credentials)
+        caller.require(self.scope)
+        return caller
+
+
+PUBLIC = Public()
+PROBE = Probe()
+ENQUEUE = Requires("enqueue")
+WORK = Requires("work")
+READ = Requires("read")
+ADMIN = Requires("admin")
+
+
+def served_routes(app: FastAPI) -> list[Any]:
+    """Every route `app` serves, routers unfolded: each has `path` and `methods`, and a
+    `dependant` when FastAPI builds it (not the OpenAPI document and its viewers)."""
+    found: list[Any] = []
+    pending: list[Any] = list(reversed(app.routes))
+    while pending:
+        route = pending.pop()
+        unfold = getattr(route, "effective_route_contexts", None)  # FastAPI ≥ 0.13x: lazy
+        if unfold is not None:
+            pending.extend(reversed(list(unfold())))
+        else:
+            found.append(route)
+    return found
+
+
+def access_of(route: APIRoute | Any) -> list[Access]:
+    """The access rules `route` declares (exactly one, for a well-declared route)."""
+    found: list[Access] = []
+    dependant = getattr(route, "dependant", None)
+    pending = [dependant] if dependant is not None else []
+    while pending:
+        dependant = pending.pop()
+        for dependency in dependant.dependencies:
+            if isinstance(dependency.call, Access):
+                found.append(dependency.call)
+            pending.append(dependency)
+    return found
+
+
+def framework_paths(app: FastAPI) -> set[str]:
+    """FastAPI's own routes (the OpenAPI document and its viewers): public, no secrets."""
+    paths = {app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url}
+    return {path for path in paths if path}
+
+
+# The caller of a route that needs a key with this scope.
+EnqueueCaller = Annotated[Caller, Depends(ENQUEUE)]
+WorkCaller = Annotated[Caller, Depends(WORK)]
+ReadCaller = Annotated[Caller, Depends(READ)]
+AdminCaller = Annotated[Caller, Depends(ADMIN)]
+# A route open to anyone, or to loopback peers and any key: it gets no caller.
+Anyone = Annotated[None, Depends(PUBLIC)]
+LocalOrAnyKey = Annotated[None, Depends(PROBE)]

@@ -1,0 +1,47 @@
+"""Refuse a request that carries a body without a valid key before reading the body.
+
+FastAPI reads and parses a request's body before it runs the route's dependencies, so
+`KeyGate` checks the key of every request that carries a body first, and refuses one
+without a valid key before reading a byte of it (every route that takes a body needs a
+key). The route's access dependency then reuses that verdict.
+"""
+
+from __future__ import annotations
+
+from fastapi.security.utils import get_authorization_scheme_param
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api.problems import from_error
+from app.core.errors import JobqError
+from app.keys.access import VERDICT, authenticator
+
+
+def _has_body(headers: Headers) -> bool:
+    length = headers.get("content-length")
+    return (length is not None and length != "0") or "transfer-encoding" in headers
+
+
+class KeyGate:
+    """ASGI middleware: a request with a body and no valid key gets 401 before it is read."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        auth = authenticator(scope["app"]) if scope["type"] == "http" else None
+        headers = Headers(scope=scope) if auth is not None else None
+        if auth is None or headers is None or not _has_body(headers):
+            await self.app(scope, receive, send)
+            return
+        scheme, token = get_authorization_scheme_param(headers.get("authorization"))
+        try:
+            scope[VERDICT] = await auth.authenticate(
+                token if token and scheme.lower() == "bearer" else None
+            )
+        except JobqError as exc:  # Unauthorized, or DatabaseUnavailable
+            response = from_error(exc)
+            response.headers["connection"] = "close"  # the body stays unread
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

@@ -1,0 +1,19 @@
+"""Maintenance: what the elected leader does on its own (the reaper, retention).
+
+Each service does one pass in `run_once()`; `run_periodically` repeats it.
+"""
+
+from app.maintenance.loop import run_periodically
+from app.maintenance.pruner import Pruner, PruneResult
+from app.maintenance.reaper import Reaper, ReapResult
+from app.maintenance.repository import MAINTENANCE_LOCK_KEY, MaintenanceRepository
+
+__all__ = [
+    "MAINTENANCE_LOCK_KEY",
+    "MaintenanceRepository",
+    "PruneResult",
+    "Pruner",
+    "ReapResult",
+    "Reaper",
+    "run_periodically",
+]

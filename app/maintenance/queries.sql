@@ -1,0 +1,84 @@
+-- Maintenance: what the elected leader does to the jobs table on its own (the reaper,
+-- retention). Each batch runs in a transaction holding the maintenance advisory lock.
+
+
+-- name: try_maintenance_lock
+-- Become the one maintainer (reaper, pruner) for this transaction, if none is; and when.
+SELECT pg_try_advisory_xact_lock(:key) AS leader,
+       extract(epoch FROM clock_timestamp()) AS at;
+
+
+-- name: clock
+-- The database's clock, which every replica shares (epoch seconds).
+SELECT extract(epoch FROM clock_timestamp());
+
+
+-- name: reap_expired
+-- Return up to `batch_size` expired leases' jobs to the queue (or `failed`, `cancelled`
+-- when it ran out of attempts or its cancellation was requested).
+WITH expired AS (
+    SELECT id,
+           -- another try, unless its cancellation was requested
+           attempt < max_attempts AND NOT cancel_requested AS retry,
+           jsonb_build_object(
+               'type', 'lease_expired',
+               'message', 'the lease expired before the worker finished the job',
+               'details', jsonb_build_object('worker_id', worker_id)) AS error
+      FROM jobq.jobs
+     WHERE state = 'running' AND lease_expires_at < now()
+     ORDER BY lease_expires_at
+     LIMIT :batch_size
+       FOR UPDATE SKIP LOCKED
+),
+reaped AS (
+    UPDATE jobq.jobs j
+       SET state = CASE WHEN e.retry THEN 'queued'
+                        WHEN j.cancel_requested THEN 'cancelled'
+                        ELSE 'failed' END::jobq.job_state,
+           run_at = CASE WHEN e.retry
+               THEN jobq.retry_at(j.attempt, NULL, :backoff_base, :backoff_cap, :backoff_jitter)
+               ELSE j.run_at END,
+           finished_at = CASE WHEN e.retry THEN NULL ELSE now() END,
+           last_error = e.error,
+           lease_expires_at = NULL,
+           worker_id = NULL,
+           attempts = j.attempts || jobq.attempt_record(
+               j.attempt, j.lease_id, j.worker_id, j.lease_key_id, j.attempted_at,
+               'lease_expired', e.error),
+           updated_at = now()
+      FROM expired e
+     WHERE j.id = e.id
+    RETURNING j.id, j.queue, j.state, j.attempt, j.run_at
+),
+announced AS MATERIALIZED (
+    SELECT jobq.announce_due(queue, min(run_at), count(*))
+      FROM reaped
+     WHERE state = 'queued'
+     GROUP BY queue
+)
+SELECT reaped.*
+  FROM reaped CROSS JOIN (SELECT count(*) FROM announced) AS announcements;
+
+
+-- name: prune_finished
+-- Delete up to `batch_size` finished jobs past their retention (an age of NULL keeps them).
+WITH ages AS (
+    SELECT CAST(:succeeded_age AS double precision) AS succeeded,
+           CAST(:failed_age AS double precision) AS failed
+),
+doomed AS (
+    SELECT id
+      FROM jobq.jobs, ages
+     WHERE finished_at < now() - make_interval(secs => least(ages.succeeded, ages.failed))
+       AND ((state = 'succeeded'
+             AND finished_at < now() - make_interval(secs => ages.succeeded))
+         OR (state IN ('failed', 'cancelled')
+             AND finished_at < now() - make_interval(secs => ages.failed)))
+     ORDER BY finished_at
+     LIMIT :batch_size
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM jobq.jobs j
+ USING doomed
+ WHERE j.id = doomed.id
+RETURNING j.state;

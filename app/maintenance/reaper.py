@@ -1,0 +1,165 @@
+"""The reaper: jobs whose lease expired go back to the queue, or to `failed`.
+
+A job whose cancellation was requested is not retried: it becomes `cancelled`.
+
+Shaped like River's maintenance services: `run_once()` does one full pass in batches
+and returns what it did (tests call it directly); `loop.run_periodically` adds
+the interval. Leadership is a transaction-level advisory lock taken with each batch,
+so only one replica reaps at a time and a dead leader holds nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from app.core import metrics
+from app.core.logging import event
+from app.core.retry import Backoff
+from app.maintenance import telemetry
+from app.maintenance.repository import MaintenanceRepository
+
+log = logging.getLogger("jobq.reaper")  # one line per batch reaped (the chaos test reads them)
+passes = logging.getLogger("jobq.maintenance")  # each pass; leadership changes
+STALE_AFTER_INTERVALS = 3  # readiness fails when no pass finished for this many intervals
+
+
+def replica_name() -> str:
+    """How this process names itself in the reaper's log: host:pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(slots=True)
+class ReapResult:
+    """One pass: whether this replica was the leader, and how many jobs went where."""
+
+    leader: bool = True
+    requeued: int = 0
+    failed: int = 0
+    job_ids: list[int] = field(default_factory=list)
+    cancelled: int = 0  # cancellation requested: stopped rather than retried
+
+    @property
+    def reaped(self) -> int:
+        return self.requeued + self.failed + self.cancelled
+
+
+class Reaper:
+    """Returns expired leases to the queue, every `interval_seconds`."""
+
+    def __init__(
+        self,
+        repo: MaintenanceRepository,
+        *,
+        backoff: Backoff,
+        interval_seconds: float,
+        batch_size: int,
+    ) -> None:
+        self._repo = repo
+        self._backoff = backoff
+        self.interval_seconds = interval_seconds
+        self.batch_size = batch_size
+        self.replica = replica_name()
+        self._last_pass = time.monotonic()  # a fresh reaper counts as on time
+        self.leader: bool | None = None  # whether the last pass held the maintenance lock
+
+    @property
+    def on_time(self) -> bool:
+        """A pass finished (as leader or not) within the last few intervals."""
+        late = time.monotonic() - self._last_pass
+        return late < STALE_AFTER_INTERVALS * self.interval_seconds
+
+    async def run_once(self) -> ReapResult:
+        """Reap every expired lease, a batch at a time."""
+        result = ReapResult()
+        started = time.monotonic()
+        while True:
+            batch = await self._repo.reap_batch(self.batch_size, self._backoff)
+            if batch is None:
+                result.leader = False
+                break
+            rows = batch.rows
+            telemetry.reaped(rows)
+            states = Counter(row.state for row in rows)
+            result.requeued += states["queued"]
+            result.failed += states["failed"]
+            result.cancelled += states["cancelled"]
+            result.job_ids.extend(row.id for row in rows)
+            if rows:
+                # One line per batch: which replica held the lock, when (by the database's
+                # clock, inside the lock: intervals of two replicas never overlap), and
+                # what it moved.
+                job_ids = ",".join(str(row.id) for row in rows if row.state != "cancelled")
+                event(
+                    log,
+                    "reaper.batch",
+                    "reaped replica=%s batch_started=%.6f batch_ended=%.6f requeued=%d failed=%d"
+                    " job_ids=%s",
+                    self.replica,
+                    batch.started,
+                    batch.ended,
+                    states["queued"],
+                    states["failed"],
+                    job_ids,
+                    replica=self.replica,
+                    batch_started=batch.started,
+                    batch_ended=batch.ended,
+                    requeued=states["queued"],
+                    failed=states["failed"],
+                    job_ids=job_ids,
+                )
+            if states["cancelled"]:
+                cancelled_ids = ",".join(str(row.id) for row in rows if row.state == "cancelled")
+                event(
+                    log,
+                    "reaper.cancelled",
+                    "reaped cancelled jobs replica=%s cancelled=%d job_ids=%s",
+                    self.replica,
+                    states["cancelled"],
+                    cancelled_ids,
+                    replica=self.replica,
+                    cancelled=states["cancelled"],
+                    job_ids=cancelled_ids,
+                )
+            if len(rows) < self.batch_size:
+                break
+        self._last_pass = time.monotonic()
+        metrics.REAPER_LAST_RUN.set(time.time())
+        self._report(result, self._last_pass - started)
+        return result
+
+    def _report(self, result: ReapResult, seconds: float) -> None:
+        """One event per pass (INFO when it reaped, else DEBUG), and one when leadership changes."""
+        if result.leader != self.leader:
+            event(
+                passes,
+                "leadership.changed",
+                "replica=%s is %s",
+                self.replica,
+                "the maintenance leader" if result.leader else "not the maintenance leader",
+                replica=self.replica,
+                leader=result.leader,
+            )
+            self.leader = result.leader
+        event(
+            passes,
+            "reaper.run",
+            "reaper pass replica=%s leader=%s requeued=%d failed=%d cancelled=%d duration_ms=%.1f",
+            self.replica,
+            result.leader,
+            result.requeued,
+            result.failed,
+            result.cancelled,
+            seconds * 1000,
+            level=logging.INFO if result.reaped else logging.DEBUG,
+            replica=self.replica,
+            leader=result.leader,
+            requeued=result.requeued,
+            failed=result.failed,
+            cancelled=result.cancelled,
+            duration_ms=round(seconds * 1000, 3),
+        )

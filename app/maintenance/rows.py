@@ -1,0 +1,30 @@
+"""The rows the maintenance repository hands back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Reaped:
+    """A job whose lease expired, as the reaper left it."""
+
+    id: int
+    queue: str
+    state: str
+    attempt: int
+    run_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderBatch(Generic[T]):
+    """Rows a maintenance statement changed, and when (database clock, epoch seconds) the
+    lock was held: from when it was taken until after the statement, before commit."""
+
+    rows: list[T]
+    started: float
+    ended: float

@@ -1,0 +1,113 @@
+"""Runs the queues' named SQL (`queries.sql`) and hands back typed rows. Knows no rules."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from app.db.database import Database
+from app.db.statement import Queries
+from app.queues.rows import (
+    DatabaseHealth,
+    QueueFigures,
+    QueueOverview,
+    QueueSettingsRow,
+    QueueState,
+    RunningJob,
+)
+
+QUERIES = Queries(Path(__file__).with_name("queries.sql"))
+REDRIVE_FAILED = QUERIES["redrive_failed"]
+PAUSE_QUEUE = QUERIES["pause_queue"]
+RESUME_QUEUE = QUERIES["resume_queue"]
+PURGE_QUEUED = QUERIES["purge_queued"]
+GET_QUEUE_SETTINGS = QUERIES["get_queue_settings"]
+SET_QUEUE_MAX_BACKLOG = QUERIES["set_queue_max_backlog"]
+QUEUE_OVERVIEW = QUERIES["queue_overview"]
+QUEUE_STATS = QUERIES["queue_stats"]
+RUNNING_JOBS = QUERIES["running_jobs"]
+DATABASE_HEALTH = QUERIES["database_health"]
+
+
+class QueuesRepository:
+    """Queue settings, actions on whole queues, and statistics."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # ---- operator actions --------------------------------------------------------
+
+    async def redrive(
+        self,
+        queue: str,
+        *,
+        type_: str | None,
+        error_type: str | None,
+        failed_since: datetime | None,
+        limit: int,
+        reset_attempts: bool,
+    ) -> int:
+        """How many failed jobs of `queue` went back to the queue."""
+        record = await self._db.fetch_one(
+            REDRIVE_FAILED,
+            {
+                "queue": queue,
+                "type": type_,
+                "error_type": error_type,
+                "failed_since": failed_since,
+                "limit": limit,
+                "reset_attempts": reset_attempts,
+            },
+        )
+        assert record is not None
+        return int(record["retried"])
+
+    async def pause(self, queue: str) -> QueueState:
+        record = await self._db.fetch_one(PAUSE_QUEUE, {"queue": queue})
+        assert record is not None
+        return QueueState(*record)
+
+    async def resume(self, queue: str) -> QueueState:
+        record = await self._db.fetch_one(RESUME_QUEUE, {"queue": queue})
+        assert record is not None
+        return QueueState(*record)
+
+    async def purge_queued(
+        self, queue: str, *, batch_size: int, up_to: int | None
+    ) -> tuple[int, int | None]:
+        """(jobs deleted, the highest id a later batch may delete)."""
+        record = await self._db.fetch_one(
+            PURGE_QUEUED, {"queue": queue, "batch_size": batch_size, "up_to": up_to}
+        )
+        assert record is not None
+        return int(record["deleted"]), record["up_to"]
+
+    # ---- settings ----------------------------------------------------------------
+
+    async def get_settings(self, queue: str) -> QueueSettingsRow | None:
+        record = await self._db.fetch_one(GET_QUEUE_SETTINGS, {"queue": queue})
+        return None if record is None else QueueSettingsRow(*record)
+
+    async def set_max_backlog(self, queue: str, max_backlog: int | None) -> QueueSettingsRow:
+        record = await self._db.fetch_one(
+            SET_QUEUE_MAX_BACKLOG, {"queue": queue, "max_backlog": max_backlog}
+        )
+        assert record is not None
+        return QueueSettingsRow(*record)
+
+    # ---- statistics --------------------------------------------------------------
+
+    async def overview(self) -> list[QueueOverview]:
+        return [QueueOverview(*r) for r in await self._db.fetch(QUEUE_OVERVIEW, {})]
+
+    async def figures(self, queue: str | None) -> list[QueueFigures]:
+        return [QueueFigures(*r) for r in await self._db.fetch(QUEUE_STATS, {"queue": queue})]
+
+    async def running_jobs(self, queue: str | None, per_queue: int) -> list[RunningJob]:
+        records = await self._db.fetch(RUNNING_JOBS, {"queue": queue, "per_queue": per_queue})
+        return [RunningJob(*record) for record in records]
+
+    async def database_health(self) -> DatabaseHealth:
+        record = await self._db.fetch_one(DATABASE_HEALTH, {})
+        assert record is not None
+        return DatabaseHealth(*record)

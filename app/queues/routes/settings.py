@@ -1,0 +1,43 @@
+"""Operators: a queue's settings (its maximum backlog)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from app.api.openapi import problems
+from app.api.params import QueuePath
+from app.keys import AdminCaller, ReadCaller
+from app.queues import views
+from app.queues.routes.deps import QueuesDep
+from app.queues.schemas import QueueSettingsIn, QueueSettingsOut
+
+router = APIRouter(prefix="/v1", tags=["queues"])
+
+
+@router.get(
+    "/queues/{queue}/settings",
+    operation_id="getQueueSettings",
+    response_model=QueueSettingsOut,
+    responses=problems(401, 403, 422),
+)
+async def get_queue_settings(
+    caller: ReadCaller, queue: QueuePath, queues: QueuesDep
+) -> dict[str, Any]:
+    """Get a queue's settings; a queue nobody configured has the defaults."""
+    caller.require_queues([queue])
+    return views.settings(await queues.settings.get(queue))
+
+
+@router.put(
+    "/queues/{queue}/settings",
+    operation_id="setQueueSettings",
+    response_model=QueueSettingsOut,
+    responses=problems(400, 401, 403, 413, 422),
+)
+async def set_queue_settings(
+    _caller: AdminCaller, queue: QueuePath, request: QueueSettingsIn, queues: QueuesDep
+) -> dict[str, Any]:
+    """Set a queue's maximum backlog (`null`: none); applies to the next enqueue."""
+    return views.settings(await queues.settings.set_max_backlog(queue, request.max_backlog))

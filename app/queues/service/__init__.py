@@ -1,0 +1,29 @@
+"""The rules of queues: operator actions, settings, statistics. Knows nothing of HTTP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.queues.repository import QueuesRepository
+from app.queues.service.admin import QueueAdmin
+from app.queues.service.settings import QueueSettings, QueueSettingsService
+from app.queues.service.stats import Snapshot, StatsService
+
+__all__ = ["QueueServices", "QueueSettings", "Snapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueServices:
+    """Everything the queues' routes call."""
+
+    admin: QueueAdmin
+    settings: QueueSettingsService
+    stats: StatsService
+
+    @classmethod
+    def build(cls, repo: QueuesRepository, *, stats_refresh_seconds: float) -> QueueServices:
+        return cls(
+            admin=QueueAdmin(repo),
+            settings=QueueSettingsService(repo),
+            stats=StatsService(repo, refresh_seconds=stats_refresh_seconds),
+        )

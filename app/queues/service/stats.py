@@ -1,0 +1,92 @@
+"""Queue statistics: what is waiting, running and failing, and how the database copes.
+
+`figures()` reads fresh figures for the API: a few statements whatever the number of
+queues (see the statistics part of `queries.sql` for why they stay cheap on a large
+table). `snapshot()` feeds `/metrics`: it reads the cheaper overview at most every
+`refresh_seconds`, one read at a time however many scrapes arrive, and remembers a
+failed read just as long, so a database outage never makes scrapes pile up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from app.core.errors import DatabaseUnavailable
+from app.queues.repository import QueuesRepository
+from app.queues.rows import DatabaseHealth, QueueFigures, QueueOverview, RunningJob
+
+RUNNING_JOBS_SHOWN = 20  # per queue: the longest-running ones
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The overview `/metrics` shows: one row per queue, and the database's health.
+
+    `ok` is false when the database could not be read (the rows are then empty).
+    """
+
+    queues: Sequence[QueueOverview] = field(default_factory=list)
+    database: DatabaseHealth | None = None
+    ok: bool = False
+    taken_at: float = 0.0  # time.monotonic()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueReport:
+    """One queue's figures (None: all zero, a queue nothing ever named) and running jobs."""
+
+    queue: str
+    figures: QueueFigures | None
+    running: list[RunningJob]
+
+
+@dataclass(frozen=True, slots=True)
+class QueuesReport:
+    """Every known queue's figures, and the database's health."""
+
+    queues: list[QueueReport]
+    database: DatabaseHealth
+
+
+class StatsService:
+    """Figures per queue for operators, and the cached overview behind `/metrics`."""
+
+    def __init__(self, repo: QueuesRepository, *, refresh_seconds: float) -> None:
+        self._repo = repo
+        self.refresh_seconds = refresh_seconds
+        self._snapshot: Snapshot | None = None
+        self._refreshing = asyncio.Lock()
+
+    async def queue(self, queue: str) -> QueueReport:
+        """One queue's figures; a queue nothing ever named has all of them at zero."""
+        rows = await self._repo.figures(queue)
+        running = await self._repo.running_jobs(queue, RUNNING_JOBS_SHOWN)
+        return QueueReport(queue, rows[0] if rows else None, running)
+
+    async def queues(self) -> QueuesReport:
+        """Every known queue's figures, and the database's health."""
+        rows = await self._repo.figures(None)
+        running: dict[str, list[RunningJob]] = {}
+        for job in await self._repo.running_jobs(None, RUNNING_JOBS_SHOWN):
+            running.setdefault(job.queue, []).append(job)
+        health = await self._repo.database_health()
+        reports = [QueueReport(row.queue, row, running.get(row.queue, [])) for row in rows]
+        return QueuesReport(reports, health)
+
+    async def snapshot(self) -> Snapshot:
+        """The overview, read again only when older than `refresh_seconds`."""
+        async with self._refreshing:
+            cached = self._snapshot
+            if cached is not None and time.monotonic() - cached.taken_at < self.refresh_seconds:
+                return cached
+            try:
+                queues = await self._repo.overview()
+                health = await self._repo.database_health()
+                fresh = Snapshot(queues, health, ok=True, taken_at=time.monotonic())
+            except DatabaseUnavailable:
+                fresh = Snapshot(taken_at=time.monotonic())
+            self._snapshot = fresh
+            return fresh

@@ -1,0 +1,89 @@
+"""Queues as the API shows them: each response shaped here, from typed rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from app.jobs import progress
+from app.queues.rows import DatabaseHealth, QueueState, RunningJob
+from app.queues.service import QueueSettings
+from app.queues.service.stats import QueueReport, QueuesReport
+
+
+def state(row: QueueState) -> dict[str, Any]:
+    """`QueueStateOut`."""
+    return {"queue": row.name, "paused": row.paused, "paused_at": row.paused_at}
+
+
+def settings(current: QueueSettings) -> dict[str, Any]:
+    """`QueueSettingsOut`."""
+    return {"queue": current.queue, "max_backlog": current.max_backlog}
+
+
+def _percentiles(values: list[float] | None) -> dict[str, float | None]:
+    p50, p95 = values if values is not None else (None, None)
+    return {"p50": p50, "p95": p95}
+
+
+def _running(job: RunningJob) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "type": job.type,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+        "worker_id": job.worker_id,
+        "started_at": job.attempted_at,
+        "lease_expires_at": job.lease_expires_at,
+        "cancel_requested": job.cancel_requested,
+        "progress": progress(job),
+    }
+
+
+def queue(report: QueueReport) -> dict[str, Any]:
+    """`QueueStats`; a queue with no figures has them all at zero."""
+    f = report.figures
+    return {
+        "queue": report.queue,
+        "paused": f.paused if f else False,
+        "paused_at": f.paused_at if f else None,
+        "counts": {
+            "queued": f.queued if f else 0,
+            "due": f.due if f else 0,
+            "running": f.running if f else 0,
+            "failed": f.failed if f else 0,
+            "cancelled": f.cancelled if f else 0,
+        },
+        "oldest_due_age_seconds": f.oldest_due_age_seconds if f else None,
+        "last_minute": {
+            "enqueued": f.enqueued_1m if f else 0,
+            "succeeded": f.succeeded_1m if f else 0,
+            "failed": f.failed_1m if f else 0,
+        },
+        "last_hour": {
+            "enqueued": f.enqueued_1h if f else 0,
+            "succeeded": f.succeeded_1h if f else 0,
+            "failed": f.failed_1h if f else 0,
+            "wait_seconds": _percentiles(f.wait_seconds if f else None),
+            "run_seconds": _percentiles(f.run_seconds if f else None),
+        },
+        "running_jobs": [_running(job) for job in report.running],
+    }
+
+
+def database(row: DatabaseHealth) -> dict[str, Any]:
+    """`DatabaseHealth`, as the API names its fields."""
+    return {
+        "jobs_live_tuples": row.live_tuples,
+        "jobs_dead_tuples": row.dead_tuples,
+        "jobs_last_autovacuum": row.last_autovacuum,
+        "jobs_last_vacuum": row.last_vacuum,
+        "oldest_transaction_age_seconds": row.oldest_transaction_age_seconds,
+        "oldest_xmin_age": row.oldest_xmin_age,
+    }
+
+
+def queues(report: QueuesReport, visible: Callable[[str], bool]) -> dict[str, Any]:
+    """`QueuesStats`, of the queues `visible` keeps (those a key may read)."""
+    shown = [q for q in report.queues if visible(q.queue)]
+    return {"queues": [queue(q) for q in shown], "database": database(report.database)}

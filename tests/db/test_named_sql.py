@@ -1,0 +1,101 @@
+"""Each domain's named SQL: every statement is used, prepares on the real schema, and runs
+in psql as written; typed rows match their tables column for column."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+from types import ModuleType
+
+import asyncpg
+import pytest
+
+from app.db.statement import Statement
+from app.jobs import repository as jobs_sql
+from app.jobs.rows import JobRow
+from app.keys import repository as keys_sql
+from app.keys.rows import KeyRow
+from app.maintenance import repository as maintenance_sql
+from app.queues import repository as queues_sql
+from tests.conftest import plain
+
+REPOSITORIES = [jobs_sql, queues_sql, keys_sql, maintenance_sql]
+
+
+def _named(module: ModuleType) -> dict[str, Statement]:
+    """The statements a repository module binds to names (`LEASE = QUERIES["lease"]`)."""
+    return {n: v for n, v in vars(module).items() if isinstance(v, Statement) and n.isupper()}
+
+
+@pytest.mark.parametrize("module", REPOSITORIES, ids=lambda m: m.__name__)
+def test_every_statement_in_the_file_is_bound_by_its_repository(module: ModuleType) -> None:
+    bound = {statement.name for statement in _named(module).values()}
+    assert bound == set(module.QUERIES.statements)
+    for name, statement in _named(module).items():
+        assert name == statement.name.upper(), "a statement is bound under its own name"
+
+
+@pytest.mark.parametrize("module", REPOSITORIES, ids=lambda m: m.__name__)
+async def test_every_statement_prepares_on_the_migrated_schema(
+    db: asyncpg.Connection, module: ModuleType
+) -> None:
+    for statement in module.QUERIES.statements.values():
+        prepared = await db.prepare(statement.sql)
+        assert len(prepared.get_parameters()) == len(statement.names), statement.name
+
+
+@pytest.mark.parametrize(
+    ("row", "table"), [(JobRow, "jobs"), (KeyRow, "api_keys")], ids=["jobs", "api_keys"]
+)
+async def test_typed_rows_hold_every_column_in_the_tables_order(
+    db: asyncpg.Connection, row: type, table: str
+) -> None:
+    columns = await db.fetch(
+        "SELECT column_name FROM information_schema.columns"
+        " WHERE table_schema = 'jobq' AND table_name = $1 ORDER BY ordinal_position",
+        table,
+    )
+    assert [f.name for f in dataclasses.fields(row)] == [c["column_name"] for c in columns]
+
+
+def _quoted(value: str) -> str:
+    return value.replace("'", "''")
+
+
+def test_a_statement_runs_in_psql_as_written(database_url: str) -> None:
+    psql = shutil.which("psql")
+    if psql is None:
+        if os.environ.get("CI"):
+            pytest.fail("psql is needed to run a statement as written")
+        pytest.skip("psql is not installed")
+    text = (jobs_sql.QUERIES.path).read_text()
+    start = text.index("-- name: enqueue_one")
+    statement = text[start : text.index("-- name:", start + 1)]
+    variables = {
+        "queue": "'psql'",
+        "type": "'t'",
+        "payload": '\'{"from": "psql"}\'',
+        "priority": "0",
+        "run_at": "NULL",
+        "delay_seconds": "0",
+        "max_attempts": "5",
+        "lease_seconds": "60",
+        "idempotency_key": "'by-hand'",
+        "metadata": "'{}'",
+    }
+    # psql puts a variable in as written, and reads `''` inside quotes as one quote:
+    # `\set queue '''psql'''` is the SQL literal 'psql'.
+    script = "".join(f"\\set {k} '{_quoted(v)}'\n" for k, v in variables.items()) + statement
+    result = subprocess.run(
+        [psql, plain(database_url), "-X", "-v", "ON_ERROR_STOP=1", "-At", "-F", "|"],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    deduplicated, job_id, queue = result.stdout.strip().split("|")[:3]
+    assert (deduplicated, queue) == ("f", "psql") and int(job_id) > 0

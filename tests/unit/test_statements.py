@@ -1,0 +1,68 @@
+"""The `.sql` loader: names, purposes, comments and parameters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.db.statement import Queries, compile_sql, load
+
+
+def _file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "queries.sql"
+    path.write_text(text)
+    return path
+
+
+def test_each_statement_has_its_name_purpose_and_numbered_parameters(tmp_path: Path) -> None:
+    path = _file(
+        tmp_path,
+        """-- A header comment, not a statement.
+
+-- name: first
+-- Does the first thing,
+-- in two lines.
+SELECT :a, :b, :a  -- a comment with :not_a_parameter
+  FROM t WHERE x = ':quoted' AND y::text = :b;
+
+-- name: second
+-- Does the second thing.
+SELECT 1;
+""",
+    )
+    statements = load(path)
+    assert list(statements) == ["first", "second"]
+    first = statements["first"]
+    assert first.purpose == "Does the first thing, in two lines."
+    assert first.names == ("a", "b")
+    assert first.sql == "SELECT $1, $2, $1\n  FROM t WHERE x = ':quoted' AND y::text = $2"
+    assert statements["second"].sql == "SELECT 1"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("-- name: a\n-- One.\nSELECT 1;\n-- name: a\n-- Two.\nSELECT 2;\n", "defined twice"),
+        ("-- name: a\nSELECT 1;\n", "no one-line purpose"),
+    ],
+)
+def test_a_file_without_names_or_purposes_is_refused(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        load(_file(tmp_path, text))
+
+
+def test_an_unknown_statement_name_fails_at_import(tmp_path: Path) -> None:
+    queries = Queries(_file(tmp_path, "-- name: lease\n-- Lease.\nSELECT 1;\n"))
+    assert queries["lease"].sql == "SELECT 1"
+    with pytest.raises(KeyError, match=r"queries\.sql has no statement 'leese'"):
+        queries["leese"]
+
+
+def test_arguments_follow_the_parameters_order() -> None:
+    statement = compile_sql("s", "SELECT :b, :a, :b")
+    assert statement.args({"a": 1, "b": 2, "unused": 3}) == [2, 1]
+    with pytest.raises(KeyError):
+        statement.args({"a": 1})
