@@ -17,6 +17,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check app tests alembic bench clients/python
 	$(BIN)/ruff format --check app tests alembic bench clients/python
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 openapi: $(VENV)/.installed
 	$(BIN)/jobq openapi
