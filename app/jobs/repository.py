@@ -9,7 +9,7 @@ from typing import Any
 from app.core.retry import Backoff
 from app.db.database import Database
 from app.db.statement import Queries
-from app.jobs.rows import BatchItem, Beat, Enqueued, FinishedBrief, JobRow, Refused
+from app.jobs.rows import BatchItem, Beat, Enqueued, FinishedBrief, JobRow, Refused, job_at
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
 ENQUEUE_ONE = QUERIES["enqueue_one"]
@@ -40,7 +40,7 @@ class JobsRepository:
         record = await self._db.fetch_one(ENQUEUE_ONE, params)
         assert record is not None  # the statement always answers one row
         if record["id"] is not None:  # a replay is answered even when the queue is full
-            return Enqueued(JobRow.of(record, start=1), record["deduplicated"])
+            return Enqueued(job_at(record, 1), record["deduplicated"])
         if record["refused_max_backlog"] is not None:
             return Refused(record["refused_max_backlog"], record["refused_backlog"])
         return None
@@ -79,7 +79,7 @@ class JobsRepository:
                 "key_id": key_id,
             },
         )
-        return [JobRow(*record) for record in records]
+        return [JobRow._make(record) for record in records]
 
     async def heartbeat(self, params: dict[str, Any]) -> Beat | None:
         """None when the lease is not live (or not this key's)."""
@@ -95,7 +95,7 @@ class JobsRepository:
         record = await self._db.fetch_one(
             FINISH_ONE, {**params, **backoff.params(), "key_id": key_id}
         )
-        return None if record is None else JobRow.of(record, start=1)
+        return None if record is None else job_at(record, 1)
 
     async def finish_many(
         self, columns: dict[str, list[Any]], backoff: Backoff, key_id: int | None = None
@@ -104,16 +104,16 @@ class JobsRepository:
         records = await self._db.fetch(
             FINISH_MANY, {**columns, **backoff.params(), "key_id": key_id}
         )
-        return [FinishedBrief(*record) for record in records]
+        return [FinishedBrief._make(record) for record in records]
 
     # ---- readers -------------------------------------------------------------------
 
     async def get(self, job_id: int) -> JobRow | None:
         record = await self._db.fetch_one(GET_JOB, {"job_id": job_id})
-        return None if record is None else JobRow(*record)
+        return None if record is None else JobRow._make(record)
 
     async def get_many(self, job_ids: list[int]) -> list[JobRow]:
-        return [JobRow(*r) for r in await self._db.fetch(GET_JOBS, {"job_ids": job_ids})]
+        return [JobRow._make(r) for r in await self._db.fetch(GET_JOBS, {"job_ids": job_ids})]
 
     async def list(
         self,
@@ -139,14 +139,14 @@ class JobsRepository:
                 "allowed_patterns": patterns,
             },
         )
-        return [JobRow(*record) for record in records]
+        return [JobRow._make(record) for record in records]
 
     # ---- operators -----------------------------------------------------------------
 
     async def cancel(self, job_id: int) -> JobRow | None:
         """The job, cancelled or flagged; None when it is neither queued nor running."""
         record = await self._db.fetch_one(CANCEL_JOB, {"job_id": job_id})
-        return None if record is None else JobRow(*record)
+        return None if record is None else JobRow._make(record)
 
     async def retry(
         self, job_id: int, *, reset_attempts: bool, run_at: datetime | None
@@ -155,7 +155,7 @@ class JobsRepository:
         record = await self._db.fetch_one(
             RETRY_JOB, {"job_id": job_id, "reset_attempts": reset_attempts, "run_at": run_at}
         )
-        return None if record is None else JobRow(*record)
+        return None if record is None else JobRow._make(record)
 
     async def delete(self, job_id: int) -> bool:
         """Whether the job was deleted (it existed and was not running)."""

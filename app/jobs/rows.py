@@ -1,21 +1,22 @@
-"""The rows the queue core's repository hands back: frozen, slotted, typed.
+"""The rows the queue core's repository hands back: typed named tuples.
 
-`JobRow` holds every column of `jobq.jobs` in the table's order, so a record that
-ends in `j.*` becomes one by position (a test compares the fields with the table).
+Named tuples, not frozen dataclasses: as immutable and as typed, and built from a
+record in one C call (0.3 against 3.7 µs for a job's 30 columns, which a lease pays per
+job). `JobRow` holds every column of `jobq.jobs` in the table's order, so a record
+that is, or ends in, `j.*` becomes one by position (a test compares the fields with
+the table).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import asyncpg
 
 
-@dataclass(frozen=True, slots=True)
-class JobRow:
+class JobRow(NamedTuple):
     """One job as stored."""
 
     id: int
@@ -49,26 +50,20 @@ class JobRow:
     updated_at: datetime
     lease_key_id: int | None
 
-    @classmethod
-    def of(cls, record: asyncpg.Record, start: int = 0) -> JobRow:
-        """The job in `record`'s columns from `start` on (a statement's `j.*`)."""
-        values = tuple(record)
-        return cls(*values[start : start + _JOB_COLUMNS])
+
+def job_at(record: asyncpg.Record, start: int) -> JobRow:
+    """The job in `record`'s columns from `start` on (a statement's `j.*` after others)."""
+    return JobRow._make(record[start : start + len(JobRow._fields)])
 
 
-_JOB_COLUMNS = len(JobRow.__dataclass_fields__)
-
-
-@dataclass(frozen=True, slots=True)
-class Enqueued:
+class Enqueued(NamedTuple):
     """The job an enqueue created, or the one already holding its idempotency key."""
 
     job: JobRow
     deduplicated: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Refused:
+class Refused(NamedTuple):
     """An enqueue refused by admission control: the queue holds `backlog` of `max_backlog`."""
 
     max_backlog: int
@@ -76,8 +71,7 @@ class Refused:
     new_jobs: int = 1
 
 
-@dataclass(frozen=True, slots=True)
-class BatchItem:
+class BatchItem(NamedTuple):
     """One job of a batch enqueue, in brief; `id` is None when its key changed hands."""
 
     ord: int
@@ -86,8 +80,7 @@ class BatchItem:
     deduplicated: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Beat:
+class Beat(NamedTuple):
     """A heartbeat's effect: the lease's end, the cancel flag, and whether it was written."""
 
     written: bool
@@ -95,8 +88,7 @@ class Beat:
     cancel_requested: bool
 
 
-@dataclass(frozen=True, slots=True)
-class FinishedBrief:
+class FinishedBrief(NamedTuple):
     """A job a batch of acks finished: what the answer and the metrics need."""
 
     ord: int

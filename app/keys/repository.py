@@ -45,22 +45,22 @@ class KeysRepository:
                 "queues": queues,
             },
         )
-        return None if record is None else KeyRow(*record)
+        return None if record is None else KeyRow._make(record)
 
     async def revoke(self, name: str) -> KeyRow | None:
         record = await self._db.fetch_one(REVOKE_KEY, {"name": name})
-        return None if record is None else KeyRow(*record)
+        return None if record is None else KeyRow._make(record)
 
     async def get(self, lookup_id: str) -> KeyRow | None:
         record = await self._db.fetch_one(GET_KEY, {"lookup_id": lookup_id})
-        return None if record is None else KeyRow(*record)
+        return None if record is None else KeyRow._make(record)
 
     async def get_by_name(self, name: str) -> KeyRow | None:
         record = await self._db.fetch_one(GET_KEY_BY_NAME, {"name": name})
-        return None if record is None else KeyRow(*record)
+        return None if record is None else KeyRow._make(record)
 
     async def list(self) -> list[KeyRow]:
-        return [KeyRow(*record) for record in await self._db.fetch(LIST_KEYS, {})]
+        return [KeyRow._make(record) for record in await self._db.fetch(LIST_KEYS, {})]
 
     async def any(self) -> bool:
         record = await self._db.fetch_one(ANY_KEY, {})

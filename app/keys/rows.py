@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class KeyRow:
+class KeyRow(NamedTuple):
     """An API key as stored (every column of `jobq.api_keys`, in order): never the key,
     only its SHA-256 digest."""
 

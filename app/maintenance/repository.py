@@ -51,7 +51,7 @@ class MaintenanceRepository:
         return await self._as_leader(
             REAP_EXPIRED,
             {"batch_size": batch_size, **backoff.params()},
-            lambda record: Reaped(*record),
+            Reaped._make,
         )
 
     async def prune_batch(

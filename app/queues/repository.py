@@ -9,6 +9,7 @@ from app.db.database import Database
 from app.db.statement import Queries
 from app.queues.rows import (
     DatabaseHealth,
+    QueueActivity,
     QueueFigures,
     QueueOverview,
     QueueSettingsRow,
@@ -65,12 +66,12 @@ class QueuesRepository:
     async def pause(self, queue: str) -> QueueState:
         record = await self._db.fetch_one(PAUSE_QUEUE, {"queue": queue})
         assert record is not None
-        return QueueState(*record)
+        return QueueState._make(record)
 
     async def resume(self, queue: str) -> QueueState:
         record = await self._db.fetch_one(RESUME_QUEUE, {"queue": queue})
         assert record is not None
-        return QueueState(*record)
+        return QueueState._make(record)
 
     async def purge_queued(
         self, queue: str, *, batch_size: int, up_to: int | None
@@ -86,28 +87,33 @@ class QueuesRepository:
 
     async def get_settings(self, queue: str) -> QueueSettingsRow | None:
         record = await self._db.fetch_one(GET_QUEUE_SETTINGS, {"queue": queue})
-        return None if record is None else QueueSettingsRow(*record)
+        return None if record is None else QueueSettingsRow._make(record)
 
     async def set_max_backlog(self, queue: str, max_backlog: int | None) -> QueueSettingsRow:
         record = await self._db.fetch_one(
             SET_QUEUE_MAX_BACKLOG, {"queue": queue, "max_backlog": max_backlog}
         )
         assert record is not None
-        return QueueSettingsRow(*record)
+        return QueueSettingsRow._make(record)
 
     # ---- statistics --------------------------------------------------------------
 
     async def overview(self) -> list[QueueOverview]:
-        return [QueueOverview(*r) for r in await self._db.fetch(QUEUE_OVERVIEW, {})]
+        return [QueueOverview._make(r) for r in await self._db.fetch(QUEUE_OVERVIEW, {})]
 
     async def figures(self, queue: str | None) -> list[QueueFigures]:
-        return [QueueFigures(*r) for r in await self._db.fetch(QUEUE_STATS, {"queue": queue})]
+        records = await self._db.fetch(QUEUE_STATS, {"queue": queue})
+        overview = len(QueueOverview._fields)
+        return [
+            QueueFigures(QueueOverview._make(r[:overview]), QueueActivity._make(r[overview:]))
+            for r in records
+        ]
 
     async def running_jobs(self, queue: str | None, per_queue: int) -> list[RunningJob]:
         records = await self._db.fetch(RUNNING_JOBS, {"queue": queue, "per_queue": per_queue})
-        return [RunningJob(*record) for record in records]
+        return [RunningJob._make(record) for record in records]
 
     async def database_health(self) -> DatabaseHealth:
         record = await self._db.fetch_one(DATABASE_HEALTH, {})
         assert record is not None
-        return DatabaseHealth(*record)
+        return DatabaseHealth._make(record)

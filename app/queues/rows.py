@@ -1,13 +1,12 @@
-"""The rows the queues repository hands back: frozen, slotted, typed."""
+"""The rows the queues repository hands back: typed named tuples (see `app.jobs.rows`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class QueueState:
+class QueueState(NamedTuple):
     """Whether a queue is paused, and since when."""
 
     name: str
@@ -15,16 +14,14 @@ class QueueState:
     paused_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class QueueSettingsRow:
+class QueueSettingsRow(NamedTuple):
     """A queue's settings row."""
 
     name: str
     max_backlog: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class QueueOverview:
+class QueueOverview(NamedTuple):
     """A queue's jobs by state, its oldest due job's age, and whether it is paused."""
 
     queue: str
@@ -38,9 +35,8 @@ class QueueOverview:
     paused_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class QueueFigures(QueueOverview):
-    """The overview, and the last minute's and hour's activity."""
+class QueueActivity(NamedTuple):
+    """A queue's last minute and hour."""
 
     enqueued_1m: int
     enqueued_1h: int
@@ -52,8 +48,14 @@ class QueueFigures(QueueOverview):
     run_seconds: list[float] | None
 
 
-@dataclass(frozen=True, slots=True)
-class RunningJob:
+class QueueFigures(NamedTuple):
+    """The overview, and the last minute's and hour's activity."""
+
+    overview: QueueOverview
+    activity: QueueActivity
+
+
+class RunningJob(NamedTuple):
     """A job being worked on, with its progress."""
 
     id: int
@@ -71,8 +73,7 @@ class RunningJob:
     progress_updated_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class DatabaseHealth:
+class DatabaseHealth(NamedTuple):
     """What PostgreSQL reports about the jobs table and vacuum."""
 
     live_tuples: int | None

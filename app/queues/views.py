@@ -6,7 +6,14 @@ from collections.abc import Callable
 from typing import Any
 
 from app.jobs import progress
-from app.queues.rows import DatabaseHealth, QueueState, RunningJob
+from app.queues.rows import (
+    DatabaseHealth,
+    QueueActivity,
+    QueueFigures,
+    QueueOverview,
+    QueueState,
+    RunningJob,
+)
 from app.queues.service import QueueSettings
 from app.queues.service.stats import QueueReport, QueuesReport
 
@@ -40,32 +47,46 @@ def _running(job: RunningJob) -> dict[str, Any]:
     }
 
 
+def _nothing_yet(queue: str) -> QueueFigures:
+    """The figures of a queue no job names: all zero."""
+    return QueueFigures(
+        QueueOverview(queue, 0, 0, 0, 0, 0, None, False, None),
+        QueueActivity(0, 0, 0, 0, 0, 0, None, None),
+    )
+
+
 def queue(report: QueueReport) -> dict[str, Any]:
     """`QueueStats`; a queue with no figures has them all at zero."""
-    f = report.figures
+    figures = report.figures
+    o = (
+        figures.overview
+        if figures
+        else QueueOverview(report.queue, 0, 0, 0, 0, 0, None, False, None)
+    )
+    a = figures.activity if figures else QueueActivity(0, 0, 0, 0, 0, 0, None, None)
     return {
         "queue": report.queue,
-        "paused": f.paused if f else False,
-        "paused_at": f.paused_at if f else None,
+        "paused": o.paused,
+        "paused_at": o.paused_at,
         "counts": {
-            "queued": f.queued if f else 0,
-            "due": f.due if f else 0,
-            "running": f.running if f else 0,
-            "failed": f.failed if f else 0,
-            "cancelled": f.cancelled if f else 0,
+            "queued": o.queued,
+            "due": o.due,
+            "running": o.running,
+            "failed": o.failed,
+            "cancelled": o.cancelled,
         },
-        "oldest_due_age_seconds": f.oldest_due_age_seconds if f else None,
+        "oldest_due_age_seconds": o.oldest_due_age_seconds,
         "last_minute": {
-            "enqueued": f.enqueued_1m if f else 0,
-            "succeeded": f.succeeded_1m if f else 0,
-            "failed": f.failed_1m if f else 0,
+            "enqueued": a.enqueued_1m,
+            "succeeded": a.succeeded_1m,
+            "failed": a.failed_1m,
         },
         "last_hour": {
-            "enqueued": f.enqueued_1h if f else 0,
-            "succeeded": f.succeeded_1h if f else 0,
-            "failed": f.failed_1h if f else 0,
-            "wait_seconds": _percentiles(f.wait_seconds if f else None),
-            "run_seconds": _percentiles(f.run_seconds if f else None),
+            "enqueued": a.enqueued_1h,
+            "succeeded": a.succeeded_1h,
+            "failed": a.failed_1h,
+            "wait_seconds": _percentiles(a.wait_seconds),
+            "run_seconds": _percentiles(a.run_seconds),
         },
         "running_jobs": [_running(job) for job in report.running],
     }

@@ -73,7 +73,10 @@ class StatsService:
         for job in await self._repo.running_jobs(None, RUNNING_JOBS_SHOWN):
             running.setdefault(job.queue, []).append(job)
         health = await self._repo.database_health()
-        reports = [QueueReport(row.queue, row, running.get(row.queue, [])) for row in rows]
+        reports = [
+            QueueReport(row.overview.queue, row, running.get(row.overview.queue, []))
+            for row in rows
+        ]
         return QueuesReport(reports, health)
 
     async def snapshot(self) -> Snapshot:
