@@ -7,6 +7,7 @@ an admin key exists, so the app requires keys as the spec says: requests carry t
 key, except those generated with broken headers, which must be refused. The
 checks: no 5xx; every status, content type, header and body is the one the spec
 documents; schema-violating requests are refused; every error is problem+json.
+Timestamps include the edges of what Python, asyncpg and PostgreSQL can hold.
 
 Not checked: "schema-valid data is accepted". The API has rules a JSON Schema cannot
 state (`run_at` or `delay_seconds`, not both; the `Idempotency-Key` header and body key
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ import pytest
 import schemathesis
 from fastapi import FastAPI
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from schemathesis import Case, CheckContext, GenerationMode, Response
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
@@ -59,6 +62,27 @@ CONFIG = SchemathesisConfig.from_dict(
             "database": "none",
         },
     }
+)
+# Timestamps: Hypothesis' own RFC 3339 values, and the edges of what Python, asyncpg and
+# PostgreSQL can hold (the +14:00 and -14:00 offsets carry a year past them in UTC).
+EDGE_TIMES = [
+    "0001-01-01T00:00:00+14:00",
+    "0001-01-01T00:00:00Z",
+    "1969-12-31T23:59:59.999999Z",
+    "1970-01-01T00:00:00Z",
+    "9999-12-30T23:59:59.999999Z",
+    "9999-12-31T23:59:59-14:00",
+    "9999-12-31T23:59:59.999999Z",
+]
+OFFSETS = st.sampled_from(
+    [UTC, timezone(timedelta(hours=14)), timezone(timedelta(hours=-14)), timezone.max]
+)
+schemathesis.openapi.format(
+    "date-time",
+    st.one_of(
+        st.sampled_from(EDGE_TIMES),
+        st.datetimes(timezones=OFFSETS, allow_imaginary=False).map(datetime.isoformat),
+    ),
 )
 schema = schemathesis.openapi.from_path(SPEC, config=CONFIG)
 

@@ -8,6 +8,7 @@ checked by the services.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import (
@@ -20,6 +21,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from app.core import timestamps
 from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN
 
 
@@ -57,7 +59,15 @@ def _json_timestamp(value: Any) -> Any:
     return value
 
 
-Timestamp = Annotated[AwareDatetime, BeforeValidator(_json_timestamp)]
+def _in_range(value: datetime) -> datetime:
+    try:
+        return timestamps.bounded(value)
+    except timestamps.OutOfRange as exc:
+        raise PydanticCustomError("datetime_range", str(exc)) from None
+
+
+# Every timestamp a request carries: RFC 3339 text with an offset, in jobq's range.
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_json_timestamp), AfterValidator(_in_range)]
 
 
 class Strict(BaseModel):

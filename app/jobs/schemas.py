@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from app.api.types import JsonNumber, Name, ShortText, Storable, Strict, Timestamp
+from app.core import timestamps
 from app.core.config import (
     DEFAULT_MAX_ACK_BATCH,
     DEFAULT_MAX_ENQUEUE_BATCH,
@@ -61,7 +62,9 @@ class JobIn(Strict):
     type: Name
     payload: Any = None
     priority: Priority = 0
-    run_at: Timestamp | None = Field(default=None, description="Not before this time.")
+    run_at: Timestamp | None = Field(
+        default=None, description=f"Not before this time ({timestamps.RANGE})."
+    )
     delay_seconds: DelaySeconds | None = Field(default=None, description="Not before now + this.")
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), JsonNumber] | None = Field(
         default=None, description="Default 5."
@@ -418,4 +421,6 @@ class RetryIn(Strict):
         strict=True,
         description="Start counting attempts from 0 again (history is kept).",
     )
-    run_at: Timestamp | None = Field(default=None, description="Due then; default now.")
+    run_at: Timestamp | None = Field(
+        default=None, description=f"Due then ({timestamps.RANGE}); default now."
+    )

@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.types import JsonNumber, Name, ShortText, Strict, Timestamp
+from app.core import timestamps
 from app.jobs import ProgressOut
 
 MAX_BACKLOG_LIMIT = 1_000_000  # each enqueue counts up to this many unfinished jobs
@@ -50,7 +51,8 @@ class RedriveIn(Strict):
         default=None, description="Only jobs whose `last_error.type` is this."
     )
     failed_since: Timestamp | None = Field(
-        default=None, description="Only jobs that failed at or after this time."
+        default=None,
+        description=f"Only jobs that failed at or after this time ({timestamps.RANGE}).",
     )
     limit: Annotated[int, JsonNumber] = Field(
         default=DEFAULT_REDRIVE_LIMIT, ge=1, le=MAX_REDRIVE_LIMIT

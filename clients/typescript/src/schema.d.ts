@@ -926,7 +926,7 @@ export interface components {
             priority: number;
             /**
              * Run At
-             * @description Not before this time.
+             * @description Not before this time (from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z).
              */
             run_at?: string | null;
             /**
@@ -1417,7 +1417,7 @@ export interface components {
             error_type?: string | null;
             /**
              * Failed Since
-             * @description Only jobs that failed at or after this time.
+             * @description Only jobs that failed at or after this time (from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z).
              */
             failed_since?: string | null;
             /**
@@ -1449,7 +1449,7 @@ export interface components {
             reset_attempts: boolean;
             /**
              * Run At
-             * @description Due then; default now.
+             * @description Due then (from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z); default now.
              */
             run_at?: string | null;
         };
