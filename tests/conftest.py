@@ -83,6 +83,14 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
 
 
 @pytest.fixture
+async def no_keys(db: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:
+    """No API key before and after the test: the other tests rely on open mode."""
+    await db.execute("TRUNCATE jobq.api_keys RESTART IDENTITY")
+    yield db
+    await db.execute("TRUNCATE jobq.api_keys RESTART IDENTITY")
+
+
+@pytest.fixture
 def make_settings(database_url: str) -> Callable[..., Settings]:
     """Settings for the test database, with any field overridden."""
 

@@ -73,12 +73,7 @@ async def revoke_key(database_url: str, name: str) -> None:
         await engine.dispose()
 
 
-@pytest.fixture(autouse=True)
-async def no_keys(db: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:
-    """No key before and after each test: the other test files rely on open mode."""
-    await db.execute("TRUNCATE jobq.api_keys RESTART IDENTITY")
-    yield db
-    await db.execute("TRUNCATE jobq.api_keys RESTART IDENTITY")
+pytestmark = pytest.mark.usefixtures("no_keys")
 
 
 @dataclass

@@ -201,3 +201,58 @@ def test_text_on_a_terminal_json_elsewhere() -> None:
     assert tty.getvalue().strip() == line  # the earlier handler was replaced, not added to
     assert jobq_logging.configure("text", "INFO", stream=pipe) == "text"
     assert jobq_logging.configure("json", "INFO", stream=tty) == "json"
+
+
+TOKEN = "2-329eac80c92c43138a31f98ec3d16578"
+TOKEN_FORMS = [
+    TOKEN,
+    "2-329eac80-c92c-4313-8a31-f98ec3d16578",
+    "2-{329eac80-c92c-4313-8a31-f98ec3d16578}",
+    "2-urn:uuid:329eac80-c92c-4313-8a31-f98ec3d16578",
+]
+
+
+@pytest.mark.usefixtures("no_keys")
+@pytest.mark.parametrize("token", TOKEN_FORMS)
+async def test_a_token_in_the_path_is_cut_whatever_became_of_the_request(
+    app_factory: Callable[..., FastAPI],
+    client_factory: Callable[[FastAPI], Any],
+    database_url: str,
+    json_log: Lines,
+    token: str,
+) -> None:
+    from tests.test_auth import create_key
+
+    key = await create_key(database_url, "worker", ["work"])
+    client = await client_factory(app_factory())
+    refused = [
+        await client.post(f"/v1/leases/{token}/heartbeat", json={}),  # 401: no key
+        await client.post(
+            f"/v1/leases/{token}/heartbeat",
+            json={},
+            headers={"Authorization": "Bearer jobq_0000000000000000_bogus"},
+        ),  # 401: a bad key
+        # no such route (with a key: a body without one is refused first)
+        await client.post(
+            f"/v1/leases/{token}/nope", json={}, headers={"Authorization": f"Bearer {key}"}
+        ),
+        await client.get(f"/v1/leases/{token}"),  # nor this one
+    ]
+    assert [r.status_code for r in refused] == [401, 401, 404, 404]
+    logged = [e["path"] for e in json_log.events("request")]
+    assert logged == [
+        "/v1/leases/2-…/heartbeat",
+        "/v1/leases/2-…/heartbeat",
+        "/v1/leases/2-…/nope",
+        "/v1/leases/2-…",
+    ]
+    assert "329eac80" not in json.dumps(json_log.events())  # jobq's lines, not httpx's
+
+
+async def test_only_token_shaped_segments_are_cut(
+    client: httpx.AsyncClient, json_log: Lines
+) -> None:
+    await client.get("/v1/queues/2024-reports")
+    await client.get("/v1/queues/12-329eac80c92c43138a31f98ec3d1657")  # 31 hex digits
+    paths = [e["path"] for e in json_log.events("request")]
+    assert paths == ["/v1/queues/2024-reports", "/v1/queues/12-329eac80c92c43138a31f98ec3d1657"]

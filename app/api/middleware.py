@@ -15,6 +15,7 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.redact import cut_tokens
 from app.core import metrics
 from app.core.logging import REQUEST_ID, event
 
@@ -32,15 +33,6 @@ def request_id(headers: list[tuple[bytes, bytes]]) -> str:
         if name == HEADER and _SANE_ID.fullmatch(value):
             return value.decode("ascii")
     return uuid.uuid4().hex
-
-
-def _logged_path(scope: Scope) -> str:
-    """The path, with a lease token cut to its job id: tokens are secrets of their worker."""
-    path: str = scope["path"]
-    token = scope.get("path_params", {}).get("lease_id")
-    if isinstance(token, str) and token:
-        path = path.replace(token, token.partition("-")[0] + "-…")
-    return path
 
 
 class RequestContext:
@@ -79,7 +71,7 @@ class RequestContext:
 
     @staticmethod
     def _log(scope: Scope, route: str, status: int, seconds: float, rid: str) -> None:
-        path = _logged_path(scope)
+        path = cut_tokens(scope["path"])
         if status >= 500:
             level = logging.WARNING
         elif scope["path"] in QUIET_PATHS:

@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.api.redact import cut_tokens
 from app.core.errors import JobqError, field_errors
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -141,7 +142,8 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    path = cut_tokens(request.url.path)
+    log.error("unhandled error on %s %s", request.method, path, exc_info=exc)
     return problem(500, "internal_error", "an unexpected error occurred; it has been logged")
 
 
