@@ -925,3 +925,30 @@ async def test_no_log_line_holds_a_key_or_a_payload(
     secrets_ += [key.rsplit("_", 1)[1] for key in (admin, worker, new_key)]
     leaked = [line for line in lines if any(s in line for s in secrets_)]
     assert leaked == []
+
+
+async def test_replaying_a_key_without_read_shows_only_the_jobs_id_and_state(
+    service_factory: Callable[..., Awaitable[Service]], database_url: str
+) -> None:
+    """Idempotency keys are often predictable: a producer that may only enqueue must not
+    read another producer's job (payload, result, attempts) by replaying its key."""
+    ingest = await create_key(database_url, "ingest", ["enqueue"])
+    other = await create_key(database_url, "other-producer", ["enqueue", "read"])
+    service = await service_factory()
+    body = {"type": "report", "payload": {"secret": "s-31"}, "idempotency_key": "report-1"}
+    first = await service.remote.post("/v1/queues/q-idem/jobs", json=body, headers=bearer(other))
+    assert first.status_code == 201
+    replay = await service.remote.post(
+        "/v1/queues/q-idem/jobs", json={"type": "report", "idempotency_key": "report-1"},
+        headers=bearer(ingest),
+    )  # fmt: skip
+    assert replay.status_code == 200
+    assert replay.json() == {"id": first.json()["id"], "state": "queued", "deduplicated": True}
+    # A key that may read the queue gets the whole job, as before; a new job is whole too.
+    again = await service.remote.post("/v1/queues/q-idem/jobs", json=body, headers=bearer(other))
+    assert (again.status_code, again.json()["payload"]) == (200, {"secret": "s-31"})
+    fresh = await service.remote.post(
+        "/v1/queues/q-idem/jobs", json={"type": "report", "idempotency_key": "report-2"},
+        headers=bearer(ingest),
+    )  # fmt: skip
+    assert fresh.status_code == 201 and fresh.json()["payload"] is None

@@ -36,6 +36,7 @@ EXAMPLED = [
     schemas.AcksIn,
     schemas.JobOut,
     schemas.EnqueuedJob,
+    schemas.DeduplicatedBrief,
     schemas.LeaseOut,
     Problem,
 ]

@@ -85,8 +85,10 @@ def test_public_names_are_pinned() -> None:
 
 def test_a_job_through_its_life_with_typed_results(jobq: Client) -> None:
     created = jobq.enqueue("mail", "send", {"to": "ada"}, priority=5, idempotency_key="k-1")
+    assert created.job is not None
     assert (created.deduplicated, created.job.state, created.job.priority) == (False, "queued", 5)
     again = jobq.enqueue("mail", "send", {"to": "someone else"}, idempotency_key="k-1")
+    assert again.job is not None
     assert (again.id, again.deduplicated, again.job.payload) == (created.id, True, {"to": "ada"})
 
     (lease,) = jobq.lease(["mail"], worker_id="w-1", max_jobs=5)
@@ -180,7 +182,7 @@ def test_a_lost_enqueue_answer_is_retried_with_the_same_key(
     assert created.deduplicated is True, "the retry should have found the committed job"
     keys = _keys(proxy)
     assert len(keys) == 2 and keys[0] == keys[1] and len(keys[0]) == 32
-    assert created.job.idempotency_key == keys[0]
+    assert created.job is not None and created.job.idempotency_key == keys[0]
     assert [j.id for j in jobq.iter_jobs(queue="retry")] == [created.id]
 
     # A batch: every job has its own generated key, kept across the retry.
@@ -267,3 +269,11 @@ def test_the_sdk_has_an_error_class_for_every_problem_code_and_no_other() -> Non
     for code, cls in PROBLEM_CLASSES.items():
         assert cls.default_status == server[code], code
         assert cls.__name__ in jobq_client.__all__, cls.__name__
+
+
+def test_a_replay_answered_in_brief_has_no_job() -> None:
+    """jobq answers a key without `read` only the id and state of the job holding the key."""
+    from jobq_client import Enqueued
+
+    brief = Enqueued.from_json({"id": 3, "state": "succeeded", "deduplicated": True})
+    assert (brief.id, brief.state, brief.deduplicated, brief.job) == (3, "succeeded", True, None)

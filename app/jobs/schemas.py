@@ -343,6 +343,15 @@ class BatchItemOut(BaseModel):
     deduplicated: bool
 
 
+class DeduplicatedBrief(BatchItemOut):
+    """A job already held this idempotency key, and the caller may not read the queue's
+    jobs (no `read` scope): only its id and state, as a batch enqueue answers."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"id": 1, "state": "succeeded", "deduplicated": True}]}
+    )
+
+
 class BatchOut(BaseModel):
     """One entry per submitted job, in request order."""
 

@@ -86,6 +86,12 @@ def enqueued(found: Enqueued) -> Response:
     return job_answer(found.job, status, deduplicated=found.deduplicated)
 
 
+def deduplicated_brief(found: Enqueued) -> Response:
+    """`DeduplicatedBrief`: the job holding the key, to a caller that may not read it."""
+    job = found.job
+    return answer({"id": job.id, "state": job.state, "deduplicated": True})
+
+
 def batch(items: Iterable[BatchItem]) -> dict[str, Any]:
     """`BatchOut`."""
     return {"jobs": [{"id": i.id, "state": i.state, "deduplicated": i.deduplicated} for i in items]}

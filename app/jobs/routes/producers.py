@@ -16,6 +16,7 @@ from app.jobs.schemas import (
     MAX_LIST_LIMIT,
     BatchIn,
     BatchOut,
+    DeduplicatedBrief,
     EnqueuedJob,
     IdempotencyKey,
     JobIn,
@@ -34,7 +35,11 @@ router = APIRouter(prefix="/v1", tags=["jobs"])
     status_code=201,
     response_model=EnqueuedJob,
     responses={
-        200: {"model": EnqueuedJob, "description": "A job already had this key: that job."},
+        200: {
+            "model": EnqueuedJob | DeduplicatedBrief,
+            "description": "A job already had this key: that job; in brief (its id and "
+            "state) when the caller's key lacks the `read` scope.",
+        },
         **problems(400, 401, 403, 413, 422, 429),
     },
 )
@@ -47,7 +52,11 @@ async def enqueue_job(
 ) -> Response:
     """Enqueue a job."""
     caller.require_queues([queue])
-    return views.enqueued(await jobs.enqueue.one(queue, job, idempotency_key))
+    found = await jobs.enqueue.one(queue, job, idempotency_key)
+    if found.deduplicated and not caller.can("read"):
+        # Keys are often predictable: replaying one must not show another producer's job.
+        return views.deduplicated_brief(found)
+    return views.enqueued(found)
 
 
 @router.post(

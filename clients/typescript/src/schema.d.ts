@@ -699,6 +699,27 @@ export interface components {
             oldest_xmin_age: number | null;
         };
         /**
+         * DeduplicatedBrief
+         * @description A job already held this idempotency key, and the caller may not read the queue's
+         *     jobs (no `read` scope): only its id and state, as a batch enqueue answers.
+         * @example {
+         *       "id": 1,
+         *       "state": "succeeded",
+         *       "deduplicated": true
+         *     }
+         */
+        DeduplicatedBrief: {
+            /** Id */
+            id: number;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            /** Deduplicated */
+            deduplicated: boolean;
+        };
+        /**
          * EnqueuedJob
          * @description The job, and whether it already existed under the same idempotency key.
          * @example {
@@ -1604,13 +1625,13 @@ export interface operations {
             };
         };
         responses: {
-            /** @description A job already had this key: that job. */
+            /** @description A job already had this key: that job; in brief (its id and state) when the caller's key lacks the `read` scope. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EnqueuedJob"];
+                    "application/json": components["schemas"]["EnqueuedJob"] | components["schemas"]["DeduplicatedBrief"];
                 };
             };
             /** @description Successful Response */

@@ -126,18 +126,27 @@ class JobRecord:
 
 @dataclass(frozen=True, slots=True)
 class Enqueued:
-    """An enqueued job; `deduplicated` when a job already had its idempotency key."""
+    """An enqueued job; `deduplicated` when a job already had its idempotency key.
 
-    job: JobRecord
+    `job` is the whole job, except when a job already had the key and this client's API
+    key lacks the `read` scope: jobq then answers only its `id` and `state`, and `job`
+    is None (someone else's job is not shown to a key that may not read it).
+    """
+
+    id: int
+    state: JobState
     deduplicated: bool
-
-    @property
-    def id(self) -> int:
-        return self.job.id
+    job: JobRecord | None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Enqueued:
-        return cls(job=JobRecord.from_json(data), deduplicated=bool(data["deduplicated"]))
+        job = JobRecord.from_json(data) if "payload" in data else None
+        return cls(
+            id=data["id"],
+            state=data["state"],
+            deduplicated=bool(data["deduplicated"]),
+            job=job,
+        )
 
 
 @dataclass(frozen=True, slots=True)
