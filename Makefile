@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint openapi bench clean
+.PHONY: run test lint openapi docs-tables bench clean
 
 run: $(VENV)/.installed
 	$(BIN)/jobq serve
@@ -21,6 +21,10 @@ lint: $(VENV)/.installed-dev
 
 openapi: $(VENV)/.installed
 	$(BIN)/jobq openapi
+
+# The docs' parts generated from the code (the Security scope table).
+docs-tables: $(VENV)/.installed-dev
+	$(BIN)/python -m tests.docs_tables
 
 # The benchmark (bench/): its own jobq serve on a recreated jobq_bench database.
 # Options: make bench BENCH_ARGS='--quick --json out.json'  (python -m bench --help)

@@ -30,14 +30,13 @@ from app.core.logging import JsonFormatter
 from app.db.database import Database
 from app.db.engine import create_engine
 from app.keys import (
-    Access,
     Authenticator,
     AuthRequired,
     Keys,
     KeysRepository,
     QueueRule,
     access_of,
-    framework_paths,
+    declared_access,
     mint,
     served_routes,
 )
@@ -135,26 +134,11 @@ async def eventually_refused(client: httpx.AsyncClient, key: str) -> float:
 # ---- the route table: every route declares who may call it -------------------------------
 
 
-def decisions(app: FastAPI) -> dict[tuple[str, str], str | None]:
-    """(method, path) → what the route needs: a scope, `probe`, `public`; None: undeclared."""
-    framework = framework_paths(app)
-    table: dict[tuple[str, str], str | None] = {}
-    for route in served_routes(app):
-        rules: list[Access] = access_of(route)
-        if getattr(route, "dependant", None) is None and route.path in framework:
-            need: str | None = "public"  # FastAPI's OpenAPI document and its viewers
-        else:
-            need = rules[0].need if len(rules) == 1 else None
-        for method in sorted(set(route.methods) - {"HEAD"}):
-            table[(method, route.path)] = need
-    return table
-
-
-ROUTES = sorted(decisions(create_app()))
+ROUTES = sorted(declared_access(create_app()))
 
 
 def test_every_route_declares_exactly_one_access_rule() -> None:
-    table = decisions(create_app())
+    table = declared_access(create_app())
     # The table really is the app's (routers unfolded), not an empty or partial one.
     assert {("POST", "/v1/leases"), ("DELETE", "/v1/keys/{name}"), ("GET", "/docs")} <= set(table)
     assert len(table) >= 25
@@ -166,7 +150,7 @@ def test_the_openapi_document_asks_keyed_operations_for_the_bearer_key() -> None
     app = create_app()
     spec = app.openapi()
     assert spec["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
-    for (method, path), need in decisions(app).items():
+    for (method, path), need in declared_access(app).items():
         operation = spec["paths"].get(path, {}).get(method.lower())
         if operation is None:
             continue  # the OpenAPI document and its viewers are not in it
@@ -185,7 +169,7 @@ def test_a_route_that_declares_nothing_is_caught() -> None:
     async def forgotten() -> dict[str, str]:
         return {}
 
-    assert decisions(app)[("GET", "/v1/forgotten")] is None
+    assert declared_access(app)[("GET", "/v1/forgotten")] is None
 
 
 def test_routes_open_without_a_key_take_no_body() -> None:
@@ -396,7 +380,7 @@ async def matrix(service_factory: Callable[..., Awaitable[Service]], database_ur
 async def test_every_route_answers_every_kind_of_key_as_declared(
     matrix: Matrix, method: str, path: str
 ) -> None:
-    need = decisions(matrix.service.app)[(method, path)]
+    need = declared_access(matrix.service.app)[(method, path)]
     assert need is not None, f"{method} {path} declares no access rule (see app/keys/access.py)"
     example = EXAMPLES.get((method, path))
     assert example is not None, f"add an example request for {method} {path} to EXAMPLES"

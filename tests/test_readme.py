@@ -381,3 +381,13 @@ async def test_the_curl_walkthrough_runs_a_job_through_its_life(
     # The closing list shows the three jobs as they are.
     listed = [(o["id"], o["state"]) for o in printed[-3:] if "result" in o]
     assert listed == [(row["id"], row["state"]) for row in rows], report
+
+
+def test_the_security_scope_table_is_the_routes_own() -> None:
+    from tests.docs_tables import current, rewritten
+
+    text = README.read_text(encoding="utf-8")
+    assert current(text) == current(rewritten(text)), (
+        "README.md's scope table fell behind the routes: run `make docs-tables`"
+    )
+    assert "`PUT /v1/queues/{queue}/settings`" in current(text)

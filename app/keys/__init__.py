@@ -16,7 +16,9 @@ from app.keys.access import (
     ReadCaller,
     WorkCaller,
     access_of,
+    declared_access,
     framework_paths,
+    scope_table,
     served_routes,
 )
 from app.keys.authenticator import (
@@ -55,10 +57,12 @@ __all__ = [
     "Scope",
     "WorkCaller",
     "access_of",
+    "declared_access",
     "framework_paths",
     "is_loopback",
     "mint",
     "open_network_refusal",
     "router",
+    "scope_table",
     "served_routes",
 ]

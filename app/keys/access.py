@@ -152,3 +152,43 @@ AdminCaller = Annotated[Caller, Depends(ADMIN)]
 # A route open to anyone, or to loopback peers and any key: it gets no caller.
 Anyone = Annotated[None, Depends(PUBLIC)]
 LocalOrAnyKey = Annotated[None, Depends(PROBE)]
+
+
+def declared_access(app: FastAPI) -> dict[tuple[str, str], str | None]:
+    """(method, path) → what the route needs: a scope, `probe` or `public`; None when it
+    declares no rule (a test fails for any)."""
+    framework = framework_paths(app)
+    table: dict[tuple[str, str], str | None] = {}
+    for route in served_routes(app):
+        rules = access_of(route)
+        if getattr(route, "dependant", None) is None and route.path in framework:
+            need: str | None = "public"  # FastAPI's OpenAPI document and its viewers
+        else:
+            need = rules[0].need if len(rules) == 1 else None
+        for method in sorted(set(route.methods) - {"HEAD"}):
+            table[(method, route.path)] = need
+    return table
+
+
+_NEED_LABELS = {
+    "public": "none",
+    "probe": "loopback peer, or any key",
+    "enqueue": "`enqueue`",
+    "work": "`work`",
+    "read": "`read`",
+    "admin": "`admin` only",
+}
+
+
+def scope_table(app: FastAPI) -> str:
+    """The Markdown table of what each route needs, from the routes' own declarations."""
+    rows = ["| Access | Routes |", "| --- | --- |"]
+    table = declared_access(app)
+    for need, label in _NEED_LABELS.items():
+        routes = sorted(
+            (path, method) for (method, path), declared in table.items() if declared == need
+        )
+        if routes:
+            listed = ", ".join(f"`{method} {path}`" for path, method in routes)
+            rows.append(f"| {label} | {listed} |")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,43 @@
+"""The parts of the docs generated from the code: the Security section's scope table.
+
+`make docs-tables` (`python -m tests.docs_tables`) writes them; `tests/test_readme.py`
+fails when one falls behind.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from app.keys import scope_table
+from app.main import create_app
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+_BLOCK = re.compile(r"(<!-- scopes:begin -->\n).*?(<!-- scopes:end -->)", re.DOTALL)
+
+
+def current(text: str) -> str:
+    """The scope table as `text` has it."""
+    match = _BLOCK.search(text)
+    assert match is not None, "the <!-- scopes:begin/end --> markers are missing"
+    return text[match.end(1) : match.start(2)]
+
+
+def rewritten(text: str) -> str:
+    """`text` with its scope table generated afresh from the routes."""
+    table = scope_table(create_app())
+    return _BLOCK.sub(lambda m: m.group(1) + table + m.group(2), text)
+
+
+def main() -> int:
+    text = README.read_text(encoding="utf-8")
+    fresh = rewritten(text)
+    if fresh != text:
+        README.write_text(fresh, encoding="utf-8")
+        print(f"updated the scope table in {README.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
