@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint openapi docs-tables bench clean
+.PHONY: run test lint openapi docs docs-serve docs-tables bench clean
 
 run: $(VENV)/.installed
 	$(BIN)/jobq serve
@@ -21,6 +21,13 @@ lint: $(VENV)/.installed-dev
 
 openapi: $(VENV)/.installed
 	$(BIN)/jobq openapi
+
+# The docs site (docs/, mkdocs.yml) into site/; CI builds it with --strict too.
+docs: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001
 
 # The docs' parts generated from the code (the Security scope table).
 docs-tables: $(VENV)/.installed-dev
@@ -46,4 +53,4 @@ $(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml $(VENV)/.py
 	@touch $@ $(VENV)/.installed
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -1,4 +1,4 @@
-"""The parts of the docs generated from the code: the Security section's scope table.
+"""The parts of the docs generated from the code: the Security page's scope table.
 
 `make docs-tables` (`python -m tests.docs_tables`) writes them; `tests/test_readme.py`
 fails when one falls behind.
@@ -13,7 +13,7 @@ from pathlib import Path
 from app.keys import scope_table
 from app.main import create_app
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+SECURITY = Path(__file__).resolve().parents[1] / "docs" / "security.md"
 _BLOCK = re.compile(r"(<!-- scopes:begin -->\n).*?(<!-- scopes:end -->)", re.DOTALL)
 
 
@@ -31,11 +31,11 @@ def rewritten(text: str) -> str:
 
 
 def main() -> int:
-    text = README.read_text(encoding="utf-8")
+    text = SECURITY.read_text(encoding="utf-8")
     fresh = rewritten(text)
     if fresh != text:
-        README.write_text(fresh, encoding="utf-8")
-        print(f"updated the scope table in {README.name}")
+        SECURITY.write_text(fresh, encoding="utf-8")
+        print("updated the scope table in docs/security.md")
     return 0
 
 

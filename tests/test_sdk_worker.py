@@ -331,8 +331,8 @@ async def test_sigterm_releases_jobs_still_running_after_the_grace_period(
 
 
 def readme_worker() -> str:
-    """The ```python block right after README's `<!-- python-worker -->` line."""
-    lines = (REPO / "README.md").read_text().splitlines()
+    """The ```python block right after the docs' `<!-- python-worker -->` line."""
+    lines = (REPO / "docs" / "workers" / "python.md").read_text().splitlines()
     start = lines.index("<!-- python-worker -->")
     assert lines[start + 1] == "```python"
     end = lines.index("```", start + 2)
