@@ -14,8 +14,7 @@ import uvicorn
 from fastapi import FastAPI
 from typer.testing import CliRunner, Result
 
-from app import cli_ops
-from app.cli import cli
+from app.cli import _http, _output, cli
 
 WIDE = {"COLUMNS": "220"}  # rich tables at full width
 
@@ -88,10 +87,10 @@ async def test_stats_shows_every_queue_and_one_in_detail(
 
     result = await jobq("stats", env={"JOBQ_URL": service})  # the URL from the environment
     assert result.exit_code == 0, result.output
-    (row,) = [line for line in result.stdout.splitlines() if "mail" in line]
-    cells = [cell.strip() for cell in row.strip("│┃ ").split("│")]
-    assert cells[:5] == ["mail", "2 (2)", "1", "0", cells[4]]
-    assert cells[5] == "3/0/0" and cells[6] == "3/0/0"
+    (row,) = [line for line in result.stdout.splitlines() if line.startswith("mail")]
+    cells = row.split()
+    assert cells[:5] == ["mail", "2", "2", "1", "0"]  # queued, due, running, failed
+    assert cells[6] == "3/0/0" and cells[7] == "3/0/0"  # after the oldest due job's age
     assert "jobs table:" in result.stdout and "oldest open transaction: none" in result.stdout
 
     detail = await jobq("stats", "mail", "--url", service)
@@ -112,7 +111,7 @@ async def test_jobs_list_and_show(service: str, http: httpx.AsyncClient) -> None
 
     listed = await jobq("jobs", "list", "--queue", "mail", "--url", service)
     assert listed.exit_code == 0, listed.output
-    (row,) = [line for line in listed.stdout.splitlines() if f"│ {first['id']} " in line]
+    (row,) = [line for line in listed.stdout.splitlines() if line.split()[:1] == [str(first["id"])]]
     assert "mail" in row and "queued" in row and "1/5" in row and "SMTPDown" in row
     assert "other" not in listed.stdout
 
@@ -129,8 +128,12 @@ async def test_jobs_list_and_show(service: str, http: httpx.AsyncClient) -> None
 async def test_problems_are_one_line(service: str) -> None:
     line = one_error_line(await jobq("jobs", "show", "999", "--url", service))
     assert line == "jobq: Job not found (404) [job_not_found]: no job has id 999"
-    line = one_error_line(await jobq("jobs", "list", "--state", "nope", "--url", service))
-    assert line.startswith("jobq: Validation error (422) [validation_error]: invalid fields")
+    line = one_error_line(await jobq("jobs", "retry", "999", "--run-at", "2030-01-01T00:00:00",
+                                     "--url", service))  # fmt: skip
+    assert line == (
+        "jobq: Validation error (422) [validation_error]: body.run_at: "
+        "Input should have timezone info"
+    )
 
 
 async def test_an_unreachable_service_is_one_line_and_exit_1() -> None:
@@ -144,13 +147,13 @@ async def test_an_unreachable_service_is_one_line_and_exit_1() -> None:
 
 def test_errors_that_are_not_problems_are_shown_briefly() -> None:
     html = httpx.Response(502, text="<html>\n  bad   gateway\n</html>")
-    assert cli_ops.problem_message(html) == "HTTP 502 Bad Gateway: <html> bad gateway </html>"
+    assert _http.problem_message(html) == "HTTP 502 Bad Gateway: <html> bad gateway </html>"
     problem = httpx.Response(409, json={"title": "Conflict", "detail": "no", "code": "conflict"})
-    assert cli_ops.problem_message(problem) == "Conflict (409) [conflict]: no"
+    assert _http.problem_message(problem) == "Conflict (409) [conflict]: no"
 
 
 def test_durations_read_well() -> None:
-    shown = [cli_ops.seconds(s) for s in (None, 0.0123, 12.34, 245, 7380, 200000)]
+    shown = [_output.seconds(s) for s in (None, 0.0123, 12.34, 245, 7380, 200000)]
     assert shown == ["-", "12ms", "12.3s", "4m05s", "2h03m", "2d07h"]
 
 
@@ -192,15 +195,170 @@ async def test_the_api_key_is_sent_as_a_bearer_token(monkeypatch: pytest.MonkeyP
         seen.append(request.headers.get("authorization"))
         return httpx.Response(200, json={"queue": "q", "paused": True, "paused_at": "2026"})
 
-    real = cli_ops.make_client
+    real = _http.make_client
 
     def recording(url: str, api_key: str | None) -> httpx.Client:
         client = real(url, api_key)
         client._transport = httpx.MockTransport(answer)
         return client
 
-    monkeypatch.setattr(cli_ops, "make_client", recording)
+    monkeypatch.setattr(_http, "make_client", recording)
     assert (await jobq("queues", "pause", "q", "--api-key", "s3cret")).exit_code == 0
     assert (await jobq("queues", "pause", "q", env={"JOBQ_API_KEY": "from-env"})).exit_code == 0
     assert (await jobq("queues", "pause", "q")).exit_code == 0
     assert seen == ["Bearer s3cret", "Bearer from-env", None]
+
+
+# ---- 80 columns, json for scripts, one configuration story ----------------------------
+
+NARROW = {"COLUMNS": "80"}
+LONG_QUEUE = "notifications.email-digest"
+
+
+async def _narrow(*args: str, service: str) -> Result:
+    result = await jobq(*args, "--url", service, env=NARROW)
+    assert result.exit_code == 0, result.output
+    assert all(len(line) <= 80 for line in result.stdout.splitlines()), result.stdout
+    return result
+
+
+async def test_tables_fit_80_columns_and_keep_their_key_values_whole(
+    service: str, http: httpx.AsyncClient
+) -> None:
+    job = await _job(http, LONG_QUEUE, run_at="2030-01-01T00:00:00Z")
+    await _job(http, LONG_QUEUE)
+    await _lease(http, LONG_QUEUE)
+
+    stats = (await _narrow("stats", service=service)).stdout
+    backlog = [line for line in stats.splitlines() if line.startswith(LONG_QUEUE)]
+    assert len(backlog) == 2, stats  # one row in the backlog table, one in throughput
+    # queued 1 (due 0: it runs in 2030), running 1, failed 0, no due job waiting
+    assert backlog[0].split()[1:6] == ["1", "0", "1", "0", "-"], backlog
+    assert "p50/p95" in stats and "last hour" in stats  # the windows are there, not dropped
+    assert "…" not in stats
+
+    listed = (await _narrow("jobs", "list", service=service)).stdout
+    row = next(line for line in listed.splitlines() if line.split()[:1] == [str(job["id"])])
+    assert LONG_QUEUE in row and "queued" in row and "in " in row  # due in ~4 years
+    assert "…" not in listed
+
+    shown = (await _narrow("jobs", "show", str(job["id"]), service=service)).stdout
+    assert "2030-01-01 00:00:00Z" in shown
+
+    wide = await jobq("jobs", "list", "--url", service, env={"COLUMNS": "200"})
+    assert "2030-01-01 00:00:00Z" in wide.stdout  # room enough for the whole time
+
+
+async def test_every_operator_command_speaks_json(service: str, http: httpx.AsyncClient) -> None:
+    job = await _job(http, "mail")
+    failed = await _job(http, "mail", max_attempts=1)
+    lease = (await http.post("/v1/leases", json={"queues": ["mail"], "worker_id": "w"})).json()
+    token = next(x["lease_id"] for x in lease["leases"] if x["job"]["id"] == job["id"])
+    await http.post(f"/v1/leases/{token}/fail", json={"error": {"type": "E"}, "retryable": False})
+    del failed
+    commands = [
+        ["stats"],
+        ["stats", "mail"],
+        ["jobs", "list"],
+        ["jobs", "show", str(job["id"])],
+        ["jobs", "retry", str(job["id"])],
+        ["jobs", "cancel", str(job["id"])],
+        ["jobs", "delete", str(job["id"]), "--yes"],
+        ["queues", "list"],
+        ["queues", "show", "mail"],
+        ["queues", "pause", "mail"],
+        ["queues", "resume", "mail"],
+        ["queues", "redrive", "mail", "--yes"],
+        ["queues", "settings", "mail", "--max-backlog", "10"],
+        ["queues", "settings", "mail"],
+        ["queues", "purge", "mail", "--yes"],
+        ["config"],
+    ]
+    for command in commands:
+        for flag in (["--output", "json"], ["-o", "json"], ["--json"]):
+            result = await jobq(*command, *flag, "--url", service)
+            assert result.exit_code == 0, (command, result.output)
+            json.loads(result.stdout)  # nothing but JSON on stdout
+            if command[:2] in (["jobs", "delete"], ["jobs", "retry"], ["jobs", "cancel"]):
+                break  # each acts once
+    settings = await jobq("queues", "settings", "mail", "--output", "json", "--url", service)
+    assert json.loads(settings.stdout) == {"queue": "mail", "max_backlog": 10}
+
+
+async def test_destructive_commands_ask_first(service: str, http: httpx.AsyncClient) -> None:
+    await _job(http, "mail")
+    runner = CliRunner()
+    refused = await asyncio.to_thread(
+        runner.invoke, cli, ["queues", "purge", "mail", "--url", service], input="n\n"
+    )
+    assert refused.exit_code == 1 and "Aborted" in refused.output
+    assert (await http.get("/v1/queues/mail")).json()["counts"]["queued"] == 1
+    agreed = await asyncio.to_thread(
+        runner.invoke, cli, ["queues", "purge", "mail", "--url", service], input="y\n"
+    )
+    assert agreed.exit_code == 0, agreed.output
+    assert "queue mail: 1 jobs deleted" in agreed.stdout
+
+
+async def test_invalid_values_are_refused_with_the_valid_ones(service: str) -> None:
+    result = await jobq("jobs", "list", "--state", "bogus", "--url", service, env=NARROW)
+    assert result.exit_code == 2
+    for state in ("queued", "running", "succeeded", "failed", "cancelled"):
+        assert state in result.output, result.output
+
+
+def test_the_version() -> None:
+    from app import __version__
+
+    result = CliRunner().invoke(cli, ["--version"])
+    assert (result.exit_code, result.stdout) == (0, f"jobq {__version__}\n")
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "expected"),
+    [
+        ({"JOBQ_PORT": "18810"}, [], "http://127.0.0.1:18810"),
+        ({"JOBQ_HOST": "0.0.0.0", "JOBQ_PORT": "9"}, [], "http://127.0.0.1:9"),
+        ({"JOBQ_HOST": "::", "JOBQ_PORT": "9"}, [], "http://[::1]:9"),
+        ({"JOBQ_HOST": "10.1.2.3"}, [], "http://10.1.2.3:8000"),
+        (
+            {"JOBQ_URL": "http://jobq.internal:80", "JOBQ_PORT": "18810"},
+            [],
+            "http://jobq.internal:80",
+        ),
+        ({"JOBQ_URL": "http://jobq.internal:80"}, ["--url", "http://flag:1"], "http://flag:1"),
+    ],
+)
+def test_every_command_finds_the_service_the_same_way(
+    env: dict[str, str], args: list[str], expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("JOBQ_URL", "JOBQ_HOST", "JOBQ_PORT", "JOBQ_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(cli, ["config", "--output", "json", *args], env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["service url (in use)"]["value"] == expected
+    if "10.1.2.3" not in expected:  # an operator command calls just there (nothing listens)
+        called = CliRunner().invoke(cli, ["stats", *args], env=env)
+        assert f"cannot reach the jobq service at {expected}" in called.stderr
+
+
+def test_config_masks_secrets_and_names_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "jobq_0123456789abcdef_" + "S" * 43
+    env = {
+        "JOBQ_API_KEY": secret,
+        "JOBQ_DATABASE_URL": "postgresql://jobq:hunter2@db.internal:5432/jobq",
+        "JOBQ_REAPER_INTERVAL_SECONDS": "7",
+    }
+    result = CliRunner().invoke(cli, ["config"], env={**env, "COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "S" * 43 not in result.stdout and "hunter2" not in result.stdout
+    assert "jobq_0123456789abcdef_…" in result.stdout and "***" in result.stdout
+    data = json.loads(CliRunner().invoke(cli, ["config", "--json"], env=env).stdout)
+    assert data["reaper_interval_seconds"] == {
+        "value": 7.0,
+        "source": "JOBQ_REAPER_INTERVAL_SECONDS",
+    }
+    assert data["port"] == {"value": 8000, "source": "default"}
+    assert data["api key (in use)"]["source"] == "JOBQ_API_KEY"
+    broken = CliRunner().invoke(cli, ["config"], env={"JOBQ_PORT": "not-a-port"})
+    assert broken.exit_code == 1 and "invalid configuration: JOBQ_PORT" in broken.stderr

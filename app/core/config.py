@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Final, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_HOST = "127.0.0.1"
@@ -78,6 +78,14 @@ class Settings(BaseSettings):
     )
     host: str = DEFAULT_HOST
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    url: str | None = Field(
+        default=None,
+        description="The service the CLI and workers call; unset: http://JOBQ_HOST:JOBQ_PORT.",
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="The API key the CLI and workers send (`Authorization: Bearer`).",
+    )
     data_dir: Path = DEFAULT_DATA_DIR
     db_pool_size: int = Field(default=DEFAULT_DB_POOL_SIZE, ge=1)
     workers: int = Field(default=1, ge=1, description="`jobq serve` processes sharing the port.")
@@ -170,6 +178,10 @@ class Settings(BaseSettings):
         description="How long a verified API key is trusted without the database; 0: never.",
     )
 
+    def service_url(self) -> str:
+        """The service a client of this configuration calls: `url`, else this host's."""
+        return self.url or f"http://{client_host(self.host)}:{self.port}"
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.default_lease_seconds > self.max_lease_seconds:
@@ -177,6 +189,15 @@ class Settings(BaseSettings):
         if self.max_payload_bytes > self.max_request_bytes:
             raise ValueError("max_payload_bytes must not exceed max_request_bytes")
         return self
+
+
+def client_host(host: str) -> str:
+    """Where a client on this machine reaches a service bound to `host`: a wildcard
+    address (all interfaces) is reached on loopback."""
+    wildcard = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}  # noqa: S104
+    if host in wildcard:
+        return wildcard[host]
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 @lru_cache

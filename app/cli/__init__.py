@@ -1,0 +1,66 @@
+"""The `jobq` command, one module per command group.
+
+    serve, migrate, openapi, worker     run the service, its schema, a Python worker
+    stats, jobs, queues                 operators, over HTTP (`_http`)
+    keys                                API keys, straight in the database
+    config                              what is configured, and from where
+
+Every command prints through `_output`: tables that fit the terminal, `--output json`
+for scripts, and `fail()`, one line on stderr and exit status 1, for every failure.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from app import __version__
+from app.cli.config import config
+from app.cli.jobs import jobs_cli
+from app.cli.keys import keys_cli
+from app.cli.migrate import migrate, openapi
+from app.cli.queues import queues_cli
+from app.cli.serve import serve, worker_app
+from app.cli.stats import stats
+from app.cli.worker import worker
+
+__all__ = ["cli", "main", "worker_app"]
+
+cli = typer.Typer(
+    help="jobq: a PostgreSQL-backed job queue served over HTTP.",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"max_content_width": 80},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"jobq {__version__}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """jobq: a PostgreSQL-backed job queue served over HTTP."""
+
+
+cli.command()(serve)
+cli.command()(migrate)
+cli.command()(openapi)
+cli.command()(worker)
+cli.command()(stats)
+cli.add_typer(jobs_cli, name="jobs")
+cli.add_typer(queues_cli, name="queues")
+cli.add_typer(keys_cli, name="keys")
+cli.command()(config)
+
+
+def main() -> None:
+    cli()

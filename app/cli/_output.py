@@ -1,0 +1,152 @@
+"""How every command talks to its user: tables that fit the terminal, `--output json` for
+scripts, and one way to report a failure (one line on stderr, exit status 1).
+
+Tables fold a long value onto more lines rather than cut it; numbers never wrap. At
+80 columns, commands drop or merge the columns that matter least, never the key ones.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+PIPED_WIDTH = 200  # stdout that is not a terminal: wide enough that nothing folds
+NARROW_WIDTH = 120  # below this, commands use their compact layout
+
+
+class Output(enum.StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
+OutputOption = Annotated[
+    Output,
+    typer.Option("--output", "-o", help="table for people, json for scripts."),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Same as --output json.")]
+
+
+def wants_json(output: Output, as_json: bool) -> bool:
+    return as_json or output is Output.JSON
+
+
+def fail(message: str) -> NoReturn:
+    """One line on stderr, exit status 1: how every command reports a failure."""
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"jobq: {message}", markup=False)
+    raise typer.Exit(1)
+
+
+def console() -> Console:
+    """stdout for people; piped without COLUMNS, wide enough that no figure folds."""
+    out = Console(highlight=False)
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out = Console(highlight=False, width=PIPED_WIDTH)
+    return out
+
+
+def narrow(out: Console) -> bool:
+    return out.width < NARROW_WIDTH
+
+
+def print_json(answer: Any) -> None:
+    typer.echo(json.dumps(answer, indent=2, default=str))
+
+
+KEY_WIDTH = 40  # a key value up to this long stays on one line; a longer one folds
+
+
+class Rows(Table):
+    """A table that keeps its key columns' values on one line (up to KEY_WIDTH), and
+    makes the other columns fold or shrink instead."""
+
+    def __init__(self, title: str | None, keys: set[int]) -> None:
+        super().__init__(
+            title=title, title_justify="left", box=None, pad_edge=False, header_style="bold"
+        )
+        self.keys = keys
+
+    def add_row(self, *cells: Any, **options: Any) -> None:
+        super().add_row(*cells, **options)
+        for index in self.keys:
+            column, cell = self.columns[index], cells[index]
+            if isinstance(cell, str):
+                width = min(len(cell), KEY_WIDTH)
+                column.min_width = max(column.min_width or 0, width)
+
+
+def table(title: str | None, columns: Sequence[tuple[str, str]]) -> Rows:
+    """A table whose columns are (header, kind): `key` stays whole on one line (up to
+    KEY_WIDTH characters), `number` is right-aligned and never wraps, `text` folds."""
+    result = Rows(title, {i for i, (_, kind) in enumerate(columns) if kind == "key"})
+    for header, kind in columns:
+        if kind == "number":
+            result.add_column(header, justify="right", no_wrap=True)
+        else:
+            result.add_column(header, overflow="fold")
+    return result
+
+
+# ---- figures for people --------------------------------------------------------------
+
+
+def seconds(value: float | None) -> str:
+    """A duration for people: 850ms, 12.3s, 4m05s, 2h03m, 3d04h; '-' for none."""
+    if value is None:
+        return "-"
+    if value < 1:
+        return f"{value * 1000:.0f}ms"
+    if value < 60:
+        return f"{value:.1f}s"
+    minutes, secs = divmod(int(value), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def parse_time(timestamp: str) -> datetime:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+
+
+def ago(timestamp: str | None) -> str:
+    """'4m05s ago', 'in 10.0s', or 'never'."""
+    if timestamp is None:
+        return "never"
+    delta = (datetime.now(UTC) - parse_time(timestamp)).total_seconds()
+    return f"{seconds(delta)} ago" if delta >= 0 else f"in {seconds(-delta)}"
+
+
+def when(timestamp: str | None, *, compact: bool) -> str:
+    """A time: ISO 8601 to the second in UTC, or relative to now when `compact`."""
+    if timestamp is None:
+        return "-"
+    if compact:
+        return ago(timestamp)
+    return parse_time(timestamp).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def count(value: int) -> str:
+    return f"{value:,}"
+
+
+def progress(value: dict[str, Any] | None) -> str:
+    if value is None:
+        return "-"
+    percent = value.get("percent")
+    parts = [
+        f"{percent:.0f}%" if percent is not None else "",
+        value.get("stage") or "",
+        value.get("message") or "",
+    ]
+    return " ".join(p for p in parts if p) or "-"

@@ -1,0 +1,164 @@
+"""`jobq stats [QUEUE]`: every queue's backlog, throughput, wait and run times, and the
+database's health; one queue with its longest-running jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from app.cli._http import KeyOption, Service, UrlOption
+from app.cli._output import (
+    JsonFlag,
+    Output,
+    OutputOption,
+    ago,
+    console,
+    count,
+    narrow,
+    print_json,
+    progress,
+    seconds,
+    table,
+    wants_json,
+)
+
+
+def _name(queue: dict[str, Any]) -> str:
+    return str(queue["queue"]) + (" (paused)" if queue["paused"] else "")
+
+
+def _window(w: dict[str, int]) -> str:
+    return f"{count(w['enqueued'])}/{count(w['succeeded'])}/{count(w['failed'])}"
+
+
+def _pair(p: dict[str, float | None]) -> str:
+    return f"{seconds(p['p50'])}/{seconds(p['p95'])}"
+
+
+def _backlog(queues: list[dict[str, Any]], out: Console) -> None:
+    """Queued, due, running, failed and the oldest due job's age: what needs attention."""
+    rows = table(
+        "backlog" if narrow(out) else "jobq queues",
+        [("queue", "key"), ("queued", "number"), ("due", "number"), ("running", "number"),
+         ("failed", "number"), ("oldest due", "number")]
+        + ([] if narrow(out) else [
+            ("last min in/ok/failed", "number"), ("last hour in/ok/failed", "number"),
+            ("wait p50/p95", "number"), ("run p50/p95", "number"),
+        ]),
+    )  # fmt: skip
+    for q in queues:
+        counts = q["counts"]
+        cells = [
+            _name(q),
+            count(counts["queued"]),
+            count(counts["due"]),
+            count(counts["running"]),
+            count(counts["failed"]),
+            seconds(q["oldest_due_age_seconds"]),
+        ]
+        if not narrow(out):
+            cells += [
+                _window(q["last_minute"]),
+                _window(q["last_hour"]),
+                _pair(q["last_hour"]["wait_seconds"]),
+                _pair(q["last_hour"]["run_seconds"]),
+            ]
+        rows.add_row(*cells)
+    out.print(rows)
+
+
+def _throughput(queues: list[dict[str, Any]], out: Console) -> None:
+    """The windows and percentiles, as a second table when the terminal is narrow."""
+    rows = table(
+        "throughput: in/ok/failed; p50/p95 wait (enqueue to lease) and run",
+        [("queue", "key"), ("last min", "number"), ("last hour", "number"),
+         ("wait", "number"), ("run", "number")],
+    )  # fmt: skip
+    for q in queues:
+        rows.add_row(
+            _name(q),
+            _window(q["last_minute"]),
+            _window(q["last_hour"]),
+            _pair(q["last_hour"]["wait_seconds"]),
+            _pair(q["last_hour"]["run_seconds"]),
+        )
+    out.print(rows)
+
+
+def show_queues(queues: list[dict[str, Any]], out: Console) -> None:
+    """The figures of these queues: one table when there is room, two at 80 columns."""
+    _backlog(queues, out)
+    if narrow(out):
+        out.print()
+        _throughput(queues, out)
+
+
+def _running(queue: str, jobs: list[dict[str, Any]], out: Console) -> None:
+    rows = table(
+        f"running in {queue}",
+        [("job", "number"), ("type", "key"), ("attempt", "number"), ("worker", "key"),
+         ("running for", "number"), ("progress", "text")],
+    )  # fmt: skip
+    for job in jobs:
+        rows.add_row(
+            str(job["id"]),
+            job["type"],
+            f"{job['attempt']}/{job['max_attempts']}",
+            job["worker_id"] or "-",
+            ago(job["started_at"]).removesuffix(" ago"),
+            progress(job["progress"]),
+        )
+    out.print(rows)
+
+
+def database_line(db: dict[str, Any]) -> str:
+    dead = db["jobs_dead_tuples"]
+    live = db["jobs_live_tuples"]
+    tuples = "-" if dead is None else f"{count(dead)} dead tuples (of {count(live or 0)} live)"
+    oldest = db["oldest_transaction_age_seconds"]
+    transaction = "none" if oldest is None else seconds(oldest)
+    xmin = db["oldest_xmin_age"]
+    return (
+        f"jobs table: {tuples}, last autovacuum {ago(db['jobs_last_autovacuum'])}; "
+        f"oldest open transaction: {transaction}"
+        + ("" if xmin is None else f" (xmin age {count(xmin)} transactions)")
+    )
+
+
+def show_queue(service: Service, queue: str, as_json: bool) -> None:
+    """One queue's figures and its longest-running jobs."""
+    one = service.call("GET", f"/v1/queues/{queue}")
+    if as_json:
+        print_json(one)
+        return
+    out = console()
+    show_queues([one], out)
+    if one["running_jobs"]:
+        out.print()
+        _running(queue, one["running_jobs"], out)
+
+
+def stats(
+    queue: Annotated[str | None, typer.Argument(help="One queue, with its running jobs.")] = None,
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+    output: OutputOption = Output.TABLE,
+    as_json: JsonFlag = False,
+) -> None:
+    """Every queue's backlog, throughput, wait and run times; the database's health."""
+    service = Service.find(url, api_key)
+    if queue is not None:
+        show_queue(service, queue, wants_json(output, as_json))
+        return
+    answer = service.call("GET", "/v1/queues")
+    if wants_json(output, as_json):
+        print_json(answer)
+        return
+    out = console()
+    if answer["queues"]:
+        show_queues(answer["queues"], out)
+    else:
+        out.print("no queues yet")
+    out.print(database_line(answer["database"]), markup=False)
