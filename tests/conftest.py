@@ -1,4 +1,4 @@
-"""Fixtures: a real PostgreSQL for every test that needs one, never a mock.
+"""The database fixtures every level but `unit/` uses: a real PostgreSQL, never a mock.
 
 With `JOBQ_DATABASE_URL` set the tests use that server; without it, the embedded
 server in `JOBQ_DATA_DIR` (default `.jobq/`). Either way they work in a database of
@@ -14,18 +14,13 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import asyncpg
-import httpx
 import pytest
-from asgi_lifespan import LifespanManager
-from fastapi import FastAPI
 
 from app.core.config import Settings
 from app.db import embedded
 from app.db.embedded import quote_ident
 from app.db.migrate import upgrade
 from app.db.url import with_database
-from app.main import create_app
-from app.maintenance import Pruner, Reaper
 
 TEST_DATABASE = f"jobq_test_{os.getpid()}"  # concurrent runs never share one
 
@@ -98,64 +93,3 @@ def make_settings(database_url: str) -> Callable[..., Settings]:
         return Settings(database_url=database_url, **overrides)
 
     return make
-
-
-@pytest.fixture
-def app_factory(
-    db: asyncpg.Connection, make_settings: Callable[..., Settings]
-) -> Callable[..., FastAPI]:
-    """An app on the (emptied) test database; the reaper only runs when a test calls it."""
-
-    def make(**overrides: Any) -> FastAPI:
-        settings = make_settings(**overrides)
-        return create_app(settings, database_url=settings.database_url, run_maintenance=False)
-
-    return make
-
-
-@pytest.fixture
-async def client_factory() -> AsyncIterator[Callable[[FastAPI], Any]]:
-    """Start an app's lifespan and give an HTTP client talking to it in-process."""
-    stack: list[tuple[LifespanManager, httpx.AsyncClient]] = []
-
-    async def make(app: FastAPI) -> httpx.AsyncClient:
-        manager = LifespanManager(app)
-        await manager.__aenter__()
-        client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=manager.app), base_url="http://jobq.test"
-        )
-        stack.append((manager, client))
-        return client
-
-    yield make
-    for manager, client in reversed(stack):
-        await client.aclose()
-        await manager.__aexit__(None, None, None)
-
-
-@pytest.fixture
-async def app(app_factory: Callable[..., FastAPI]) -> FastAPI:
-    return app_factory()
-
-
-@pytest.fixture
-async def client(app: FastAPI, client_factory: Callable[[FastAPI], Any]) -> httpx.AsyncClient:
-    """An HTTP client for the default app."""
-    result: httpx.AsyncClient = await client_factory(app)
-    return result
-
-
-@pytest.fixture
-async def reaper(app: FastAPI, client: httpx.AsyncClient) -> Reaper:
-    """The default app's reaper, for tests to run a pass with `run_once()`."""
-    del client  # started the app's lifespan, which built the reaper
-    result: Reaper = app.state.reaper
-    return result
-
-
-@pytest.fixture
-async def pruner(app: FastAPI, client: httpx.AsyncClient) -> Pruner:
-    """The default app's pruner, for tests to run a pass with `run_once()`."""
-    del client  # started the app's lifespan, which built the pruner
-    result: Pruner = app.state.pruner
-    return result

@@ -1,10 +1,14 @@
-"""Small HTTP helpers shared by the API tests."""
+"""Small helpers shared by the tests that talk to jobq: HTTP calls, problems, API keys."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import httpx
+
+from app.db.database import Database
+from app.db.engine import create_engine
+from app.keys import Keys, KeysRepository
 
 
 async def enqueue(client: httpx.AsyncClient, queue: str = "default", **job: Any) -> dict[str, Any]:
@@ -49,3 +53,28 @@ def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str
     assert body["type"].endswith(code)
     assert body["title"] and body["detail"]
     return body
+
+
+def bearer(key: str | None) -> dict[str, str]:
+    return {} if key is None else {"Authorization": f"Bearer {key}"}
+
+
+async def create_key(
+    database_url: str, name: str, scopes: list[str], queues: list[str] | None = None
+) -> str:
+    """A key made as `jobq keys create` makes it: straight in the database."""
+    engine = create_engine(database_url, 1)
+    try:
+        key, _ = await Keys(KeysRepository(Database(engine))).create(name, scopes, queues)
+        return key
+    finally:
+        await engine.dispose()
+
+
+async def revoke_key(database_url: str, name: str) -> None:
+    """As `jobq keys revoke` does it."""
+    engine = create_engine(database_url, 1)
+    try:
+        await Keys(KeysRepository(Database(engine))).revoke(name)
+    finally:
+        await engine.dispose()

@@ -1,0 +1,142 @@
+"""The bare loops: SKIP LOCKED straight on asyncpg, no HTTP, on a minimal table (what the
+database allows), and jobq's own statements the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+import asyncpg
+
+from bench.generators import EMPTY_LEASES_BEFORE_DONE, Load, LoadError, split
+
+BARE_CLAIM = """
+WITH claimed AS (
+    SELECT id FROM bench_bare WHERE state = 0 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
+)
+UPDATE bench_bare b SET state = 1 FROM claimed WHERE b.id = claimed.id
+RETURNING b.id, b.payload
+"""
+BARE_FINISH_MANY = "UPDATE bench_bare SET state = 2 WHERE id = ANY($1::bigint[])"
+BARE_FINISH_ONE = "UPDATE bench_bare SET state = 2 WHERE id = $1"
+BARE_INSERT = "INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id"
+
+
+def jobq_statement(name: str) -> tuple[str, tuple[str, ...]]:
+    """One of jobq's named statements as asyncpg runs it: SQL with $n, parameter names."""
+    from app.jobs import repository
+
+    statement = getattr(repository, name)
+    return statement.sql, statement.names
+
+
+class Bare(Load):
+    """SKIP LOCKED loops straight on asyncpg, no HTTP; each statement commits on its own.
+
+    Modes, each of `connections` connections running its own loop:
+    - `claim`: the bare claim loop, claiming `batch` jobs per statement from the minimal
+      table until it is empty (the reference for what the database allows);
+    - `claim_finish`: the same, then one statement marks the claimed jobs done;
+    - `insert`: insert one job, claim one, mark it done (jobq's single path, bare);
+    - `jobq_sql`: jobq's own LEASE and FINISH statements on its table (complete each
+      batch), as the service runs them minus HTTP, FastAPI and SQLAlchemy.
+    """
+
+    async def setup(self, stack: contextlib.AsyncExitStack) -> None:
+        self.connections: list[asyncpg.Connection] = []
+        for _ in range(int(self.params["connections"])):
+            conn = await asyncpg.connect(self.params["dsn"])
+            stack.push_async_callback(conn.close)
+            await conn.execute("SELECT 1")
+            self.connections.append(conn)
+
+    async def run(self) -> dict[str, Any]:
+        batch, mode = int(self.params["batch"]), self.params["mode"]
+        counts = {"jobs": 0, "statements": 0}
+        last = 0.0
+
+        async def drain(conn: asyncpg.Connection) -> None:
+            nonlocal last
+            empty = 0
+            while empty < EMPTY_LEASES_BEFORE_DONE:
+                rows = await conn.fetch(BARE_CLAIM, batch)
+                counts["statements"] += 1
+                if not rows:
+                    empty += 1
+                    await asyncio.sleep(0.005)
+                    continue
+                empty = 0
+                if mode == "claim_finish":
+                    if batch == 1:
+                        await conn.execute(BARE_FINISH_ONE, rows[0]["id"])
+                    else:
+                        await conn.execute(BARE_FINISH_MANY, [row["id"] for row in rows])
+                    counts["statements"] += 1
+                counts["jobs"] += len(rows)
+                last = time.time()
+
+        lease_sql, lease_names = jobq_statement("LEASE")
+        finish_sql, finish_names = jobq_statement("FINISH_MANY")
+
+        async def jobq_sql(conn: asyncpg.Connection, number: int) -> None:
+            nonlocal last
+            lease = {
+                "queues": [self.params["queue"]],
+                "types": [],
+                "max_jobs": batch,
+                "lease_seconds": None,
+                "worker_id": f"bench-sql-{number}",
+                "key_id": None,  # no API key: authentication is off
+            }
+            backoff = {"backoff_base": 10.0, "backoff_cap": 3600.0, "backoff_jitter": 0.1}
+            empty = 0
+            while empty < EMPTY_LEASES_BEFORE_DONE:
+                rows = await conn.fetch(lease_sql, *(lease[n] for n in lease_names))
+                counts["statements"] += 1
+                if not rows:
+                    empty += 1
+                    await asyncio.sleep(0.005)
+                    continue
+                empty = 0
+                finish = {
+                    "job_ids": [row["id"] for row in rows],
+                    "lease_ids": [row["lease_id"] for row in rows],
+                    "outcomes": ["complete"] * len(rows),
+                    "results": [None] * len(rows),
+                    "errors": [None] * len(rows),
+                    "retryable": [True] * len(rows),
+                    "retry_after": [None] * len(rows),
+                    "key_id": None,
+                    **backoff,
+                }
+                done = await conn.fetch(finish_sql, *(finish[n] for n in finish_names))
+                if len(done) != len(rows):
+                    raise LoadError(f"FINISH matched {len(done)} of {len(rows)} leases")
+                counts["statements"] += 1
+                counts["jobs"] += len(rows)
+                last = time.time()
+
+        async def insert_claim_finish(conn: asyncpg.Connection, jobs: int) -> None:
+            nonlocal last
+            for i in range(jobs):
+                await conn.fetchval(BARE_INSERT, json.dumps({"i": i}))
+                while not (rows := await conn.fetch(BARE_CLAIM, 1)):
+                    counts["statements"] += 1
+                await conn.execute(BARE_FINISH_ONE, rows[0]["id"])
+                counts["statements"] += 3
+                counts["jobs"] += 1
+                last = time.time()
+
+        if mode == "insert":
+            shares = split(int(self.params["jobs"]), len(self.connections))
+            await asyncio.gather(
+                *(insert_claim_finish(c, n) for c, n in zip(self.connections, shares, strict=True))
+            )
+        elif mode == "jobq_sql":
+            await asyncio.gather(*(jobq_sql(c, n) for n, c in enumerate(self.connections)))
+        else:
+            await asyncio.gather(*(drain(c) for c in self.connections))
+        return {**counts, "last_done": last}

@@ -1,0 +1,321 @@
+"""The scenarios: the bare SKIP LOCKED loop, the drain, the single-job path, latency, the
+lease at several table sizes, and the framework floor."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench import database
+from bench.base import BenchBase
+from bench.generators import split
+from bench.load import GeneratorRun
+from bench.options import LEASE_BATCH
+from bench.service import Service
+from bench.stats import latency_summary, ratio
+
+
+class Scenarios(BenchBase):
+    """The scenarios, each from an emptied jobs table; each records its figures."""
+
+    def bare(self) -> None:
+        c = self.config
+        results: dict[str, Any] = {}
+        batch, single = c.bare_jobs, c.bare_single_jobs
+        for key, mode, rows, size, label in (
+            ("batch", "claim", batch, LEASE_BATCH, f"claim {LEASE_BATCH}"),
+            ("batch_with_finish", "claim_finish", batch, LEASE_BATCH, "claim 100 + finish"),
+            ("single", "claim", single, 1, "claim 1"),
+            ("single_with_finish", "claim_finish", single, 1, "claim 1 + finish"),
+            ("single_with_insert", "insert", single, 1, "insert + claim 1 + finish"),
+            ("jobq_sql_batch", "jobq_sql", batch, LEASE_BATCH, "jobq's LEASE 100 + FINISH"),
+        ):
+            if mode == "jobq_sql":
+                self.db(database.queue_jobs(self.url, "bench-sql", rows))
+            else:
+                self.db(database.prepare_bare(self.url, 0 if mode == "insert" else rows))
+            self.say(f"bare SKIP LOCKED loop: {label}, {c.bare_connections} connections")
+            run = self.generate(
+                "bare",
+                [
+                    {
+                        "dsn": database.dsn(self.url),
+                        "mode": mode,
+                        "batch": size,
+                        "connections": c.bare_connections,
+                        "jobs": rows,
+                        "queue": "bench-sql",
+                    }
+                ],
+            )
+            jobs = run.total("jobs")
+            if mode == "jobq_sql":
+                done = self.db(database.job_states(self.url)).get("succeeded", 0)
+            else:
+                states = self.db(database.bare_states(self.url))
+                done = states.get(1 if mode == "claim" else 2, 0)
+            if jobs != rows or done != rows:
+                raise RuntimeError(f"bare {key}: {jobs} claimed, {done} done, {rows} expected")
+            seconds = max(r["last_done"] for r in run.results) - run.started
+            results[key] = {
+                "what": label,
+                "batch": batch,
+                "connections": c.bare_connections,
+                "jobs": jobs,
+                "statements": run.total("statements"),
+                "seconds": round(seconds, 3),
+                "jobs_per_s": round(jobs / seconds, 1),
+                "cpu": self.cpu(run, jobs),
+            }
+            self.say(f"  {results[key]['jobs_per_s']:,.0f} jobs/s")
+        self.scenarios["bare"] = results
+
+    def drain(self) -> None:
+        c = self.config
+        self.db(database.reset_jobs(self.url))
+        queue = "bench-drain"
+        batches = [
+            (first, min(c.enqueue_batch, c.jobs - first))
+            for first in range(0, c.jobs, c.enqueue_batch)
+        ]
+        generators = min(c.generators, c.enqueue_concurrency, len(batches))
+        self.say(
+            f"batch enqueue: {c.jobs:,} jobs, {c.enqueue_batch} per call, "
+            f"{c.enqueue_concurrency} concurrent"
+        )
+        with self.profiled("enqueue"):
+            run = self.generate(
+                "enqueue",
+                [
+                    {
+                        "base_url": self.base_url,
+                        "queue": queue,
+                        "batches": batches[g::generators],
+                        "concurrency": share,
+                    }
+                    for g, share in enumerate(split(c.enqueue_concurrency, generators))
+                ],
+            )
+        states = self.db(database.job_states(self.url))
+        if states != {"queued": c.jobs}:
+            raise RuntimeError(f"batch enqueue: expected {c.jobs} queued jobs, found {states}")
+        seconds = max(r["t1"] for r in run.results) - run.started
+        self.scenarios["batch_enqueue"] = {
+            "jobs": c.jobs,
+            "batch": c.enqueue_batch,
+            "concurrency": c.enqueue_concurrency,
+            "requests": run.total("requests"),
+            "seconds": round(seconds, 3),
+            "jobs_per_s": round(c.jobs / seconds, 1),
+            "request_latency": latency_summary(run.merged("request_ms")),
+            "cpu": self.cpu(run, c.jobs),
+        }
+        self.say(f"  {self.scenarios['batch_enqueue']['jobs_per_s']:,.0f} jobs/s")
+
+        self.db(database.vacuum_analyze(self.url))
+        self.say(f"drain: {c.drain_workers} workers, lease {LEASE_BATCH} + one /v1/acks call")
+        with self.profiled("drain"):
+            run = self.run_drain(queue)
+        states = self.db(database.job_states(self.url))
+        if run.total("jobs") != c.jobs or states != {"succeeded": c.jobs}:
+            raise RuntimeError(f"drain: acked {run.total('jobs')} of {c.jobs}; table: {states}")
+        seconds = max(r["last_done"] for r in run.results) - run.started
+        self.scenarios["drain"] = {
+            "jobs": c.jobs,
+            "workers": c.drain_workers,
+            "lease_batch": LEASE_BATCH,
+            "lease_calls": run.total("lease_calls"),
+            "ack_calls": run.total("ack_calls"),
+            "calls": run.total("lease_calls") + run.total("ack_calls"),
+            "empty_leases": run.total("empty_leases"),
+            "seconds": round(seconds, 3),
+            "jobs_per_s": round(c.jobs / seconds, 1),
+            "cpu": self.cpu(run, c.jobs),
+        }
+        total = self.scenarios["batch_enqueue"]["seconds"] + seconds
+        self.scenarios["drain"]["enqueue_and_drain_jobs_per_s"] = round(c.jobs / total, 1)
+        self.say(f"  {self.scenarios['drain']['jobs_per_s']:,.0f} jobs/s")
+
+    def run_drain(self, queue: str) -> GeneratorRun:
+        """The drain load: workers lease 100 and ack each batch, until `queue` is empty."""
+        c = self.config
+        generators = min(c.generators, c.drain_workers)
+        return self.generate(
+            "drain",
+            [
+                {"base_url": self.base_url, "queue": queue, "workers": share,
+                 "max_jobs": LEASE_BATCH}
+                for share in split(c.drain_workers, generators)
+            ],
+        )  # fmt: skip
+
+    def run_single(self, queue: str) -> GeneratorRun:
+        """The single-job load: loops of enqueue one, lease one, complete it."""
+        c = self.config
+        generators = min(c.generators, c.single_concurrency)
+        return self.generate(
+            "single",
+            [
+                {"base_url": self.base_url, "queue": queue, "jobs": jobs, "concurrency": share}
+                for jobs, share in zip(
+                    split(c.single_jobs, generators),
+                    split(c.single_concurrency, generators),
+                    strict=True,
+                )
+            ],
+        )
+
+    def single(self) -> None:
+        c = self.config
+        self.db(database.reset_jobs(self.url))
+        self.say(
+            f"single-job path: {c.single_jobs:,} jobs, {c.single_concurrency} concurrent loops"
+        )
+        with self.profiled("single"):
+            run = self.run_single("bench-single")
+        states = self.db(database.job_states(self.url))
+        if run.total("jobs") != c.single_jobs or states != {"succeeded": c.single_jobs}:
+            raise RuntimeError(f"single: {run.total('jobs')} of {c.single_jobs}; table: {states}")
+        seconds = max(r["t1"] for r in run.results) - run.started
+        calls = run.total("calls") + c.single_jobs  # + the enqueues
+        self.scenarios["single"] = {
+            "jobs": c.single_jobs,
+            "concurrency": c.single_concurrency,
+            "calls": calls,
+            "empty_leases": run.total("empty_leases"),
+            "seconds": round(seconds, 3),
+            "jobs_per_s": round(c.single_jobs / seconds, 1),
+            "cpu": self.cpu(run, c.single_jobs),
+        }
+        self.say(f"  {self.scenarios['single']['jobs_per_s']:,.0f} jobs/s")
+
+    def latency(self) -> None:
+        c = self.config
+        self.db(database.reset_jobs(self.url))
+        self.say(
+            f"enqueue-to-lease latency: {c.latency_workers} workers waiting (wait_seconds 20), "
+            f"{c.latency_samples} jobs one at a time every ~{c.latency_interval_ms:g} ms"
+        )
+        run = self.generate(
+            "wait_latency",
+            [
+                {
+                    "base_url": self.base_url,
+                    "queue": "bench-wait",
+                    "workers": c.latency_workers,
+                    "samples": c.latency_samples,
+                    "interval_s": c.latency_interval_ms / 1000,
+                    "settle_s": 1.0,
+                }
+            ],
+        )
+        latencies = run.merged("latency_ms")
+        if len(latencies) != c.latency_samples:
+            raise RuntimeError(f"latency: {len(latencies)} of {c.latency_samples} jobs arrived")
+        self.scenarios["enqueue_to_lease"] = {
+            "waiting_workers": c.latency_workers,
+            "interval_ms": c.latency_interval_ms,
+            **latency_summary(latencies),
+            "enqueue_request": latency_summary(run.merged("enqueue_ms")),
+            "cpu": self.cpu(run, len(latencies)),
+        }
+        s = self.scenarios["enqueue_to_lease"]
+        self.say(f"  p50 {s['p50_ms']:.2f} ms, p95 {s['p95_ms']:.2f} ms, p99 {s['p99_ms']:.2f} ms")
+
+    def _fill_progress(self, base: int) -> Callable[[int], None]:
+        return lambda n: self.say(f"  {base + n:,} finished rows")
+
+    def lease_levels(self) -> None:
+        c = self.config
+        self.db(database.reset_jobs(self.url))
+        queue = "bench-lease"
+        levels: list[dict[str, Any]] = []
+        filled = 0
+        for level in c.finished_rows:
+            self.db(database.delete_unfinished(self.url))
+            if level > filled:
+                self.say(f"filling {level - filled:,} finished rows (to {level:,})")
+                started = time.monotonic()
+                self.db(
+                    database.fill_finished(
+                        self.url,
+                        queue,
+                        level - filled,
+                        self._fill_progress(filled),
+                    )
+                )
+                filled = level
+                self.say(f"  filled in {time.monotonic() - started:.0f} s; VACUUM ANALYZE")
+            self.db(database.vacuum_analyze(self.url))
+            states = self.db(database.job_states(self.url))
+            self.say(
+                f"lease latency at {level:,} finished rows: {c.lease_calls} single lease calls"
+            )
+            run = self.generate(
+                "lease_latency",
+                [
+                    {
+                        "base_url": self.base_url,
+                        "queue": queue,
+                        "calls": c.lease_calls,
+                        "warmup": c.lease_warmup,
+                    }
+                ],
+            )
+            summary = latency_summary(run.merged("latency_ms"))
+            levels.append(
+                {
+                    "finished_rows": level,
+                    "rows_in_table": sum(states.values()),
+                    **summary,
+                    "cpu": self.cpu(run, c.lease_calls),
+                }
+            )
+            self.say(f"  p50 {summary['p50_ms']:.2f} ms, p95 {summary['p95_ms']:.2f} ms")
+        first, last = levels[0], levels[-1]
+        self.scenarios["lease_latency"] = {
+            "calls_per_level": c.lease_calls,
+            "levels": levels,
+            "ratio_p50": ratio(last["p50_ms"], first["p50_ms"]),
+            "ratio_p95": ratio(last["p95_ms"], first["p95_ms"]),
+            "ratio_of": f"{last['finished_rows']:,} / {first['finished_rows']:,} finished rows",
+        }
+
+    def floor(self) -> None:
+        """The drain and single-job loads against `bench.floor`: what the stack allows."""
+        c = self.config
+        assert self.log_dir is not None
+        floor = Service(
+            self.url, workers=c.workers, log_path=self.log_dir / "floor.log", app="floor"
+        )
+        self.say(f"framework floor: FastAPI + one bare statement per call, --workers {c.workers}")
+        results: dict[str, Any] = {}
+        with floor, self.serving(floor):
+            self.db(database.prepare_bare(self.url, c.jobs))
+            self.say(f"  drain: {c.jobs:,} jobs, {c.drain_workers} workers, lease {LEASE_BATCH}")
+            run = self.run_drain("bench-floor")
+            self._check_bare("floor drain", run.total("jobs"), c.jobs)
+            seconds = max(r["last_done"] for r in run.results) - run.started
+            results["drain"] = {
+                "jobs": c.jobs,
+                "workers": c.drain_workers,
+                "seconds": round(seconds, 3),
+                "jobs_per_s": round(c.jobs / seconds, 1),
+                "cpu": self.cpu(run, c.jobs),
+            }
+            self.say(f"    {results['drain']['jobs_per_s']:,.0f} jobs/s")
+            self.db(database.prepare_bare(self.url, 0))
+            self.say(f"  single-job path: {c.single_jobs:,} jobs, {c.single_concurrency} loops")
+            run = self.run_single("bench-floor")
+            self._check_bare("floor single", run.total("jobs"), c.single_jobs)
+            seconds = max(r["t1"] for r in run.results) - run.started
+            results["single"] = {
+                "jobs": c.single_jobs,
+                "concurrency": c.single_concurrency,
+                "seconds": round(seconds, 3),
+                "jobs_per_s": round(c.single_jobs / seconds, 1),
+                "cpu": self.cpu(run, c.single_jobs),
+            }
+            self.say(f"    {results['single']['jobs_per_s']:,.0f} jobs/s")
+        self.scenarios["floor"] = results

@@ -1,0 +1,242 @@
+"""Every route answers every kind of key as it declares: the matrix is generated from the
+app's route table, so a route that declares no access rule, or has no example request
+here, fails it."""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from app.keys import (
+    declared_access,
+    mint,
+)
+from app.main import create_app
+from tests.api.auth_support import Service
+from tests.helpers import assert_problem, bearer, create_key, revoke_key
+
+pytestmark = pytest.mark.usefixtures("no_keys")
+
+
+ROUTES = sorted(declared_access(create_app()))
+
+
+KINDS = (
+    "none",
+    "malformed",
+    "unknown",
+    "wrong_secret",
+    "revoked",
+    "enqueue",
+    "work",
+    "read",
+    "admin",
+    "wrong_queue",
+)
+
+
+REFUSED_KINDS = {"none", "malformed", "unknown", "wrong_secret", "revoked"}
+
+
+FILTERED = {("GET", "/v1/queues")}
+
+
+def expected(need: str, kind: str, route: tuple[str, str]) -> tuple[int, set[str]]:
+    """(200 for any 2xx, or the status; the acceptable problem codes)."""
+    if need == "public":
+        return 200, set()
+    if kind in REFUSED_KINDS:
+        return 401, {"unauthorized"}
+    if need == "probe" or kind in (need, "admin"):
+        return 200, set()
+    if kind == "wrong_queue" and route in FILTERED:
+        return 200, set()
+    if kind == "wrong_queue" and need != "admin":  # the scope is right, the queue is not
+        return 403, {"forbidden", "lease_forbidden"}
+    return 403, {"forbidden"}
+
+
+@dataclass
+class Outcome:
+    status: int
+    code: str | None
+
+    @classmethod
+    def of(cls, response: httpx.Response) -> Outcome:
+        if response.status_code < 400:
+            return cls(response.status_code, None)
+        body = assert_problem(response, response.status_code, response.json()["code"])
+        if response.status_code == 401:
+            assert response.headers["www-authenticate"].startswith("Bearer"), response.headers
+        return cls(response.status_code, body["code"])
+
+
+@dataclass
+class Matrix:
+    service: Service
+    keys: dict[str, str | None]
+    numbers: itertools.count[int] = field(default_factory=itertools.count)
+
+    async def call(self, kind: str, method: str, url: str, **kwargs: Any) -> Outcome:
+        response = await self.service.remote.request(
+            method, url, headers=bearer(self.keys[kind]), **kwargs
+        )
+        return Outcome.of(response)
+
+    async def job(self) -> int:
+        response = await self.service.remote.post(
+            "/v1/queues/q/jobs", json={"type": "t"}, headers=bearer(self.keys["admin"])
+        )
+        assert response.status_code == 201, response.text
+        job_id: int = response.json()["id"]
+        return job_id
+
+    async def lease(self, kind: str) -> str:
+        """A lease token, taken with `kind`'s key if it may work, else with the admin key."""
+        owner = kind if kind in ("work", "admin") else "admin"
+        await self.job()
+        response = await self.service.remote.post(
+            "/v1/leases",
+            json={"queues": ["q"], "worker_id": "w"},
+            headers=bearer(self.keys[owner]),
+        )
+        assert response.status_code == 200, response.text
+        token: str = response.json()["leases"][0]["lease_id"]
+        return token
+
+
+async def _acks(m: Matrix, kind: str) -> Outcome:
+    """The call's status if refused, else what it answered for the one ack."""
+    token = await m.lease(kind)
+    response = await m.service.remote.post(
+        "/v1/acks",
+        json={"acks": [{"lease_id": token, "outcome": "complete"}]},
+        headers=bearer(m.keys[kind]),
+    )
+    if response.status_code != 200:
+        return Outcome.of(response)
+    (result,) = response.json()["results"]
+    return Outcome(result["status"], result["code"])
+
+
+async def _revoke(m: Matrix, kind: str) -> Outcome:
+    name = f"victim-{next(m.numbers)}"
+    await m.service.auth.create(name, ["read"], None)
+    return await m.call(kind, "DELETE", f"/v1/keys/{name}")
+
+
+async def _get_job(m: Matrix, kind: str) -> Outcome:
+    job_id = await m.job()
+    return await m.call(kind, "GET", f"/v1/jobs/{job_id}")
+
+
+async def _on_lease(m: Matrix, kind: str, action: str, body: dict[str, Any]) -> Outcome:
+    token = await m.lease(kind)
+    return await m.call(kind, "POST", f"/v1/leases/{token}/{action}", json=body)
+
+
+async def _retry(m: Matrix, kind: str) -> Outcome:
+    job_id = await m.job()
+    cancelled = await m.service.remote.post(
+        f"/v1/jobs/{job_id}/cancel", headers=bearer(m.keys["admin"])
+    )
+    assert cancelled.status_code == 200, cancelled.text
+    return await m.call(kind, "POST", f"/v1/jobs/{job_id}/retry")
+
+
+async def _on_job(m: Matrix, kind: str, method: str, action: str) -> Outcome:
+    job_id = await m.job()
+    return await m.call(kind, method, f"/v1/jobs/{job_id}{action}")
+
+
+Example = Callable[[Matrix, str], Awaitable[Outcome]]
+EXAMPLES: dict[tuple[str, str], Example] = {
+    ("GET", "/healthz"): lambda m, k: m.call(k, "GET", "/healthz"),
+    ("GET", "/readyz"): lambda m, k: m.call(k, "GET", "/readyz"),
+    ("GET", "/openapi.json"): lambda m, k: m.call(k, "GET", "/openapi.json"),
+    ("GET", "/docs"): lambda m, k: m.call(k, "GET", "/docs"),
+    ("GET", "/docs/oauth2-redirect"): lambda m, k: m.call(k, "GET", "/docs/oauth2-redirect"),
+    ("GET", "/redoc"): lambda m, k: m.call(k, "GET", "/redoc"),
+    ("POST", "/v1/queues/{queue}/jobs"): lambda m, k: m.call(
+        k, "POST", "/v1/queues/q/jobs", json={"type": "t", "payload": {"n": 1}}
+    ),
+    ("POST", "/v1/queues/{queue}/jobs/batch"): lambda m, k: m.call(
+        k, "POST", "/v1/queues/q/jobs/batch", json={"jobs": [{"type": "t"}]}
+    ),
+    ("GET", "/v1/jobs/{job_id}"): _get_job,
+    ("GET", "/v1/jobs"): lambda m, k: m.call(k, "GET", "/v1/jobs", params={"queue": "q"}),
+    ("POST", "/v1/leases"): lambda m, k: m.call(
+        k, "POST", "/v1/leases", json={"queues": ["q"], "worker_id": "w"}
+    ),
+    ("POST", "/v1/leases/{lease_id}/heartbeat"): lambda m, k: _on_lease(m, k, "heartbeat", {}),
+    ("POST", "/v1/leases/{lease_id}/complete"): lambda m, k: _on_lease(m, k, "complete", {}),
+    ("POST", "/v1/leases/{lease_id}/fail"): lambda m, k: _on_lease(
+        m, k, "fail", {"error": {"type": "E"}}
+    ),
+    ("POST", "/v1/acks"): _acks,
+    ("POST", "/v1/keys"): lambda m, k: m.call(
+        k, "POST", "/v1/keys", json={"name": f"new-{next(m.numbers)}", "scopes": ["read"]}
+    ),
+    ("GET", "/v1/keys"): lambda m, k: m.call(k, "GET", "/v1/keys"),
+    ("DELETE", "/v1/keys/{name}"): _revoke,
+    ("POST", "/v1/jobs/{job_id}/cancel"): lambda m, k: _on_job(m, k, "POST", "/cancel"),
+    ("POST", "/v1/jobs/{job_id}/retry"): _retry,
+    ("DELETE", "/v1/jobs/{job_id}"): lambda m, k: _on_job(m, k, "DELETE", ""),
+    ("POST", "/v1/queues/{queue}/failed/retry"): lambda m, k: m.call(
+        k, "POST", "/v1/queues/q/failed/retry", json={}
+    ),
+    # Other queues than `q`, which the lease examples use.
+    ("POST", "/v1/queues/{queue}/pause"): lambda m, k: m.call(k, "POST", "/v1/queues/pq/pause"),
+    ("POST", "/v1/queues/{queue}/resume"): lambda m, k: m.call(k, "POST", "/v1/queues/pq/resume"),
+    ("GET", "/v1/queues"): lambda m, k: m.call(k, "GET", "/v1/queues"),
+    ("GET", "/v1/queues/{queue}"): lambda m, k: m.call(k, "GET", "/v1/queues/q"),
+    ("GET", "/metrics"): lambda m, k: m.call(k, "GET", "/metrics"),
+    ("GET", "/v1/queues/{queue}/settings"): lambda m, k: m.call(k, "GET", "/v1/queues/q/settings"),
+    ("PUT", "/v1/queues/{queue}/settings"): lambda m, k: m.call(
+        k, "PUT", "/v1/queues/sq/settings", json={"max_backlog": None}
+    ),
+    ("POST", "/v1/queues/{queue}/purge"): lambda m, k: m.call(
+        k, "POST", "/v1/queues/purged/purge", json={"confirm": "purged"}
+    ),
+}
+
+
+@pytest.fixture
+async def matrix(service_factory: Callable[..., Awaitable[Service]], database_url: str) -> Matrix:
+    keys: dict[str, str | None] = {"none": None, "malformed": "jobq_not-a-key"}
+    keys["unknown"] = mint()[0]
+    for scope in ("enqueue", "work", "read", "admin"):
+        keys[scope] = await create_key(database_url, scope, [scope])
+    keys["wrong_queue"] = await create_key(
+        database_url, "elsewhere", ["enqueue", "work", "read"], ["elsewhere", "other.*"]
+    )
+    keys["revoked"] = await create_key(database_url, "gone", ["enqueue", "work", "read"])
+    await revoke_key(database_url, "gone")
+    admin = keys["admin"]
+    assert admin is not None
+    keys["wrong_secret"] = admin[: admin.rindex("_") + 1] + secrets.token_urlsafe(32)
+    return Matrix(await service_factory(), keys)
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES, ids=[f"{m} {p}" for m, p in ROUTES])
+async def test_every_route_answers_every_kind_of_key_as_declared(
+    matrix: Matrix, method: str, path: str
+) -> None:
+    need = declared_access(matrix.service.app)[(method, path)]
+    assert need is not None, f"{method} {path} declares no access rule (see app/keys/access.py)"
+    example = EXAMPLES.get((method, path))
+    assert example is not None, f"add an example request for {method} {path} to EXAMPLES"
+    wrong = []
+    for kind in KINDS:
+        outcome = await example(matrix, kind)
+        status, codes = expected(need, kind, (method, path))
+        ok = 200 <= outcome.status < 300 if status == 200 else outcome.status == status
+        if not ok or (codes and outcome.code not in codes):
+            wrong.append(f"{kind}: got {outcome.status} {outcome.code}, want {status} {codes}")
+    assert wrong == [], f"{method} {path} ({need})"

@@ -1,0 +1,265 @@
+"""The operator commands against a real service on a free port (uvicorn, real HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from typer.testing import CliRunner, Result
+
+from app.cli import cli
+
+WIDE = {"COLUMNS": "220"}  # rich tables at full width
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+async def service(app: FastAPI) -> AsyncIterator[str]:
+    """The app served over HTTP by uvicorn in this test's event loop; its base URL."""
+    port = _free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        assert not task.done(), "uvicorn did not start"
+        await asyncio.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await task
+
+
+async def jobq(*args: str, env: dict[str, str] | None = None) -> Result:
+    """`jobq ARGS…` in a thread, so this loop goes on serving the requests it makes."""
+    runner = CliRunner()
+    return await asyncio.to_thread(runner.invoke, cli, list(args), env={**WIDE, **(env or {})})
+
+
+def one_error_line(result: Result) -> str:
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("jobq: ")
+    return line
+
+
+@pytest.fixture
+async def http(service: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=service) as client:
+        yield client
+
+
+async def _job(http: httpx.AsyncClient, queue: str, **fields: Any) -> dict[str, Any]:
+    response = await http.post(f"/v1/queues/{queue}/jobs", json={"type": "mailer", **fields})
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def _lease(http: httpx.AsyncClient, queue: str) -> dict[str, Any]:
+    response = await http.post("/v1/leases", json={"queues": [queue], "worker_id": "w-cli"})
+    (only,) = response.json()["leases"]
+    result: dict[str, Any] = only
+    return result
+
+
+async def test_stats_shows_every_queue_and_one_in_detail(
+    service: str, http: httpx.AsyncClient
+) -> None:
+    for _ in range(3):
+        await _job(http, "mail")
+    running = await _lease(http, "mail")
+    beat = {"progress": {"percent": 40, "stage": "render"}}
+    await http.post(f"/v1/leases/{running['lease_id']}/heartbeat", json=beat)
+
+    result = await jobq("stats", env={"JOBQ_URL": service})  # the URL from the environment
+    assert result.exit_code == 0, result.output
+    (row,) = [line for line in result.stdout.splitlines() if line.startswith("mail")]
+    cells = row.split()
+    assert cells[:5] == ["mail", "2", "2", "1", "0"]  # queued, due, running, failed
+    assert cells[6] == "3/0/0" and cells[7] == "3/0/0"  # after the oldest due job's age
+    assert "jobs table:" in result.stdout and "oldest open transaction: none" in result.stdout
+
+    detail = await jobq("stats", "mail", "--url", service)
+    assert detail.exit_code == 0, detail.output
+    assert "running in mail" in detail.stdout
+    assert str(running["job"]["id"]) in detail.stdout and "40% render" in detail.stdout
+
+    raw = await jobq("stats", "--json", "--url", service)
+    assert raw.exit_code == 0
+    assert [q["queue"] for q in json.loads(raw.stdout)["queues"]] == ["mail"]
+
+
+async def test_jobs_list_and_show(service: str, http: httpx.AsyncClient) -> None:
+    first = await _job(http, "mail", payload={"to": "ada"})
+    await _job(http, "other")
+    lease = await _lease(http, "mail")
+    await http.post(f"/v1/leases/{lease['lease_id']}/fail", json={"error": {"type": "SMTPDown"}})
+
+    listed = await jobq("jobs", "list", "--queue", "mail", "--url", service)
+    assert listed.exit_code == 0, listed.output
+    (row,) = [line for line in listed.stdout.splitlines() if line.split()[:1] == [str(first["id"])]]
+    assert "mail" in row and "queued" in row and "1/5" in row and "SMTPDown" in row
+    assert "other" not in listed.stdout
+
+    shown = await jobq("jobs", "show", str(first["id"]), "--url", service)
+    assert shown.exit_code == 0, shown.output
+    assert "mail / mailer" in shown.stdout and "SMTPDown" in shown.stdout
+    assert "w-cli" in shown.stdout and "failed" in shown.stdout  # the attempts table
+    assert "ada" not in shown.stdout  # the payload only with --json
+
+    raw = await jobq("jobs", "show", str(first["id"]), "--json", "--url", service)
+    assert json.loads(raw.stdout)["payload"] == {"to": "ada"}
+
+
+async def test_problems_are_one_line(service: str) -> None:
+    line = one_error_line(await jobq("jobs", "show", "999", "--url", service))
+    assert line == "jobq: Job not found (404) [job_not_found]: no job has id 999"
+    line = one_error_line(await jobq("jobs", "retry", "999", "--run-at", "2030-01-01T00:00:00",
+                                     "--url", service))  # fmt: skip
+    assert line == (
+        "jobq: Validation error (422) [validation_error]: body.run_at: "
+        "Input should have timezone info"
+    )
+
+
+async def test_cancel_retry_pause_and_resume(service: str, http: httpx.AsyncClient) -> None:
+    queued = await _job(http, "mail")
+    result = await jobq("jobs", "cancel", str(queued["id"]), "--url", service)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"job {queued['id']}: cancelled\n"
+
+    result = await jobq("jobs", "retry", str(queued["id"]), "--url", service)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"job {queued['id']}: queued, due ")
+
+    running = await _lease(http, "mail")
+    result = await jobq("jobs", "cancel", str(running["job"]["id"]), "--url", service)
+    assert result.exit_code == 0, result.output
+    assert "running; cancellation requested" in result.stdout
+    done = await http.post(f"/v1/leases/{running['lease_id']}/complete")
+    assert done.json()["state"] == "succeeded"
+    line = one_error_line(await jobq("jobs", "cancel", str(running["job"]["id"]), "--url", service))
+    assert line.startswith("jobq: Job finished (409) [job_finished]: ")
+
+    result = await jobq("queues", "pause", "mail", "--url", service)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("queue mail: paused since ")
+    assert (await http.get("/v1/queues/mail")).json()["paused"] is True
+    result = await jobq("queues", "resume", "mail", "--url", service)
+    assert result.stdout == "queue mail: active\n"
+    assert (await http.get("/v1/queues/mail")).json()["paused"] is False
+
+    result = await jobq("jobs", "retry", str(queued["id"]), "--json", "--url", service)
+    assert result.exit_code == 1 and "job_not_retryable" in result.stderr
+
+
+# ---- 80 columns, json for scripts, one configuration story ----------------------------
+
+NARROW = {"COLUMNS": "80"}
+LONG_QUEUE = "notifications.email-digest"
+
+
+async def _narrow(*args: str, service: str) -> Result:
+    result = await jobq(*args, "--url", service, env=NARROW)
+    assert result.exit_code == 0, result.output
+    assert all(len(line) <= 80 for line in result.stdout.splitlines()), result.stdout
+    return result
+
+
+async def test_tables_fit_80_columns_and_keep_their_key_values_whole(
+    service: str, http: httpx.AsyncClient
+) -> None:
+    job = await _job(http, LONG_QUEUE, run_at="2030-01-01T00:00:00Z")
+    await _job(http, LONG_QUEUE)
+    await _lease(http, LONG_QUEUE)
+
+    stats = (await _narrow("stats", service=service)).stdout
+    backlog = [line for line in stats.splitlines() if line.startswith(LONG_QUEUE)]
+    assert len(backlog) == 2, stats  # one row in the backlog table, one in throughput
+    # queued 1 (due 0: it runs in 2030), running 1, failed 0, no due job waiting
+    assert backlog[0].split()[1:6] == ["1", "0", "1", "0", "-"], backlog
+    assert "p50/p95" in stats and "last hour" in stats  # the windows are there, not dropped
+    assert "…" not in stats
+
+    listed = (await _narrow("jobs", "list", service=service)).stdout
+    row = next(line for line in listed.splitlines() if line.split()[:1] == [str(job["id"])])
+    assert LONG_QUEUE in row and "queued" in row and "in " in row  # due in ~4 years
+    assert "…" not in listed
+
+    shown = (await _narrow("jobs", "show", str(job["id"]), service=service)).stdout
+    assert "2030-01-01 00:00:00Z" in shown
+
+    wide = await jobq("jobs", "list", "--url", service, env={"COLUMNS": "200"})
+    assert "2030-01-01 00:00:00Z" in wide.stdout  # room enough for the whole time
+
+
+async def test_every_operator_command_speaks_json(service: str, http: httpx.AsyncClient) -> None:
+    job = await _job(http, "mail")
+    failed = await _job(http, "mail", max_attempts=1)
+    lease = (await http.post("/v1/leases", json={"queues": ["mail"], "worker_id": "w"})).json()
+    token = next(x["lease_id"] for x in lease["leases"] if x["job"]["id"] == job["id"])
+    await http.post(f"/v1/leases/{token}/fail", json={"error": {"type": "E"}, "retryable": False})
+    del failed
+    commands = [
+        ["stats"],
+        ["stats", "mail"],
+        ["jobs", "list"],
+        ["jobs", "show", str(job["id"])],
+        ["jobs", "retry", str(job["id"])],
+        ["jobs", "cancel", str(job["id"])],
+        ["jobs", "delete", str(job["id"]), "--yes"],
+        ["queues", "list"],
+        ["queues", "show", "mail"],
+        ["queues", "pause", "mail"],
+        ["queues", "resume", "mail"],
+        ["queues", "redrive", "mail", "--yes"],
+        ["queues", "settings", "mail", "--max-backlog", "10"],
+        ["queues", "settings", "mail"],
+        ["queues", "purge", "mail", "--yes"],
+        ["config"],
+    ]
+    for command in commands:
+        for flag in (["--output", "json"], ["-o", "json"], ["--json"]):
+            result = await jobq(*command, *flag, "--url", service)
+            assert result.exit_code == 0, (command, result.output)
+            json.loads(result.stdout)  # nothing but JSON on stdout
+            if command[:2] in (["jobs", "delete"], ["jobs", "retry"], ["jobs", "cancel"]):
+                break  # each acts once
+    settings = await jobq("queues", "settings", "mail", "--output", "json", "--url", service)
+    assert json.loads(settings.stdout) == {"queue": "mail", "max_backlog": 10}
+
+
+async def test_destructive_commands_ask_first(service: str, http: httpx.AsyncClient) -> None:
+    await _job(http, "mail")
+    runner = CliRunner()
+    refused = await asyncio.to_thread(
+        runner.invoke, cli, ["queues", "purge", "mail", "--url", service], input="n\n"
+    )
+    assert refused.exit_code == 1 and "Aborted" in refused.output
+    assert (await http.get("/v1/queues/mail")).json()["counts"]["queued"] == 1
+    agreed = await asyncio.to_thread(
+        runner.invoke, cli, ["queues", "purge", "mail", "--url", service], input="y\n"
+    )
+    assert agreed.exit_code == 0, agreed.output
+    assert "queue mail: 1 jobs deleted" in agreed.stdout
+
+
+async def test_invalid_values_are_refused_with_the_valid_ones(service: str) -> None:
+    result = await jobq("jobs", "list", "--state", "bogus", "--url", service, env=NARROW)
+    assert result.exit_code == 2
+    for state in ("queued", "running", "succeeded", "failed", "cancelled"):
+        assert state in result.output, result.output

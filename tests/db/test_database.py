@@ -1,0 +1,174 @@
+"""Migrations under concurrency, the hot statements' cached plans, and what a lease's commit
+waits for."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import asyncpg
+import pytest
+from alembic.script import ScriptDirectory
+
+from app.db.migrate import alembic_config, upgrade
+from app.jobs import repository as jobs_sql
+from tests.conftest import _drop, _recreate, plain
+
+UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nothing"
+
+
+async def test_replicas_migrating_at_once_are_safe(server_url: str) -> None:
+    url = await _recreate(server_url, "jobq_test_migrate")  # already at head once
+    conn = await asyncpg.connect(plain(url))
+    try:
+        await conn.execute("DROP SCHEMA jobq CASCADE")
+        await asyncio.gather(*(upgrade(url) for _ in range(4)))
+        version = await conn.fetchval("SELECT version_num FROM jobq.alembic_version")
+        assert version == ScriptDirectory.from_config(alembic_config()).get_current_head()
+        assert await conn.fetchval("SELECT count(*) FROM jobq.jobs") == 0
+    finally:
+        await conn.close()
+        await _drop(server_url, "jobq_test_migrate")
+
+
+def _scans(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan that reads a table."""
+    if "Scan" in plan["Node Type"]:
+        yield plan
+    for child in plan.get("Plans", []):
+        yield from _scans(child)
+
+
+@pytest.mark.parametrize("name", ["FINISH_MANY", "FINISH_ONE"])
+async def test_a_cached_plan_finishes_each_ack_through_its_primary_key(
+    db: asyncpg.Connection, name: str
+) -> None:
+    # Statistics as after a quiet spell: many finished jobs, none running. A plain join
+    # of the acks to the jobs let the generic plan walk every running job once per ack.
+    await db.execute(
+        """
+        INSERT INTO jobq.jobs (queue, type, payload, state, max_attempts, lease_seconds,
+                               lease_id, finished_at)
+        SELECT 'q', 't', '{}', 'succeeded', 5, 60, gen_random_uuid(), now()
+          FROM generate_series(1, 20000)
+        """
+    )
+    await db.execute("ANALYZE jobq.jobs")
+    statement = getattr(jobs_sql, name)
+    await db.execute(f"PREPARE finish AS {statement.sql}")
+    await db.execute("SET plan_cache_mode = force_generic_plan")
+    nulls = ", ".join("NULL" for _ in statement.names)
+    plan = json.loads(await db.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE finish({nulls})"))
+    jobs_scans = [s for s in _scans(plan[0]["Plan"]) if s.get("Relation Name") == "jobs"]
+    assert jobs_scans, plan
+    assert {(s["Node Type"], s.get("Index Name")) for s in jobs_scans} == {
+        ("Index Scan", "jobs_pkey")
+    }, plan
+
+
+async def test_a_cached_plan_updates_leased_jobs_through_their_primary_key(
+    db: asyncpg.Connection,
+) -> None:
+    # Statistics of a small table (a fresh install): an UPDATE joined to the picked ids
+    # got a generic plan that merge-joined along jobs_pkey from its first row, reading
+    # every finished job once the table had grown.
+    await db.execute(
+        """
+        INSERT INTO jobq.jobs (queue, type, payload, state, max_attempts, lease_seconds,
+                               finished_at)
+        SELECT 'q', 't', '{}', 'succeeded', 5, 60, now() FROM generate_series(1, 2000)
+        """
+    )
+    await db.execute(
+        "INSERT INTO jobq.jobs (queue, type, payload, max_attempts, lease_seconds)"
+        " SELECT 'q', 't', '{}', 5, 60 FROM generate_series(1, 2000)"
+    )
+    await db.execute("ANALYZE jobq.jobs")
+    await db.execute(f"PREPARE lease AS {jobs_sql.LEASE.sql}")
+    values = {
+        "queues": "ARRAY['q']",
+        "types": "ARRAY[]::text[]",
+        "max_jobs": "100",
+        "lease_seconds": "NULL",
+        "worker_id": "'w'",
+        "key_id": "NULL",
+    }
+    arguments = ", ".join(values[name] for name in jobs_sql.LEASE.names)
+    try:
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            await db.execute(f"SET plan_cache_mode = {mode}")
+            explained = await db.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE lease({arguments})")
+            plan = json.loads(explained)[0]["Plan"]
+            jobs_scans = {
+                (s["Node Type"], s.get("Index Name"))
+                for s in _scans(plan)
+                if s.get("Relation Name") == "jobs"
+            }
+            assert jobs_scans == {
+                ("Index Scan", "jobs_claim_idx"),
+                ("Index Scan", "jobs_pkey"),
+            }, (mode, plan)
+    finally:
+        await db.execute("DEALLOCATE lease")
+        await db.execute("RESET plan_cache_mode")
+
+
+async def test_the_enqueue_statement_keeps_a_cached_generic_plan(db: asyncpg.Connection) -> None:
+    # Admission control's counts, written inline, made the generic plan look costly, so
+    # PostgreSQL planned every enqueue afresh (~0.5 ms of its CPU); behind a function
+    # (migration 0007) the default plan cache mode settles on the generic plan.
+    await db.execute("INSERT INTO jobq.queues (name, max_backlog) VALUES ('full', 1)")
+    # A backlog in one queue, and enqueues into others, rare in the statistics: for them
+    # the inline counts made a plan for the call's own values look far cheaper.
+    await db.execute(
+        "INSERT INTO jobq.jobs (queue, type, payload, max_attempts, lease_seconds)"
+        " SELECT 'q', 't', '{}', 5, 60 FROM generate_series(1, 20000)"
+    )
+    await db.execute("ANALYZE jobq.jobs")
+    statement = jobs_sql.ENQUEUE_ONE
+    await db.execute(f"PREPARE enqueue AS {statement.sql}")
+    try:
+        values = {"type": "'t'", "payload": "'{}'", "priority": "0", "run_at": "NULL",
+                  "delay_seconds": "0", "max_attempts": "5", "lease_seconds": "60",
+                  "idempotency_key": "NULL", "metadata": "'{}'"}  # fmt: skip
+        for queue in ("new", "full") * 6:
+            literals = {**values, "queue": f"'{queue}'"}
+            await db.execute(f"EXECUTE enqueue({', '.join(literals[n] for n in statement.names)})")
+        plans = await db.fetchrow(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'enqueue'"
+        )
+        assert plans is not None
+        assert plans["generic_plans"] >= 6, dict(plans)
+        # Admission control still counted through the function: one job got into `full`.
+        assert await db.fetchval("SELECT count(*) FROM jobq.jobs WHERE queue = 'full'") == 1
+        assert await db.fetchval("SELECT count(*) FROM jobq.jobs WHERE queue = 'new'") == 6
+    finally:
+        await db.execute("DEALLOCATE enqueue")
+
+
+async def test_leases_commit_without_a_flush_each_and_later_statements_stay_durable(
+    db: asyncpg.Connection,
+) -> None:
+    await db.execute(
+        "INSERT INTO jobq.jobs (queue, type, payload, max_attempts, lease_seconds)"
+        " SELECT 'q', 't', '{}', 5, 60 FROM generate_series(1, 100)"
+    )
+    values = {"queues": ["q"], "types": [], "max_jobs": 1, "lease_seconds": None,
+              "worker_id": "w", "key_id": None}  # fmt: skip
+    # WAL syncs of the whole server: in pg_stat_io from PostgreSQL 18, pg_stat_wal before
+    if await db.fetchval("SELECT current_setting('server_version_num')::int") >= 180000:
+        syncs = "SELECT sum(fsyncs) FROM pg_stat_io WHERE object = 'wal'"
+    else:
+        syncs = "SELECT wal_sync FROM pg_stat_wal"
+    await db.execute("SELECT pg_stat_force_next_flush()")
+    before = await db.fetchval(syncs)
+    for _ in range(100):
+        assert len(await db.fetch(jobs_sql.LEASE.sql, *jobs_sql.LEASE.args(values))) == 1
+    await db.execute("SELECT pg_stat_force_next_flush()")
+    # A flush per lease would be 100 syncs; the WAL writer syncs a few times at most.
+    assert await db.fetchval(syncs) - before < 50
+    # Only the lease's own transaction: the next statement on this connection commits
+    # durably again (an enqueue after a lease on a pooled connection must).
+    assert await db.fetchval("SHOW synchronous_commit") == "on"

@@ -1,0 +1,169 @@
+"""The fault-injection run: real PostgreSQL, three `jobq serve`, workers, producers, faults.
+
+    python -m tests.processes.chaos [--jobs N | --big] [--workers K] [--producers P]
+                                   [--json PATH] [--run-dir DIR] [--keep] [--seed S]
+                                   [--pg-restart-cmd CMD]
+
+Without `JOBQ_DATABASE_URL` it starts an embedded PostgreSQL of its own in the run
+directory (never the one the tests or `jobq serve` use), so it may restart it; with it,
+it works in a database `jobq_chaos` on that server, and restarts the Debian cluster
+serving that port (`pg_lsclusters`), or runs `--pg-restart-cmd`.
+
+While producers enqueue N jobs (a mix of jobs that succeed, fail retryably a few times,
+fail for good, or outlive their lease while heartbeating) and workers run them, a
+timeline injects faults: workers SIGKILLed mid-job, one service SIGKILLed and started
+again, all three services restarted one after another with SIGTERM, PostgreSQL
+restarted (fast shutdown), and a stale completer finishing a lease after the reaper
+took it. The service SIGKILL lands while two enqueues it took wait in PostgreSQL (on
+an uncommitted job of the harness's holding the same idempotency keys), so they commit
+after their service died; the retries with the same keys must find those jobs.
+
+Then every invariant is checked from the database, the API, the processes' event logs
+and the services' logs (`Checks`):
+
+- accounted for: the N keys, the answers the producers got (key → id) and the jobs in
+  the database match one to one, each job with the payload it was sent;
+- finished as scripted: every job succeeded or failed as its script says, and every
+  succeeded/failed attempt record is what the script says for that attempt number;
+- history: attempts 1..n, one record per lease, nothing after a final outcome, at most
+  one `succeeded`, the result written by the lease that succeeded;
+- executions: every handler run the workers logged has its lease recorded, with the
+  attempt number the worker saw; every succeeded/failed record was run by exactly one
+  execution that sent that outcome and got 200; every other execution's lease expired
+  and the run knows why (worker SIGKILLed, ack or heartbeat answered 409 lease_lost, the
+  stale completer): these are the duplicates, counted by cause;
+- superseded leases: no finishing call answered 200 on a lease recorded as expired, no
+  heartbeat accepted after its lease's record was written; the stale completer gets
+  409 lease_lost and the job's row is unchanged;
+- reaper: at least one batch logged; batches of two replicas never overlap in time;
+  every lease_expired record is a logged reap, except one stamped during a service
+  SIGKILL, a SIGTERM restart or the PostgreSQL restart (± `STOP_SLACK_SECONDS`): a reap
+  committed just before its process stopped may lose its log line, even on a graceful
+  stop;
+- HTTP: no 500, every 5xx a 503 problem+json `database_unavailable` (`/readyz` may also
+  say `reaper_stalled`), no request hung; while PostgreSQL was down, each service
+  answered both `/v1/jobs` and `/readyz` probes 503 `database_unavailable` at least once
+  and no probe sent meanwhile took over `FAIL_FAST_SECONDS`; afterwards each service
+  answered both 200 by itself;
+- faults: every fault was injected as planned (workers killed mid-job, and every
+  execution in flight in them came back and finished; both interrupted enqueues
+  committed after their service died, and the retries of all `RESERVED_JOBS` keys found
+  their jobs; three services restarted; one PostgreSQL restart under load);
+- processes: SIGTERM exits 0, nothing dies unless killed; the API lists every job with
+  the state and attempts the database has; all four kinds of job were enqueued, and
+  there were at least as many handler runs as finished attempts.
+
+Exit status 1 when any invariant breaks, 2 when the run itself could not be carried out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from tests.processes.chaos import (
+    GaveUp,
+)
+from tests.processes.chaos.checks import Checks
+from tests.processes.chaos.databases import drop
+from tests.processes.chaos.evidence import gather_evidence, load_jobs
+from tests.processes.chaos.options import PG_DIRNAME, HarnessError, Options, parse_args, say
+from tests.processes.chaos.report import report
+from tests.processes.chaos.run import Run
+
+
+async def execute(opts: Options) -> int:
+    run_dir = opts.run_dir or Path(tempfile.mkdtemp(prefix="jobq-chaos-"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    say(f"jobq chaos: {opts.jobs} jobs, seed {opts.seed}, run dir {run_dir}")
+    run = Run(opts, run_dir)
+    began = time.time()
+    main_task = asyncio.current_task()
+    assert main_task is not None  # SIGTERM, like Ctrl-C, ends the run through its teardown
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+    try:
+        await run.setup()
+        setup_done = time.time()
+        await run.load()
+        await run.read_api()
+        await run.stop_services()
+        assert run.db is not None
+        jobs = await load_jobs(run.db)
+    except (
+        HarnessError,
+        GaveUp,
+        OSError,
+        asyncpg.PostgresError,
+        subprocess.SubprocessError,
+    ) as exc:
+        say(f"the run could not be carried out: {type(exc).__name__}: {exc}")
+        say(f"logs: {run_dir}")
+        return 2
+    finally:
+        await run.teardown()
+    load_done = time.time()
+    checks = Checks(run, gather_evidence(run_dir, jobs))
+    figures = checks.all()
+    if not run.finished:
+        checks.v.fail("the load did not finish in time", f"{opts.timeout:.0f}s")
+    assert run.database is not None
+    summary: dict[str, Any] = {
+        "ok": checks.v.ok,
+        "jobs": opts.jobs,
+        "workers": opts.workers,
+        "producers": opts.producers,
+        "seed": opts.seed,
+        "mode": run.database.mode,
+        "database": run.database.description,
+        "run_dir": str(run_dir),
+        "seconds": {
+            "setup": round(setup_done - began, 2),
+            "load": round(run.load_ended - run.load_began, 2),
+            "checks": round(time.time() - load_done, 2),
+            "total": round(time.time() - began, 2),
+        },
+        "lost": figures["lost"],
+        "figures": figures,
+        "violations": checks.v.as_json(),
+    }
+    say("")
+    say(report(summary))
+    say("")
+    say(
+        json.dumps(
+            {k: v for k, v in summary.items() if k != "figures"}
+            | {
+                "faults": {k: v for k, v in figures["faults"].items() if k != "timeline"},
+                "executions": figures["executions"],
+            }
+        )
+    )
+    if opts.json_path is not None:
+        opts.json_path.write_text(json.dumps(summary, indent=2) + "\n")
+    if summary["ok"] and not opts.keep:
+        if run.database.mode == "external":
+            await drop(run.database.server_url)
+        # a run dir of one's own keeps its logs; the database files go either way
+        shutil.rmtree(run_dir if opts.run_dir is None else run_dir / PG_DIRNAME, ignore_errors=True)
+    return 0 if summary["ok"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return asyncio.run(execute(parse_args(argv)))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        say("interrupted: every process the run started is stopped")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

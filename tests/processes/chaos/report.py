@@ -1,0 +1,79 @@
+"""The report a run prints: what it did, what broke."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.processes.chaos.options import SERVICES
+
+
+def causes(counter: dict[str, int]) -> str:
+    return ", ".join(f"{cause} {n}" for cause, n in counter.items()) or "none"
+
+
+def report(summary: dict[str, Any]) -> str:
+    f = summary["figures"]
+    jobs, prod, ex, faults = f["jobs"], f["producers"], f["executions"], f["faults"]
+    reaper, http = f["reaper"], f["http"]
+    outage = http["postgres_outage"]
+    probe_503 = ", ".join(
+        f"{name} {counts['jobs']}/{counts['readyz']}"
+        for name, counts in outage.get("probe_503_by_service", {}).items()
+    )
+    kills = ", ".join(
+        str(t["in_flight"]) for t in faults["timeline"] if t["kind"] == "worker_sigkill"
+    )
+    seconds = summary["seconds"]
+    lines = [
+        f"jobq chaos run: {summary['jobs']} jobs, {summary['workers']} workers,"
+        f" {summary['producers']} producers, {SERVICES} services; {summary['database']}"
+        f" (seed {summary['seed']})",
+        f"  time        {seconds['total']:.1f}s (setup {seconds['setup']:.1f}s,"
+        f" load {seconds['load']:.1f}s, checks {seconds['checks']:.1f}s)",
+        f"  jobs        {prod['jobs_in_db']} from {prod['keys']} keys"
+        f" (+{jobs['total'] - prod['jobs_in_db']} stale-completer jobs);"
+        f" states {jobs['states']}; kinds {jobs['kinds']}",
+        f"  producers   answers {prod['answers']}, {prod['deduplicated_answers']} retries found"
+        f" their job already there (deduplicated)",
+        f"  faults      worker SIGKILL x{faults['worker_sigkill']} (in flight: {kills});"
+        f" service SIGKILL x{faults['service_sigkill']} ({faults['enqueues_committed_after_crash']}"
+        f" enqueues committed after the crash; their retries found"
+        f" {faults['retries_deduplicated']} jobs already there); rolling SIGTERM restart"
+        f" x{faults['rolling_restart']} (exit codes {faults['rolling_restart_exit_codes']});"
+        f" PostgreSQL fast restart x{faults['postgres_restart']};"
+        f" stale completer x{faults['stale_completer']}"
+        f" ({faults['stale_completer_refused']} refused 409, row unchanged)",
+        f"  postgres    restart took {outage.get('restart_seconds')}s; while down,"
+        f" probes answered 503 database_unavailable (/v1/jobs, /readyz)"
+        f" {probe_503 or 'never'}, slowest {outage.get('slowest_probe_seconds')}s"
+        f" (bound {outage.get('fail_fast_bound_seconds')}s; slowest of the whole restart"
+        f" {outage.get('slowest_probe_seconds_overall')}s); clients got"
+        f" {outage.get('client_503')} 503s; both 200 again after"
+        f" {outage.get('recovered_seconds')}",
+        f"  executions  {ex['total']} ({ex['needed']} needed by the scripts;"
+        f" {ex['wasted']} lost their lease: {causes(ex['wasted_by_cause'])});"
+        f" {ex['leases_never_received']} leases never reached a worker",
+        f"  duplicates  {ex['duplicates']} extra successful runs of a job, by cause:"
+        f" {causes(ex['duplicates_by_cause'])}",
+        f"  killed      {faults['killed_in_flight']} executions in flight in killed workers,"
+        f" {faults['killed_in_flight_came_back']} came back and finished",
+        f"  reaper      {reaper['batches']} batches on {reaper['replicas']} replicas,"
+        f" {reaper['overlaps']} overlaps; {reaper['reaped_logged']} reaps logged,"
+        f" {reaper['lease_expired_records']} lease_expired records"
+        f" (unlogged at a crash: {reaper['unlogged_at_crash'] or 0})",
+        f"  http        5xx {http['5xx'] or 0}; {http['connection_errors']} connection errors;"
+        f" {http['timeouts']} hangs",
+        f"  lost        {f['lost']}",
+    ]
+    if summary["ok"]:
+        lines.append("  RESULT      OK: every invariant holds")
+    else:
+        lines.append(f"  RESULT      FAILED: {len(summary['violations'])} invariants broken")
+        for violation in summary["violations"]:
+            lines.append(f"    - {violation['invariant']}: {violation['count']}")
+            lines.extend(f"        {example}" for example in violation["examples"])
+        lines.append(f"  logs        {summary['run_dir']}")
+    return "\n".join(lines)
+
+
+# ---- main ------------------------------------------------------------------------------

@@ -1,0 +1,132 @@
+"""`python -m bench --quick` runs end to end against the test server and reports every figure.
+
+This checks that the benchmark works, not how fast jobq is: no timing assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import _drop
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH_TIMEOUT_SECONDS = 100
+
+
+def _positive(node: dict[str, Any], *keys: str) -> None:
+    for key in keys:
+        value = node[key]
+        assert isinstance(value, int | float) and value > 0, (key, value)
+
+
+def _cpu_reported(cpu: dict[str, Any]) -> None:
+    for key in ("service_us_per_job", "generator_us_per_job", "window_s"):
+        assert isinstance(cpu[key], int | float) and cpu[key] >= 0, (key, cpu)
+    # PostgreSQL's CPU is measured when the server runs on this machine, as in the tests
+    assert isinstance(cpu["postgres_us_per_job"], int | float), cpu
+
+
+def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path) -> None:
+    output = tmp_path / "bench.json"
+    name = f"jobq_bench_test_{os.getpid()}"
+    env = {**os.environ, "JOBQ_DATABASE_URL": database_url}
+    try:
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bench",
+                "--quick",
+                "--json",
+                str(output),
+                "--database-name",
+                name,
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BENCH_TIMEOUT_SECONDS,
+        )
+    finally:
+        asyncio.run(_drop(database_url, name))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Targets" in run.stdout  # the readable table
+
+    report = json.loads(output.read_text())
+    assert report["database"]["database"] == name
+    assert report["database"]["version"]
+    _positive(report["machine"], "cores", "memory_gib")
+    assert report["service"]["exit_code"] == 0  # stopped cleanly with SIGTERM
+
+    scenarios = report["scenarios"]
+    assert set(scenarios) == {
+        "bare",
+        "batch_enqueue",
+        "drain",
+        "single",
+        "enqueue_to_lease",
+        "lease_latency",
+        "floor",
+    }
+    for key in ("batch_enqueue", "drain", "single"):
+        _positive(scenarios[key], "jobs", "seconds", "jobs_per_s")
+        _cpu_reported(scenarios[key]["cpu"])
+    for key in (
+        "batch",
+        "batch_with_finish",
+        "jobq_sql_batch",
+        "single",
+        "single_with_finish",
+        "single_with_insert",
+    ):
+        _positive(scenarios["bare"][key], "jobs", "seconds", "jobs_per_s")
+        _cpu_reported(scenarios["bare"][key]["cpu"])
+
+    # the same loads against FastAPI + one bare statement per call, every job done
+    for key in ("drain", "single"):
+        _positive(scenarios["floor"][key], "jobs", "seconds", "jobs_per_s")
+        _cpu_reported(scenarios["floor"][key]["cpu"])
+    assert scenarios["floor"]["drain"]["jobs"] == scenarios["drain"]["jobs"]
+    assert scenarios["floor"]["single"]["jobs"] == scenarios["single"]["jobs"]
+
+    waited = scenarios["enqueue_to_lease"]
+    _positive(waited, "count", "p50_ms", "p95_ms", "p99_ms")
+    _cpu_reported(waited["cpu"])
+
+    leases = scenarios["lease_latency"]
+    assert [level["finished_rows"] for level in leases["levels"]] == [0, 20_000]
+    for level in leases["levels"]:
+        _positive(level, "count", "p50_ms", "p95_ms")
+        _cpu_reported(level["cpu"])
+    assert leases["levels"][1]["rows_in_table"] >= 20_000
+    _positive(leases, "ratio_p50")
+
+    _positive(
+        report["comparison"],
+        "drain_vs_bare_batch",
+        "drain_vs_bare_batch_with_finish",
+        "drain_vs_jobq_sql_batch",
+        "single_vs_bare_single",
+        "single_vs_bare_single_with_insert",
+        "drain_vs_floor_drain",
+        "single_vs_floor_single",
+    )
+    targets = {t["key"]: t for t in report["targets"]}
+    assert set(targets) == {
+        "drain",
+        "batch_enqueue",
+        "single",
+        "wait_latency_p50",
+        "wait_latency_p99",
+        "lease_latency_ratio",
+    }
+    for target in targets.values():
+        assert isinstance(target["measured"], int | float) and target["measured"] > 0, target
+        assert isinstance(target["pass"], bool), target

@@ -1,0 +1,137 @@
+"""The CLI on its own: where it finds the service and the key, `jobq config`, `--version`,
+how it reports answers that are errors, and durations for people."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+import httpx
+import pytest
+from typer.testing import CliRunner, Result
+
+from app.cli import _http, _output, cli
+
+WIDE = {"COLUMNS": "220"}  # rich tables at full width
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def jobq(*args: str, env: dict[str, str] | None = None) -> Result:
+    """`jobq ARGS…` in a thread, so this loop goes on serving the requests it makes."""
+    runner = CliRunner()
+    return await asyncio.to_thread(runner.invoke, cli, list(args), env={**WIDE, **(env or {})})
+
+
+def one_error_line(result: Result) -> str:
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("jobq: ")
+    return line
+
+
+async def test_an_unreachable_service_is_one_line_and_exit_1() -> None:
+    closed = f"http://127.0.0.1:{_free_port()}"
+    for command in (["stats"], ["jobs", "list"], ["queues", "pause", "q"]):
+        line = one_error_line(await jobq(*command, "--url", closed))
+        assert line.startswith(f"jobq: cannot reach the jobq service at {closed}: "), line
+    line = one_error_line(await jobq("stats", "--url", "nonsense"))
+    assert "nonsense" in line
+
+
+def test_errors_that_are_not_problems_are_shown_briefly() -> None:
+    html = httpx.Response(502, text="<html>\n  bad   gateway\n</html>")
+    assert _http.problem_message(html) == "HTTP 502 Bad Gateway: <html> bad gateway </html>"
+    problem = httpx.Response(409, json={"title": "Conflict", "detail": "no", "code": "conflict"})
+    assert _http.problem_message(problem) == "Conflict (409) [conflict]: no"
+
+
+def test_durations_read_well() -> None:
+    shown = [_output.seconds(s) for s in (None, 0.0123, 12.34, 245, 7380, 200000)]
+    assert shown == ["-", "12ms", "12.3s", "4m05s", "2h03m", "2d07h"]
+
+
+async def test_the_api_key_is_sent_as_a_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str | None] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("authorization"))
+        return httpx.Response(200, json={"queue": "q", "paused": True, "paused_at": "2026"})
+
+    real = _http.make_client
+
+    def recording(url: str, api_key: str | None) -> httpx.Client:
+        client = real(url, api_key)
+        client._transport = httpx.MockTransport(answer)
+        return client
+
+    monkeypatch.setattr(_http, "make_client", recording)
+    assert (await jobq("queues", "pause", "q", "--api-key", "s3cret")).exit_code == 0
+    assert (await jobq("queues", "pause", "q", env={"JOBQ_API_KEY": "from-env"})).exit_code == 0
+    assert (await jobq("queues", "pause", "q")).exit_code == 0
+    assert seen == ["Bearer s3cret", "Bearer from-env", None]
+
+
+def test_the_version() -> None:
+    from app import __version__
+
+    result = CliRunner().invoke(cli, ["--version"])
+    assert (result.exit_code, result.stdout) == (0, f"jobq {__version__}\n")
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "expected"),
+    [
+        ({"JOBQ_PORT": "18810"}, [], "http://127.0.0.1:18810"),
+        ({"JOBQ_HOST": "0.0.0.0", "JOBQ_PORT": "9"}, [], "http://127.0.0.1:9"),
+        ({"JOBQ_HOST": "::", "JOBQ_PORT": "9"}, [], "http://[::1]:9"),
+        ({"JOBQ_HOST": "10.1.2.3"}, [], "http://10.1.2.3:8000"),
+        (
+            {"JOBQ_URL": "http://jobq.internal:80", "JOBQ_PORT": "18810"},
+            [],
+            "http://jobq.internal:80",
+        ),
+        ({"JOBQ_URL": "http://jobq.internal:80"}, ["--url", "http://flag:1"], "http://flag:1"),
+    ],
+)
+def test_every_command_finds_the_service_the_same_way(
+    env: dict[str, str], args: list[str], expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("JOBQ_URL", "JOBQ_HOST", "JOBQ_PORT", "JOBQ_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(cli, ["config", "--output", "json", *args], env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["service url (in use)"]["value"] == expected
+    if "10.1.2.3" not in expected:  # an operator command calls just there (nothing listens)
+        called = CliRunner().invoke(cli, ["stats", *args], env=env)
+        assert f"cannot reach the jobq service at {expected}" in called.stderr
+
+
+def test_config_masks_secrets_and_names_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "jobq_0123456789abcdef_" + "S" * 43
+    env = {
+        "JOBQ_API_KEY": secret,
+        "JOBQ_DATABASE_URL": "postgresql://jobq:hunter2@db.internal:5432/jobq",
+        "JOBQ_REAPER_INTERVAL_SECONDS": "7",
+    }
+    result = CliRunner().invoke(cli, ["config"], env={**env, "COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "S" * 43 not in result.stdout and "hunter2" not in result.stdout
+    assert "jobq_0123456789abcdef_…" in result.stdout and "***" in result.stdout
+    data = json.loads(CliRunner().invoke(cli, ["config", "--json"], env=env).stdout)
+    assert data["reaper_interval_seconds"] == {
+        "value": 7.0,
+        "source": "JOBQ_REAPER_INTERVAL_SECONDS",
+    }
+    assert data["port"] == {"value": 8000, "source": "default"}
+    assert data["api key (in use)"]["source"] == "JOBQ_API_KEY"
+    broken = CliRunner().invoke(cli, ["config"], env={"JOBQ_PORT": "not-a-port"})
+    assert broken.exit_code == 1 and "invalid configuration: JOBQ_PORT" in broken.stderr
