@@ -1,6 +1,6 @@
 """The parts of the docs generated from the code: the Security page's scope table.
 
-`make docs-tables` (`python -m tests.docs_tables`) writes them; `tests/test_readme.py`
+`make docs-tables` (`python -m tests.docs_tables`) writes them; `tests/processes/test_readme.py`
 fails when one falls behind.
 """
 

@@ -366,7 +366,7 @@ async def test_no_garbage_body_produces_a_server_error(client: httpx.AsyncClient
                     assert response.headers["content-type"].startswith("application/problem+json")
 
 
-# Found by the Schemathesis run (tests/test_fuzz.py):
+# Found by the Schemathesis run (tests/api/test_fuzz.py):
 
 
 @pytest.mark.parametrize(

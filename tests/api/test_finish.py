@@ -197,7 +197,7 @@ async def test_heartbeat_extends_from_now_and_records_progress(client: httpx.Asy
     assert (progress["percent"], progress["stage"], progress["message"]) == (40, "resize", "2/5")
     plain = (await client.post(f"/v1/leases/{token}/heartbeat")).json()
     # Same length, from later; but within 0.1 s of the last write the row is left as it
-    # is (tests/test_limits.py covers the heartbeat's write interval).
+    # is (tests/api/test_limits.py covers the heartbeat's write interval).
     assert datetime.fromisoformat(plain["expires_at"]) >= expires
     assert plain["progress_recorded"] is False
     kept = (await client.get(f"/v1/jobs/{job['id']}")).json()["progress"]

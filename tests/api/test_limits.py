@@ -255,7 +255,7 @@ async def test_results_and_error_details_are_bounded_too(client: httpx.AsyncClie
         )
         assert problem["errors"][0]["type"] == "json_too_deep"
         assert problem["errors"][0]["loc"] == loc
-    # In a batch the refusal is that ack's answer alone (tests/test_finish.py has more).
+    # In a batch the refusal is that ack's answer alone (tests/api/test_finish.py has more).
     acks = {"acks": [{"lease_id": token, "outcome": "complete", "result": deep}]}
     response = await client.post("/v1/acks", json=acks)
     assert response.status_code == 200
