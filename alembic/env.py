@@ -15,10 +15,14 @@ config = context.config
 def run_with(connection: Connection) -> None:
     """Run the migrations on an open connection (the one `jobq migrate` holds the lock on)."""
     connection.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+    connection.commit()  # so that alembic begins (and commits) a transaction per migration
     context.configure(
         connection=connection,
         version_table_schema=SCHEMA,
         transactional_ddl=True,
+        # Each migration commits on its own: a value added to an enum can only be used
+        # once the migration that added it has committed (PostgreSQL's rule).
+        transaction_per_migration=True,
     )
     with context.begin_transaction():
         context.run_migrations()

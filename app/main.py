@@ -11,12 +11,13 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from app import __version__, health, jobs, keys, queues
+from app import __version__, health, jobs, keys, queues, schedules
 from app.api import openapi, problems
 from app.api.body_limit import BodySizeLimit
 from app.api.middleware import RequestContext
 from app.core import metrics
 from app.core.config import Settings, get_settings
+from app.core.errors import DatabaseUnavailable
 from app.core.retry import Backoff
 from app.core.signals import on_shutdown_signal
 from app.db.database import Database
@@ -72,20 +73,32 @@ def create_app(
             recheck_seconds=settings.longpoll_recheck_seconds,
         )
         app.state.wakeups = wakeups
+        finishes = jobs.Finishes(
+            poll_seconds=settings.longpoll_poll_seconds,
+            recheck_seconds=settings.longpoll_recheck_seconds,
+        )
         app.state.engine = engine
 
         def listening(up: bool) -> None:
-            wakeups.listening = up
+            wakeups.listening = finishes.listening = up
             auth.listening = up
             if up:
                 wakeups.wake_all()  # announcements may have been missed while down
+                finishes.wake_all()
                 auth.forget()
 
         listener = DueListener(
-            url, on_due=wakeups.announce, on_state=listening, on_keys=auth.notified
+            url,
+            on_due=wakeups.announce,
+            on_state=listening,
+            on_keys=auth.notified,
+            on_finished=finishes.announce,
         )
         tasks = [asyncio.create_task(listener.run())]
-        app.state.jobs = jobs.JobServices.build(jobs.JobsRepository(db), settings, wakeups)
+        jobs_repo = jobs.JobsRepository(db)
+        app.state.jobs = jobs.JobServices.build(jobs_repo, settings, wakeups, finishes)
+        with contextlib.suppress(DatabaseUnavailable):  # the SQL functions use what it can
+            await jobs_repo.record_limits(jobs.enqueue_limits(settings))
         app.state.queues = queues.QueueServices.build(
             queues.QueuesRepository(db), stats_refresh_seconds=settings.metrics_refresh_seconds
         )
@@ -103,18 +116,32 @@ def create_app(
             interval_seconds=settings.prune_interval_seconds,
             batch_size=settings.prune_batch_size,
         )
+        schedules_repo = schedules.SchedulesRepository(db)
+        app.state.schedules = schedules.Schedules(schedules_repo)
+        app.state.scheduler = schedules.Scheduler(
+            schedules_repo, interval_seconds=settings.scheduler_interval_seconds
+        )
         app.state.background_reaper = app.state.reaper if run_maintenance else None
         if run_maintenance:
-            for name, service in (("reaper", app.state.reaper), ("pruner", app.state.pruner)):
+            for name, service in (
+                ("reaper", app.state.reaper),
+                ("pruner", app.state.pruner),
+                ("scheduler", app.state.scheduler),
+            ):
                 loop = run_periodically(name, service.run_once, service.interval_seconds)
                 tasks.append(asyncio.create_task(loop))
         try:
             # Long-polling requests would hold shutdown up to their wait: release them
             # as soon as the signal arrives, before the server waits for requests.
-            with on_shutdown_signal(wakeups.close_threadsafe):
+            def release_waiters() -> None:
+                wakeups.close_threadsafe()
+                finishes.close_threadsafe()
+
+            with on_shutdown_signal(release_waiters):
                 yield
         finally:
             wakeups.close()
+            finishes.close()
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -140,6 +167,7 @@ def create_app(
         queues.routes.operators,
         queues.routes.settings,
         queues.routes.stats,
+        schedules.router,
         health.metrics_router,
     ):
         app.include_router(router)

@@ -70,7 +70,10 @@ def database_url(server_url: str) -> Iterator[str]:
 async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     """A direct connection to the test database, its jobs and queue settings emptied first."""
     conn = await asyncpg.connect(plain(database_url))
-    await conn.execute("TRUNCATE jobq.jobs, jobq.queues RESTART IDENTITY")
+    await conn.execute(
+        "TRUNCATE jobq.jobs, jobq.queues, jobq.job_dependencies, jobq.schedules,"
+        " jobq.schedule_runs RESTART IDENTITY"
+    )
     try:
         yield conn
     finally:

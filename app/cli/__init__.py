@@ -1,7 +1,7 @@
 """The `jobq` command, one module per command group.
 
     serve, migrate, openapi, worker     run the service, its schema, a Python worker
-    stats, jobs, queues                 operators, over HTTP (`_http`)
+    stats, jobs, queues, schedules      operators, over HTTP (`_http`)
     keys                                API keys, straight in the database
     config                              what is configured, and from where
 
@@ -21,6 +21,7 @@ from app.cli.jobs import jobs_cli
 from app.cli.keys import keys_cli
 from app.cli.migrate import migrate, openapi
 from app.cli.queues import queues_cli
+from app.cli.schedules import schedules_cli
 from app.cli.serve import serve, worker_app
 from app.cli.stats import stats
 from app.cli.worker import worker
@@ -58,6 +59,7 @@ cli.command()(worker)
 cli.command()(stats)
 cli.add_typer(jobs_cli, name="jobs")
 cli.add_typer(queues_cli, name="queues")
+cli.add_typer(schedules_cli, name="schedules")
 cli.add_typer(keys_cli, name="keys")
 cli.command()(config)
 

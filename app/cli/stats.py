@@ -42,7 +42,7 @@ def _backlog(queues: list[dict[str, Any]], out: Console) -> None:
     rows = table(
         "backlog" if narrow(out) else "jobq queues",
         [("queue", "key"), ("queued", "number"), ("due", "number"), ("running", "number"),
-         ("failed", "number"), ("oldest due", "number")]
+         ("waiting", "number"), ("failed", "number"), ("oldest due", "number")]
         + ([] if narrow(out) else [
             ("last min in/ok/failed", "number"), ("last hour in/ok/failed", "number"),
             ("wait p50/p95", "number"), ("run p50/p95", "number"),
@@ -55,6 +55,7 @@ def _backlog(queues: list[dict[str, Any]], out: Console) -> None:
             count(counts["queued"]),
             count(counts["due"]),
             count(counts["running"]),
+            count(counts["waiting"]),
             count(counts["failed"]),
             seconds(q["oldest_due_age_seconds"]),
         ]

@@ -23,6 +23,7 @@ DEFAULT_REAPER_BATCH_SIZE = 1000
 DEFAULT_RETAIN_SUCCEEDED_SECONDS = 24 * 3600.0
 DEFAULT_RETAIN_FAILED_SECONDS = 7 * 24 * 3600.0
 DEFAULT_PRUNE_INTERVAL_SECONDS = 60.0
+DEFAULT_SCHEDULER_INTERVAL_SECONDS = 1.0
 DEFAULT_PRUNE_BATCH_SIZE = 1000
 
 DEFAULT_MAX_ATTEMPTS = 5
@@ -111,6 +112,11 @@ class Settings(BaseSettings):
         description="Failed and cancelled jobs are deleted this long after; 0 keeps them.",
     )
     prune_interval_seconds: float = Field(default=DEFAULT_PRUNE_INTERVAL_SECONDS, gt=0)
+    scheduler_interval_seconds: float = Field(
+        default=DEFAULT_SCHEDULER_INTERVAL_SECONDS,
+        gt=0,
+        description="How often the maintenance leader looks for due schedule ticks.",
+    )
     prune_batch_size: int = Field(default=DEFAULT_PRUNE_BATCH_SIZE, ge=1)
 
     default_max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)

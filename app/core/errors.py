@@ -13,7 +13,8 @@ raise them and know nothing of HTTP.
     ├── NotFound (404)
     │   ├── JobNotFound
     │   ├── LeaseNotFound
-    │   └── KeyNotFound
+    │   ├── KeyNotFound
+    │   └── ScheduleNotFound
     ├── Conflict (409)
     │   ├── LeaseLost
     │   ├── KeyExists
@@ -215,6 +216,13 @@ class KeyNotFound(NotFound):
 
     code = "key_not_found"
     title = "API key not found"
+
+
+class ScheduleNotFound(NotFound):
+    """No schedule has this name."""
+
+    code = "schedule_not_found"
+    title = "Schedule not found"
 
 
 class KeyExists(Conflict):

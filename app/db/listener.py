@@ -7,7 +7,8 @@ fall back to polling meanwhile. It holds no pooled connection.
 
 The same connection listens on `jobq_keys`, where creating or revoking an API key
 announces `created <lookup id>` or `revoked <lookup id>`, so every replica drops a
-revoked key from its cache at once.
+revoked key from its cache at once; and on `jobq_finished`, where a job someone waits
+for announces its id when it finishes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from app.db.url import async_url
 
 CHANNEL = "jobq_due"
 KEYS_CHANNEL = "jobq_keys"
+FINISHED_CHANNEL = "jobq_finished"
 APPLICATION_NAME = "jobq-listener"
 KEEPALIVE_SECONDS = 5.0
 RECONNECT_MIN_SECONDS = 0.5
@@ -44,11 +46,13 @@ class DueListener:
         on_due: Callable[[str, float, int | None], None],
         on_state: Callable[[bool], None],
         on_keys: Callable[[str], None] | None = None,
+        on_finished: Callable[[int], None] | None = None,
     ) -> None:
         self._dsn = _dsn(url)
         self._on_due = on_due
         self._on_state = on_state
         self._on_keys = on_keys
+        self._on_finished = on_finished
 
     def _notified(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         # `<queue> <due epoch> [<jobs>]`: without a count (a resumed queue), all waiters wake
@@ -62,6 +66,13 @@ class DueListener:
     def _keys_notified(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         if self._on_keys is not None:
             self._on_keys(str(payload))
+
+    def _finished(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        if self._on_finished is not None:
+            try:
+                self._on_finished(int(str(payload)))
+            except ValueError:
+                log.warning("ignored a malformed announcement: %r", payload)
 
     async def run(self) -> None:
         """Listen until cancelled, reconnecting whenever the connection is lost."""
@@ -77,6 +88,8 @@ class DueListener:
                 await conn.add_listener(CHANNEL, self._notified)
                 if self._on_keys is not None:
                     await conn.add_listener(KEYS_CHANNEL, self._keys_notified)
+                if self._on_finished is not None:
+                    await conn.add_listener(FINISHED_CHANNEL, self._finished)
                 log.info("listening for due jobs")
                 self._on_state(True)
                 backoff = RECONNECT_MIN_SECONDS

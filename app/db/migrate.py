@@ -34,7 +34,10 @@ async def upgrade(url: str, revision: str = "head") -> None:
     engine = create_async_engine(async_url(url), poolclass=NullPool)
     try:
         async with engine.connect() as conn:
+            # A session lock: it outlives the transactions below, one per migration (a new
+            # enum value is usable only once the migration that added it committed).
             await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            await conn.commit()
             await conn.run_sync(_upgrade, revision)
             await conn.commit()
     finally:

@@ -4,19 +4,23 @@ The rest of jobq uses this package through the names below.
 """
 
 from app.jobs import routes
+from app.jobs.finishes import Finishes
 from app.jobs.repository import JobsRepository
-from app.jobs.schemas import ProgressOut
-from app.jobs.service import JobServices
+from app.jobs.schemas import JobState, ProgressOut
+from app.jobs.service import JobServices, enqueue_limits
 from app.jobs.telemetry import dead_job
 from app.jobs.views import progress
 from app.jobs.wakeups import Wakeups
 
 __all__ = [
+    "Finishes",
     "JobServices",
+    "JobState",
     "JobsRepository",
     "ProgressOut",
     "Wakeups",
     "dead_job",
+    "enqueue_limits",
     "progress",
     "routes",
 ]

@@ -369,22 +369,26 @@ SELECT *
 
 
 -- name: cancel_job
--- Cancel a queued job at once; flag a running one for its worker to see on its heartbeat.
+-- Cancel a waiting or queued job at once; flag a running one for its worker to see on its
+-- heartbeat. (Its dependents follow: the jobs_settle_dependents trigger.)
 UPDATE jobq.jobs
-   SET state = CASE WHEN state = 'queued' THEN 'cancelled'::jobq.job_state ELSE state END,
-       finished_at = CASE WHEN state = 'queued' THEN now() ELSE finished_at END,
+   SET state = CASE WHEN state IN ('waiting', 'queued') THEN 'cancelled'::jobq.job_state
+                    ELSE state END,
+       finished_at = CASE WHEN state IN ('waiting', 'queued') THEN now() ELSE finished_at END,
        cancel_requested = true,
        updated_at = now()
- WHERE id = :job_id AND state IN ('queued', 'running')
+ WHERE id = :job_id AND state IN ('waiting', 'queued', 'running')
 RETURNING *;
 
 
 -- name: retry_job
--- Send one failed or cancelled job back to the queue, due at `run_at` (default now);
--- its history is kept.
+-- Send one failed or cancelled job back to the queue, due at `run_at` (default now), or
+-- back to waiting if parents it depends on have yet to succeed; its history is kept.
+-- (The dependents its failure cancelled wait again: the jobs_settle_dependents trigger.)
 WITH retried AS (
     UPDATE jobq.jobs j
-       SET state = 'queued',
+       SET state = CASE WHEN j.waiting_for > 0 THEN 'waiting'
+                        ELSE 'queued' END::jobq.job_state,
            run_at = coalesce(CAST(:run_at AS timestamptz), now()),
            attempt = CASE WHEN :reset_attempts THEN 0 ELSE j.attempt END,
            -- a job that used up its attempts gets one more (as River and Oban do)
@@ -401,7 +405,10 @@ WITH retried AS (
     RETURNING j.*
 ),
 announced AS MATERIALIZED (
-    SELECT jobq.announce_due(queue, min(run_at), count(*)) FROM retried GROUP BY queue
+    SELECT jobq.announce_due(queue, min(run_at), count(*))
+      FROM retried
+     WHERE state = 'queued'
+     GROUP BY queue
 )
 SELECT retried.* FROM retried CROSS JOIN (SELECT count(*) FROM announced) AS announcements;
 
@@ -409,3 +416,70 @@ SELECT retried.* FROM retried CROSS JOIN (SELECT count(*) FROM announced) AS ann
 -- name: delete_job
 -- Delete one job unless it is running.
 DELETE FROM jobq.jobs WHERE id = :job_id AND state <> 'running' RETURNING id;
+
+
+-- ---- dependencies and results ----------------------------------------------------------
+
+-- name: enqueue_with_dependencies
+-- Enqueue one job that depends on others, through the SQL function producers use too.
+SELECT id, state, deduplicated
+  FROM jobq.enqueue(queue => :queue, type => :type, payload => CAST(:payload AS jsonb),
+                    priority => :priority, run_at => :run_at,
+                    delay_seconds => :delay_seconds, max_attempts => :max_attempts,
+                    lease_seconds => :lease_seconds, idempotency_key => :idempotency_key,
+                    metadata => CAST(:metadata AS jsonb),
+                    depends_on => CAST(:depends_on AS bigint[]),
+                    on_parent_failure => :on_parent_failure);
+
+
+-- name: enqueue_workflow
+-- Enqueue a batch whose items depend on jobs or on earlier items, through the SQL function.
+SELECT ord, id, state, deduplicated FROM jobq.enqueue_many(:queue, CAST(:jobs AS jsonb));
+
+
+-- name: parents_of
+-- The parents of the given jobs, with their results (what a child's worker is handed).
+SELECT d.child_id, p.id, p.type, p.state, p.result
+  FROM jobq.job_dependencies d
+  JOIN jobq.jobs p ON p.id = d.parent_id
+ WHERE d.child_id = ANY(CAST(:child_ids AS bigint[]))
+ ORDER BY d.child_id, p.id;
+
+
+-- name: dependencies_of
+-- A job's parents (`parent`) and children (`child`), each with its queue, type and state.
+SELECT 'parent' AS side, p.id, p.queue, p.type, p.state
+  FROM jobq.job_dependencies d JOIN jobq.jobs p ON p.id = d.parent_id
+ WHERE d.child_id = :job_id
+UNION ALL
+SELECT 'child', c.id, c.queue, c.type, c.state
+  FROM jobq.job_dependencies d JOIN jobq.jobs c ON c.id = d.child_id
+ WHERE d.parent_id = :job_id
+ ORDER BY 1, 2;
+
+
+-- name: watch_job
+-- Ask for NOTIFY jobq_finished when this unfinished job finishes (the trigger sends it).
+UPDATE jobq.jobs
+   SET notify_finish = true
+ WHERE id = :job_id AND NOT notify_finish AND state IN ('waiting', 'queued', 'running');
+
+
+-- name: record_enqueue_limits
+-- The limits this service runs with, for the SQL enqueue functions to apply the same.
+INSERT INTO jobq.enqueue_limits AS l (one, default_max_attempts, default_lease_seconds,
+                                      max_lease_seconds, max_payload_bytes, max_json_depth)
+VALUES (true, :default_max_attempts, :default_lease_seconds, :max_lease_seconds,
+        :max_payload_bytes, :max_json_depth)
+ON CONFLICT (one) DO UPDATE
+   SET default_max_attempts = excluded.default_max_attempts,
+       default_lease_seconds = excluded.default_lease_seconds,
+       max_lease_seconds = excluded.max_lease_seconds,
+       max_payload_bytes = excluded.max_payload_bytes,
+       max_json_depth = excluded.max_json_depth,
+       updated_at = now()
+ WHERE (l.default_max_attempts, l.default_lease_seconds, l.max_lease_seconds,
+        l.max_payload_bytes, l.max_json_depth)
+       IS DISTINCT FROM (excluded.default_max_attempts, excluded.default_lease_seconds,
+                         excluded.max_lease_seconds, excluded.max_payload_bytes,
+                         excluded.max_json_depth);

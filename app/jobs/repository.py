@@ -6,10 +6,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+
 from app.core.retry import Backoff
 from app.db.database import Database
 from app.db.statement import Queries
-from app.jobs.rows import BatchItem, Beat, Enqueued, FinishedBrief, JobRow, Refused, job_at
+from app.jobs.rows import (
+    BatchItem,
+    Beat,
+    Dependency,
+    Enqueued,
+    FinishedBrief,
+    JobRow,
+    Parent,
+    Refused,
+    job_at,
+)
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
 ENQUEUE_ONE = QUERIES["enqueue_one"]
@@ -24,6 +36,26 @@ LIST_JOBS = QUERIES["list_jobs"]
 CANCEL_JOB = QUERIES["cancel_job"]
 RETRY_JOB = QUERIES["retry_job"]
 DELETE_JOB = QUERIES["delete_job"]
+ENQUEUE_WITH_DEPENDENCIES = QUERIES["enqueue_with_dependencies"]
+ENQUEUE_WORKFLOW = QUERIES["enqueue_workflow"]
+PARENTS_OF = QUERIES["parents_of"]
+DEPENDENCIES_OF = QUERIES["dependencies_of"]
+WATCH_JOB = QUERIES["watch_job"]
+RECORD_ENQUEUE_LIMITS = QUERIES["record_enqueue_limits"]
+
+# What the SQL enqueue functions raise, and the HTTP status each stands for.
+_FUNCTION_REFUSALS = {"JQ422": 422, "JQ413": 413, "JQ429": 429}
+
+
+class FunctionRefused(Exception):
+    """The SQL enqueue function refused the job: `status` 422, 413 or 429, `field` the
+    input it names (`depends_on`, `jobs.3.depends_on`, …)."""
+
+    def __init__(self, status: int, field: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.field = field
+        self.message = message
 
 
 class JobsRepository:
@@ -115,7 +147,7 @@ class JobsRepository:
     async def get_many(self, job_ids: list[int]) -> list[JobRow]:
         return [JobRow._make(r) for r in await self._db.fetch(GET_JOBS, {"job_ids": job_ids})]
 
-    async def list(
+    async def page(
         self,
         *,
         queue: str | None,
@@ -160,3 +192,40 @@ class JobsRepository:
     async def delete(self, job_id: int) -> bool:
         """Whether the job was deleted (it existed and was not running)."""
         return await self._db.fetch_one(DELETE_JOB, {"job_id": job_id}) is not None
+
+    # ---- dependencies and results ----------------------------------------------------
+
+    async def _refusable(self, statement: Any, params: dict[str, Any]) -> list[asyncpg.Record]:
+        try:
+            return await self._db.fetch(statement, params)
+        except asyncpg.PostgresError as exc:
+            status = _FUNCTION_REFUSALS.get(exc.sqlstate or "")
+            if status is None:
+                raise
+            field = getattr(exc, "detail", None) or ""
+            raise FunctionRefused(status, field, str(getattr(exc, "message", exc))) from None
+
+    async def enqueue_with_dependencies(self, params: dict[str, Any]) -> tuple[int, bool]:
+        """(the job's id, whether it already held its key); `FunctionRefused` if refused."""
+        (record,) = await self._refusable(ENQUEUE_WITH_DEPENDENCIES, params)
+        return record["id"], record["deduplicated"]
+
+    async def enqueue_workflow(self, queue: str, jobs: str) -> list[BatchItem]:
+        """One item per job of the JSON array `jobs`, in order; `FunctionRefused` if refused."""
+        records = await self._refusable(ENQUEUE_WORKFLOW, {"queue": queue, "jobs": jobs})
+        return [BatchItem(r["ord"], r["id"], r["state"], r["deduplicated"]) for r in records]
+
+    async def parents_of(self, child_ids: list[int]) -> list[Parent]:
+        records = await self._db.fetch(PARENTS_OF, {"child_ids": child_ids})
+        return [Parent._make(record) for record in records]
+
+    async def dependencies_of(self, job_id: int) -> list[Dependency]:
+        records = await self._db.fetch(DEPENDENCIES_OF, {"job_id": job_id})
+        return [Dependency._make(record) for record in records]
+
+    async def watch(self, job_id: int) -> None:
+        """Ask the database to announce when this job finishes."""
+        await self._db.fetch(WATCH_JOB, {"job_id": job_id})
+
+    async def record_limits(self, limits: dict[str, int]) -> None:
+        await self._db.fetch(RECORD_ENQUEUE_LIMITS, limits)

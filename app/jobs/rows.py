@@ -49,6 +49,16 @@ class JobRow(NamedTuple):
     finished_at: datetime | None
     updated_at: datetime
     lease_key_id: int | None
+    waiting_for: int
+    has_parents: bool
+    has_dependents: bool
+    run_on_parent_failure: bool
+    notify_finish: bool
+
+    @property
+    def on_parent_failure(self) -> str:
+        """What becomes of the job if a parent fails: `run` it anyway, or `cancel` it."""
+        return "run" if self.run_on_parent_failure else "cancel"
 
 
 def job_at(record: asyncpg.Record, start: int) -> JobRow:
@@ -99,3 +109,23 @@ class FinishedBrief(NamedTuple):
     attempted_at: datetime | None
     updated_at: datetime
     last_error: dict[str, Any] | None
+
+
+class Parent(NamedTuple):
+    """A parent of `child_id`, as that child's worker is handed it."""
+
+    child_id: int
+    id: int
+    type: str
+    state: str
+    result: Any
+
+
+class Dependency(NamedTuple):
+    """A job at one `side` (`parent` or `child`) of another's dependencies."""
+
+    side: str
+    id: int
+    queue: str
+    type: str
+    state: str

@@ -16,6 +16,7 @@ from app.core.config import (
     DEFAULT_MAX_LEASE_BATCH,
     MAX_LEASE_SECONDS,
 )
+from app.core.names import MAX_BIGINT
 
 MAX_DELAY_SECONDS = 366 * 24 * 3600
 MAX_ATTEMPTS_LIMIT = 1000
@@ -25,7 +26,9 @@ MAX_LIST_LIMIT = 500
 DEFAULT_LIST_LIMIT = 100
 MAX_ERROR_MESSAGE_CHARS = 1024 * 1024  # accepted, then truncated to the byte limit
 
-JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+JobState = Literal["waiting", "queued", "running", "succeeded", "failed", "cancelled"]
+OnParentFailure = Literal["cancel", "run"]
+MAX_DEPENDENCIES = 10_000  # parents one job may wait for
 
 IdempotencyKey = ShortText
 WorkerId = ShortText
@@ -40,6 +43,15 @@ DelaySeconds = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS), JsonNumber]
 
 
 # ---- requests ------------------------------------------------------------------------
+
+
+JobId = Annotated[int, Field(ge=1, le=MAX_BIGINT), JsonNumber]
+
+
+class Ref(Strict):
+    """An earlier item of the same batch, by its place in `jobs` (from 0)."""
+
+    ref: Annotated[int, Field(ge=0, le=DEFAULT_MAX_ENQUEUE_BATCH - 1), JsonNumber]
 
 
 class JobIn(Strict):
@@ -72,6 +84,17 @@ class JobIn(Strict):
     lease_seconds: LeaseSeconds | None = Field(default=None, description="Default 60.")
     idempotency_key: IdempotencyKey | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    depends_on: list[JobId | Ref] | None = Field(
+        default=None,
+        max_length=MAX_DEPENDENCIES,
+        description='Jobs this one waits for: job ids, or in a batch `{"ref": i}` for the '
+        "batch's item i (an earlier one). It is `waiting` until every one has succeeded.",
+    )
+    on_parent_failure: OnParentFailure = Field(
+        default="cancel",
+        description="When a parent fails for good or is cancelled: `cancel` this job (and "
+        "its own dependents), or `run` it anyway once every parent has finished.",
+    )
 
     @model_validator(mode="after")
     def _one_start_time(self) -> JobIn:
@@ -252,6 +275,8 @@ JOB_EXAMPLE: dict[str, Any] = {
     "last_error": None,
     "idempotency_key": "welcome-ada",
     "metadata": {},
+    "waiting_for": 0,
+    "on_parent_failure": "cancel",
     "attempts": [
         {
             "attempt": 1,
@@ -310,6 +335,10 @@ class JobOut(BaseModel):
     last_error: dict[str, Any] | None
     idempotency_key: str | None
     metadata: dict[str, Any]
+    waiting_for: int = Field(
+        description="How many of the jobs it depends on have yet to finish as it needs."
+    )
+    on_parent_failure: OnParentFailure
     attempts: list[AttemptOut]
 
 
@@ -365,6 +394,31 @@ class JobsPage(BaseModel):
     next_after: int | None
 
 
+class ParentOut(BaseModel):
+    """A job another depends on, as its dependent's worker sees it."""
+
+    id: int
+    type: str
+    state: JobState
+    result: Any
+
+
+class DependencyOut(BaseModel):
+    """A job at the other end of a dependency."""
+
+    id: int
+    queue: str
+    type: str
+    state: JobState
+
+
+class DependenciesOut(BaseModel):
+    """The jobs a job waits for, and the jobs that wait for it."""
+
+    parents: list[DependencyOut]
+    children: list[DependencyOut]
+
+
 class LeaseOut(BaseModel):
     """A job handed to a worker, and the token that proves it holds the job."""
 
@@ -384,6 +438,7 @@ class LeaseOut(BaseModel):
                         "result": None,
                         "attempts": [],
                     },
+                    "parents": [],
                 }
             ]
         }
@@ -392,6 +447,9 @@ class LeaseOut(BaseModel):
     lease_id: str
     expires_at: datetime
     job: JobOut
+    parents: list[ParentOut] = Field(
+        description="The jobs this one depended on, with their results (empty if none)."
+    )
 
 
 class LeasesOut(BaseModel):

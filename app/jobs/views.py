@@ -15,7 +15,7 @@ from fastapi import Response
 
 from app.api.answers import answer
 from app.core.errors import JobqError
-from app.jobs.rows import BatchItem, Enqueued, JobRow
+from app.jobs.rows import BatchItem, Dependency, Enqueued, JobRow, Parent
 from app.jobs.schemas import AttemptOut, JobOut
 from app.jobs.service import Finished, Heartbeat, Lease
 
@@ -103,16 +103,33 @@ def page(rows: list[JobRow], limit: int) -> dict[str, Any]:
     return {"jobs": [job(row) for row in rows], "next_after": next_after}
 
 
+def _parent(parent: Parent) -> dict[str, Any]:
+    return {"id": parent.id, "type": parent.type, "state": parent.state, "result": parent.result}
+
+
 def leases(granted: Iterable[Lease]) -> Response:
     """`LeasesOut`."""
     return answer(
         {
             "leases": [
-                {"lease_id": lease.token, "expires_at": lease.expires_at, "job": job(lease.job)}
+                {
+                    "lease_id": lease.token,
+                    "expires_at": lease.expires_at,
+                    "job": job(lease.job),
+                    "parents": [_parent(p) for p in lease.parents],
+                }
                 for lease in granted
             ]
         }
     )
+
+
+def dependencies(found: Iterable[Dependency]) -> dict[str, Any]:
+    """`DependenciesOut`."""
+    sides: dict[str, list[dict[str, Any]]] = {"parent": [], "child": []}
+    for d in found:
+        sides[d.side].append({"id": d.id, "queue": d.queue, "type": d.type, "state": d.state})
+    return {"parents": sides["parent"], "children": sides["child"]}
 
 
 def heartbeat(beat: Heartbeat) -> dict[str, Any]:

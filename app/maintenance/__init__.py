@@ -3,10 +3,11 @@
 Each service does one pass in `run_once()`; `run_periodically` repeats it.
 """
 
+from app.db.leader import MAINTENANCE_LOCK_KEY
 from app.maintenance.loop import run_periodically
 from app.maintenance.pruner import Pruner, PruneResult
 from app.maintenance.reaper import Reaper, ReapResult
-from app.maintenance.repository import MAINTENANCE_LOCK_KEY, MaintenanceRepository
+from app.maintenance.repository import MaintenanceRepository
 
 __all__ = [
     "MAINTENANCE_LOCK_KEY",

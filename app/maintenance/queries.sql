@@ -1,16 +1,6 @@
 -- Maintenance: what the elected leader does to the jobs table on its own (the reaper,
--- retention). Each batch runs in a transaction holding the maintenance advisory lock.
-
-
--- name: try_maintenance_lock
--- Become the one maintainer (reaper, pruner) for this transaction, if none is; and when.
-SELECT pg_try_advisory_xact_lock(:key) AS leader,
-       extract(epoch FROM clock_timestamp()) AS at;
-
-
--- name: clock
--- The database's clock, which every replica shares (epoch seconds).
-SELECT extract(epoch FROM clock_timestamp());
+-- retention). Each batch runs in a transaction holding the maintenance advisory lock
+-- (app/db/leader.py).
 
 
 -- name: reap_expired

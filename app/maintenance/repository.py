@@ -10,14 +10,11 @@ import asyncpg
 
 from app.core.retry import Backoff
 from app.db.database import Database, fetch_in
+from app.db.leader import as_leader, clock
 from app.db.statement import Queries, Statement
 from app.maintenance.rows import LeaderBatch, Reaped
 
-MAINTENANCE_LOCK_KEY = 0x6A6F_6271_0002  # "jobq" + 2: held by the replica reaping or pruning
-
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
-TRY_MAINTENANCE_LOCK = QUERIES["try_maintenance_lock"]
-CLOCK = QUERIES["clock"]
 REAP_EXPIRED = QUERIES["reap_expired"]
 PRUNE_FINISHED = QUERIES["prune_finished"]
 
@@ -37,14 +34,12 @@ class MaintenanceRepository:
         row: Callable[[asyncpg.Record], T],
     ) -> LeaderBatch[T] | None:
         """Run `statement` holding the maintenance lock; None when another replica holds it."""
-        async with self._db.transaction() as conn:
-            (lock,) = await fetch_in(conn, TRY_MAINTENANCE_LOCK, {"key": MAINTENANCE_LOCK_KEY})
-            leader, started = lock
-            if not leader:
+        async with as_leader(self._db) as leading:
+            if leading is None:
                 return None
+            conn, started = leading
             records = await fetch_in(conn, statement, params)
-            ended = await conn.fetchval(CLOCK.sql)
-            return LeaderBatch([row(r) for r in records], float(started), float(ended))
+            return LeaderBatch([row(r) for r in records], started, await clock(conn))
 
     async def reap_batch(self, batch_size: int, backoff: Backoff) -> LeaderBatch[Reaped] | None:
         """One batch of expired leases; None when another replica is maintaining."""

@@ -32,6 +32,7 @@ def families(snapshot: Snapshot) -> list[Metric]:
         for state, count in (
             ("queued", row.queued),
             ("running", row.running),
+            ("waiting", row.waiting),
             ("failed", row.failed),
             ("cancelled", row.cancelled),
         ):

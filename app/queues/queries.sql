@@ -105,18 +105,20 @@ RETURNING q.name, q.max_backlog;
 -- Statistics: exact figures without reading the whole table. A job enqueued, first
 -- leased or finished in the last hour is now queued, running, or finished in the last
 -- hour, so those three sets (the claim, lease-expiry and finished indexes) hold every
--- window's rows. Queued and running jobs come from the view jobq.live_jobs, failed and
+-- window's rows. Queued, running and waiting jobs come from the view jobq.live_jobs
+-- (migration 0010), failed and
 -- cancelled ones are counted per queue by jobq.dead_job_counts (migration 0008);
 -- succeeded jobs are counted only within the windows, as retention may keep millions.
 
 -- name: queue_overview
--- Per queue: jobs queued (and due), running, failed, cancelled; oldest due job's age;
--- paused. What /metrics shows, without the windows' cost.
+-- Per queue: jobs queued (and due), running, waiting, failed, cancelled; oldest due
+-- job's age; paused. What /metrics shows, without the windows' cost.
 WITH live AS (
     SELECT queue,
            count(*) FILTER (WHERE state = 'queued') AS queued,
            count(*) FILTER (WHERE state = 'queued' AND run_at <= now()) AS due,
            count(*) FILTER (WHERE state = 'running') AS running,
+           count(*) FILTER (WHERE state = 'waiting') AS waiting,
            CAST(extract(epoch FROM now() - min(run_at) FILTER (
                WHERE state = 'queued' AND run_at <= now())) AS double precision)
                AS oldest_due_age_seconds
@@ -127,6 +129,7 @@ SELECT queue,
        coalesce(live.queued, 0) AS queued,
        coalesce(live.due, 0) AS due,
        coalesce(live.running, 0) AS running,
+       coalesce(live.waiting, 0) AS waiting,
        coalesce(dead.failed, 0) AS failed,
        coalesce(dead.cancelled, 0) AS cancelled,
        live.oldest_due_age_seconds,
@@ -156,6 +159,7 @@ live AS (
            count(*) FILTER (WHERE state = 'queued') AS queued,
            count(*) FILTER (WHERE state = 'queued' AND run_at <= now()) AS due,
            count(*) FILTER (WHERE state = 'running') AS running,
+           count(*) FILTER (WHERE state = 'waiting') AS waiting,
            CAST(extract(epoch FROM now() - min(run_at) FILTER (
                WHERE state = 'queued' AND run_at <= now())) AS double precision)
                AS oldest_due_age_seconds,
@@ -190,6 +194,7 @@ SELECT queue,
        coalesce(live.queued, 0) AS queued,
        coalesce(live.due, 0) AS due,
        coalesce(live.running, 0) AS running,
+       coalesce(live.waiting, 0) AS waiting,
        coalesce(dead.failed, 0) AS failed,
        coalesce(dead.cancelled, 0) AS cancelled,
        live.oldest_due_age_seconds,

@@ -28,6 +28,7 @@ class QueueOverview(NamedTuple):
     queued: int
     due: int
     running: int
+    waiting: int
     failed: int
     cancelled: int
     oldest_due_age_seconds: float | None

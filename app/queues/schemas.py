@@ -91,6 +91,7 @@ class StateCounts(BaseModel):
     queued: int
     due: int = Field(description="Queued jobs whose `run_at` has come.")
     running: int
+    waiting: int = Field(description="Jobs waiting for the jobs they depend on.")
     failed: int
     cancelled: int
 

@@ -50,20 +50,14 @@ def _running(job: RunningJob) -> dict[str, Any]:
 def _nothing_yet(queue: str) -> QueueFigures:
     """The figures of a queue no job names: all zero."""
     return QueueFigures(
-        QueueOverview(queue, 0, 0, 0, 0, 0, None, False, None),
+        QueueOverview(queue, 0, 0, 0, 0, 0, 0, None, False, None),
         QueueActivity(0, 0, 0, 0, 0, 0, None, None),
     )
 
 
 def queue(report: QueueReport) -> dict[str, Any]:
     """`QueueStats`; a queue with no figures has them all at zero."""
-    figures = report.figures
-    o = (
-        figures.overview
-        if figures
-        else QueueOverview(report.queue, 0, 0, 0, 0, 0, None, False, None)
-    )
-    a = figures.activity if figures else QueueActivity(0, 0, 0, 0, 0, 0, None, None)
+    o, a = report.figures or _nothing_yet(report.queue)
     return {
         "queue": report.queue,
         "paused": o.paused,
@@ -72,6 +66,7 @@ def queue(report: QueueReport) -> dict[str, Any]:
             "queued": o.queued,
             "due": o.due,
             "running": o.running,
+            "waiting": o.waiting,
             "failed": o.failed,
             "cancelled": o.cancelled,
         },

@@ -44,7 +44,7 @@ KINDS = (
 REFUSED_KINDS = {"none", "malformed", "unknown", "wrong_secret", "revoked"}
 
 
-FILTERED = {("GET", "/v1/queues")}
+FILTERED = {("GET", "/v1/queues"), ("GET", "/v1/schedules")}
 
 
 def expected(need: str, kind: str, route: tuple[str, str]) -> tuple[int, set[str]]:
@@ -155,6 +155,18 @@ async def _on_job(m: Matrix, kind: str, method: str, action: str) -> Outcome:
     return await m.call(kind, method, f"/v1/jobs/{job_id}{action}")
 
 
+async def _on_schedule(m: Matrix, kind: str, method: str, action: str) -> Outcome:
+    """An action on a schedule (of queue `q`) that the admin key made just before."""
+    name = f"s{next(m.numbers)}"
+    made = await m.service.remote.put(
+        f"/v1/schedules/{name}",
+        json={"queue": "q", "type": "t", "cron": "@daily"},
+        headers=bearer(m.keys["admin"]),
+    )
+    assert made.status_code == 201, made.text
+    return await m.call(kind, method, f"/v1/schedules/{name}{action}")
+
+
 Example = Callable[[Matrix, str], Awaitable[Outcome]]
 EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/healthz"): lambda m, k: m.call(k, "GET", "/healthz"),
@@ -170,6 +182,7 @@ EXAMPLES: dict[tuple[str, str], Example] = {
         k, "POST", "/v1/queues/q/jobs/batch", json={"jobs": [{"type": "t"}]}
     ),
     ("GET", "/v1/jobs/{job_id}"): _get_job,
+    ("GET", "/v1/jobs/{job_id}/dependencies"): lambda m, k: _on_job(m, k, "GET", "/dependencies"),
     ("GET", "/v1/jobs"): lambda m, k: m.call(k, "GET", "/v1/jobs", params={"queue": "q"}),
     ("POST", "/v1/leases"): lambda m, k: m.call(
         k, "POST", "/v1/leases", json={"queues": ["q"], "worker_id": "w"}
@@ -198,6 +211,14 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/v1/queues/{queue}"): lambda m, k: m.call(k, "GET", "/v1/queues/q"),
     ("GET", "/metrics"): lambda m, k: m.call(k, "GET", "/metrics"),
     ("GET", "/v1/queues/{queue}/settings"): lambda m, k: m.call(k, "GET", "/v1/queues/q/settings"),
+    ("PUT", "/v1/schedules/{name}"): lambda m, k: m.call(
+        k, "PUT", "/v1/schedules/s", json={"queue": "q", "type": "t", "cron": "@daily"}
+    ),
+    ("GET", "/v1/schedules"): lambda m, k: m.call(k, "GET", "/v1/schedules"),
+    ("GET", "/v1/schedules/{name}"): lambda m, k: _on_schedule(m, k, "GET", ""),
+    ("DELETE", "/v1/schedules/{name}"): lambda m, k: _on_schedule(m, k, "DELETE", ""),
+    ("POST", "/v1/schedules/{name}/pause"): lambda m, k: _on_schedule(m, k, "POST", "/pause"),
+    ("POST", "/v1/schedules/{name}/resume"): lambda m, k: _on_schedule(m, k, "POST", "/resume"),
     ("PUT", "/v1/queues/{queue}/settings"): lambda m, k: m.call(
         k, "PUT", "/v1/queues/sq/settings", json={"max_backlog": None}
     ),

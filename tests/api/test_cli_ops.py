@@ -89,8 +89,8 @@ async def test_stats_shows_every_queue_and_one_in_detail(
     assert result.exit_code == 0, result.output
     (row,) = [line for line in result.stdout.splitlines() if line.startswith("mail")]
     cells = row.split()
-    assert cells[:5] == ["mail", "2", "2", "1", "0"]  # queued, due, running, failed
-    assert cells[6] == "3/0/0" and cells[7] == "3/0/0"  # after the oldest due job's age
+    assert cells[:6] == ["mail", "2", "2", "1", "0", "0"]  # queued, due, running, waiting, failed
+    assert cells[7] == "3/0/0" and cells[8] == "3/0/0"  # after the oldest due job's age
     assert "jobs table:" in result.stdout and "oldest open transaction: none" in result.stdout
 
     detail = await jobq("stats", "mail", "--url", service)
@@ -190,8 +190,8 @@ async def test_tables_fit_80_columns_and_keep_their_key_values_whole(
     stats = (await _narrow("stats", service=service)).stdout
     backlog = [line for line in stats.splitlines() if line.startswith(LONG_QUEUE)]
     assert len(backlog) == 2, stats  # one row in the backlog table, one in throughput
-    # queued 1 (due 0: it runs in 2030), running 1, failed 0, no due job waiting
-    assert backlog[0].split()[1:6] == ["1", "0", "1", "0", "-"], backlog
+    # queued 1 (due 0: it runs in 2030), running 1, waiting 0, failed 0, no due job
+    assert backlog[0].split()[1:7] == ["1", "0", "1", "0", "0", "-"], backlog
     assert "p50/p95" in stats and "last hour" in stats  # the windows are there, not dropped
     assert "…" not in stats
 
@@ -263,3 +263,44 @@ async def test_invalid_values_are_refused_with_the_valid_ones(service: str) -> N
     assert result.exit_code == 2
     for state in ("queued", "running", "succeeded", "failed", "cancelled"):
         assert state in result.output, result.output
+
+
+async def test_schedules_set_list_show_pause_resume_delete(service: str) -> None:
+    made = await jobq(
+        "schedules", "set", "nightly", "--cron", "0 3 * * *", "--queue", "reports",
+        "--type", "rollup", "--payload", '{"span": "day"}', "--timezone", "Europe/Paris",
+        "--url", service,
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert "0 3 * * * (Europe/Paris)" in made.stdout and "next runs:" in made.stdout
+
+    listed = await _narrow("schedules", "list", service=service)
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith("nightly")]
+    assert "0 3 * * * Europe/Paris" in row and "active" in row and "in " in row
+    assert all(len(line) <= 80 for line in listed.stdout.splitlines())
+
+    shown = await jobq("schedules", "show", "nightly", "-o", "json", "--url", service)
+    body = json.loads(shown.stdout)
+    assert body["payload"] == {"span": "day"} and len(body["next_runs"]) == 5
+    assert all(t.endswith(("02:00:00Z", "01:00:00Z")) for t in body["next_runs"])  # 3h Paris
+
+    paused = await jobq("schedules", "pause", "nightly", "--url", service)
+    assert paused.stdout.strip() == "schedule nightly: paused"
+    resumed = await jobq("schedules", "resume", "nightly", "--json", "--url", service)
+    assert json.loads(resumed.stdout)["paused"] is False
+
+    refused = await jobq(
+        "schedules", "set", "bad", "--cron", "61 * * * *", "--queue", "q", "--type", "t",
+        "--url", service,
+    )  # fmt: skip
+    assert "cron" in one_error_line(refused)
+    not_json = await jobq(
+        "schedules", "set", "bad", "--cron", "@daily", "--queue", "q", "--type", "t",
+        "--payload", "{nope", "--url", service,
+    )  # fmt: skip
+    assert not_json.exit_code == 2 and "--payload" in not_json.output
+
+    deleted = await jobq("schedules", "delete", "nightly", "--yes", "--url", service)
+    assert deleted.stdout.strip() == "schedule nightly: deleted"
+    gone = await jobq("schedules", "show", "nightly", "--url", service)
+    assert "schedule_not_found" in one_error_line(gone) or "nightly" in one_error_line(gone)

@@ -460,13 +460,16 @@ def test_the_notify_channel_is_a_constant_and_queue_names_travel_as_data() -> No
     # jobq.announce_due notifies the listener's channel, with the queue in the payload.
     migration = (REPO / "alembic" / "versions" / "0008_sql_building_blocks.py").read_text()
     assert f"pg_notify('{listener.CHANNEL}', concat_ws(' ', queue," in migration
+    # and the jobs table's trigger announces a watched job's end with its id alone.
+    trigger = (REPO / "alembic" / "versions" / "0010_dependencies.sql").read_text()
+    assert f"pg_notify('{listener.FINISHED_CHANNEL}', NEW.id::text)" in trigger
     # No statement is built from a request value: each is fixed text with $n parameters,
     # and nowhere else in the app does SQL or LISTEN/NOTIFY take part of a name.
     for path in (REPO / "app").rglob("*.py"):
         text = path.read_text()
         assert not re.search(r"\bNOTIFY\s+[^j]", text, re.IGNORECASE), path
         for call in re.findall(r"add_listener\(([^,]+),", text):
-            assert call.strip() in ("CHANNEL", "KEYS_CHANNEL"), (path, call)
+            assert call.strip() in ("CHANNEL", "KEYS_CHANNEL", "FINISHED_CHANNEL"), (path, call)
 
 
 async def test_queue_names_with_every_allowed_character_round_trip(

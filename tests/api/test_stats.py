@@ -98,7 +98,9 @@ async def test_stats_match_a_known_workload(
     assert list(queues) == ["idle", "mail", "reports"]  # "old" only has an old success
 
     mail = queues["mail"]
-    assert mail["counts"] == {"queued": 3, "due": 2, "running": 1, "failed": 2, "cancelled": 1}
+    assert mail["counts"] == {
+        "queued": 3, "due": 2, "running": 1, "waiting": 0, "failed": 2, "cancelled": 1
+    }  # fmt: skip
     assert mail["paused"] is False and mail["paused_at"] is None
     assert 1795 < mail["oldest_due_age_seconds"] < 1830
     assert mail["last_minute"] == {"enqueued": 5, "succeeded": 1, "failed": 1}
@@ -113,13 +115,16 @@ async def test_stats_match_a_known_workload(
     assert running["progress"]["percent"] == 40 and running["progress"]["stage"] == "render"
 
     reports = queues["reports"]
-    assert reports["counts"] == {"queued": 2, "due": 2, "running": 0, "failed": 0, "cancelled": 0}
+    assert reports["counts"] == {
+        "queued": 2, "due": 2, "running": 0, "waiting": 0, "failed": 0, "cancelled": 0
+    }  # fmt: skip
     assert reports["last_hour"]["wait_seconds"] == {"p50": None, "p95": None}
     assert reports["running_jobs"] == []
 
     idle = queues["idle"]
     assert idle["paused"] is True and idle["paused_at"] is not None
-    assert idle["counts"] == dict.fromkeys(("queued", "due", "running", "failed", "cancelled"), 0)
+    states = ("queued", "due", "running", "waiting", "failed", "cancelled")
+    assert idle["counts"] == dict.fromkeys(states, 0)
     assert idle["oldest_due_age_seconds"] is None
 
     one = await client.get("/v1/queues/mail")

@@ -17,7 +17,8 @@ def test_public_names_are_pinned() -> None:
             "PayloadTooLarge", "Permanent", "Progress", "QueueFull", "RetryPolicy",
             "Unauthorized", "Unavailable", "UnsupportedMediaType", "ValidationError", "Worker",
             "ConfirmationMismatch", "InternalError", "KeyExists", "KeyNotFound", "LeaseForbidden",
-            "MethodNotAllowed", "ReaperStalled", "TooManyRequests", "__version__",
+            "MethodNotAllowed", "ReaperStalled", "ScheduleNotFound", "TooManyRequests",
+            "__version__",
         ]
     )  # fmt: skip
     for name in jobq_client.__all__:

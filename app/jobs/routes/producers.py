@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 
 from app.api.openapi import problems
 from app.api.params import JobIdPath, QueuePath
@@ -14,9 +14,11 @@ from app.jobs.routes.deps import JobsDep
 from app.jobs.schemas import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
+    MAX_WAIT_SECONDS,
     BatchIn,
     BatchOut,
     DeduplicatedBrief,
+    DependenciesOut,
     EnqueuedJob,
     IdempotencyKey,
     JobIn,
@@ -80,11 +82,43 @@ async def enqueue_jobs(
     response_model=JobOut,
     responses=problems(401, 403, 404, 422),
 )
-async def get_job(caller: ReadCaller, job_id: JobIdPath, jobs: JobsDep) -> dict[str, Any]:
-    """Get a job with its progress, result, errors and attempts."""
+async def get_job(
+    caller: ReadCaller,
+    job_id: JobIdPath,
+    jobs: JobsDep,
+    http: Request,
+    wait_seconds: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=MAX_WAIT_SECONDS,
+            description="Wait up to this long for the job to finish (succeeded, failed or "
+            "cancelled) before answering; 0: answer at once.",
+        ),
+    ] = 0,
+) -> dict[str, Any]:
+    """Get a job with its progress, result, errors and attempts, waiting for it to finish
+    if asked (`wait_seconds`)."""
     job = await jobs.reads.get(job_id)
     caller.require_queues([job.queue])
+    if wait_seconds > 0:
+        job = await jobs.reads.wait(job_id, wait_seconds, abandoned=http.is_disconnected)
     return views.job(job)
+
+
+@router.get(
+    "/jobs/{job_id}/dependencies",
+    operation_id="getJobDependencies",
+    response_model=DependenciesOut,
+    responses=problems(401, 403, 404, 422),
+)
+async def get_job_dependencies(
+    caller: ReadCaller, job_id: JobIdPath, jobs: JobsDep
+) -> dict[str, Any]:
+    """The jobs a job waits for (its parents) and the jobs that wait for it (its children)."""
+    job = await jobs.reads.get(job_id)
+    caller.require_queues([job.queue])
+    return views.dependencies(await jobs.reads.dependencies(job_id))
 
 
 @router.get(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.core.config import Settings
+from app.jobs.finishes import Finishes
 from app.jobs.repository import JobsRepository
 from app.jobs.service.acks import Acks, Finished
 from app.jobs.service.admin import JobAdmin
@@ -14,7 +15,18 @@ from app.jobs.service.leases import Heartbeat, Lease, Leases
 from app.jobs.service.reads import Reads
 from app.jobs.wakeups import Wakeups
 
-__all__ = ["Finished", "Heartbeat", "JobServices", "Lease"]
+__all__ = ["Finished", "Heartbeat", "JobServices", "Lease", "enqueue_limits"]
+
+
+def enqueue_limits(settings: Settings) -> dict[str, int]:
+    """What the SQL enqueue functions apply (`jobq.enqueue_limits`): this service's."""
+    return {
+        "default_max_attempts": settings.default_max_attempts,
+        "default_lease_seconds": settings.default_lease_seconds,
+        "max_lease_seconds": settings.max_lease_seconds,
+        "max_payload_bytes": settings.max_payload_bytes,
+        "max_json_depth": settings.max_json_depth,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +40,13 @@ class JobServices:
     admin: JobAdmin
 
     @classmethod
-    def build(cls, repo: JobsRepository, settings: Settings, wakeups: Wakeups) -> JobServices:
+    def build(
+        cls, repo: JobsRepository, settings: Settings, wakeups: Wakeups, finishes: Finishes
+    ) -> JobServices:
         return cls(
             enqueue=Enqueuer(repo, settings),
             leases=Leases(repo, settings, wakeups),
             acks=Acks(repo, settings),
-            reads=Reads(repo),
+            reads=Reads(repo, finishes),
             admin=JobAdmin(repo),
         )

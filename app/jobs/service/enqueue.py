@@ -12,6 +12,7 @@ from app.jobs.repository import JobsRepository
 from app.jobs.rows import BatchItem, Enqueued, Refused
 from app.jobs.schemas import JobIn
 from app.jobs.service import checks
+from app.jobs.service.workflows import Workflows
 
 ENQUEUE_RACE_RETRIES = 3
 # ENQUEUE_MANY's array parameters, and the single-job parameter each is made of.
@@ -34,6 +35,7 @@ class Enqueuer:
     def __init__(self, repo: JobsRepository, settings: Settings) -> None:
         self._repo = repo
         self._settings = settings
+        self._workflows = Workflows(repo, settings)
 
     def _insert_params(self, job: JobIn, loc: checks.Loc) -> dict[str, Any]:
         limit = self._settings.max_payload_bytes
@@ -68,6 +70,8 @@ class Enqueuer:
                 )
             job = job.model_copy(update={"idempotency_key": idempotency_key})
         params = {"queue": queue, **self._insert_params(job, ("body",))}
+        if job.depends_on:
+            return await self._workflows.one(queue, job, params)
         for _ in range(ENQUEUE_RACE_RETRIES):
             found = await self._repo.enqueue_one(params)
             if isinstance(found, Refused):
@@ -86,6 +90,8 @@ class Enqueuer:
             len(jobs), self._settings.max_enqueue_batch, ("body", "jobs"), "jobs per batch"
         )
         params = [self._insert_params(job, ("body", "jobs", i)) for i, job in enumerate(jobs)]
+        if any(job.depends_on for job in jobs):
+            return await self._workflows.batch(queue, jobs)
         answers: list[BatchItem | None] = [None] * len(jobs)
         pending = list(range(len(jobs)))
         for _ in range(ENQUEUE_RACE_RETRIES):

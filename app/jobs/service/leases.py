@@ -12,7 +12,7 @@ from app.core.config import Settings
 from app.core.errors import ValidationFailed
 from app.jobs import telemetry
 from app.jobs.repository import JobsRepository
-from app.jobs.rows import JobRow
+from app.jobs.rows import JobRow, Parent
 from app.jobs.schemas import HeartbeatIn, LeaseIn
 from app.jobs.service import checks
 from app.jobs.service.stale import explain_stale
@@ -25,6 +25,7 @@ class Lease:
     token: str
     expires_at: datetime
     job: JobRow
+    parents: list[Parent]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +40,13 @@ def _claim_order(job: JobRow) -> tuple[int, datetime, int]:
     return (-job.priority, job.run_at, job.id)
 
 
-def _lease(job: JobRow) -> Lease:
+_NO_PARENTS: list[Parent] = []
+
+
+def _lease(job: JobRow, parents: dict[int, list[Parent]]) -> Lease:
     assert job.lease_id is not None and job.lease_expires_at is not None  # it is running
-    return Lease(format_token(job.id, job.lease_id), job.lease_expires_at, job)
+    token = format_token(job.id, job.lease_id)
+    return Lease(token, job.lease_expires_at, job, parents.get(job.id, _NO_PARENTS))
 
 
 class Leases:
@@ -97,7 +102,12 @@ class Leases:
                     return []
         telemetry.leased(jobs)
         jobs.sort(key=_claim_order)
-        return [_lease(job) for job in jobs]
+        parents: dict[int, list[Parent]] = {}
+        children = [job.id for job in jobs if job.has_parents]
+        if children:  # a child is handed its parents' results
+            for parent in await self._repo.parents_of(children):
+                parents.setdefault(parent.child_id, []).append(parent)
+        return [_lease(job, parents) for job in jobs]
 
     async def heartbeat(
         self, token: str, request: HeartbeatIn, key_id: int | None = None

@@ -95,7 +95,8 @@ export interface paths {
         };
         /**
          * Get Job
-         * @description Get a job with its progress, result, errors and attempts.
+         * @description Get a job with its progress, result, errors and attempts, waiting for it to finish
+         *     if asked (`wait_seconds`).
          */
         get: operations["getJob"];
         put?: never;
@@ -105,6 +106,26 @@ export interface paths {
          * @description Delete a job that is not running.
          */
         delete: operations["deleteJob"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{job_id}/dependencies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Job Dependencies
+         * @description The jobs a job waits for (its parents) and the jobs that wait for it (its children).
+         */
+        get: operations["getJobDependencies"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -466,6 +487,95 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/schedules/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Schedule
+         * @description One schedule: its next ticks, and the last jobs it made.
+         */
+        get: operations["getSchedule"];
+        /**
+         * Set Schedule
+         * @description Create or replace a schedule: its next tick is the first after now.
+         */
+        put: operations["setSchedule"];
+        post?: never;
+        /**
+         * Delete Schedule
+         * @description Delete a schedule (the jobs it made stay).
+         */
+        delete: operations["deleteSchedule"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Schedules
+         * @description Every schedule with its next ticks and last runs (a key limited to queues sees
+         *     theirs).
+         */
+        get: operations["listSchedules"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules/{name}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause Schedule
+         * @description Stop making jobs from a schedule.
+         */
+        post: operations["pauseSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules/{name}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume Schedule
+         * @description Make jobs from a schedule again, from its next tick after now.
+         */
+        post: operations["resumeSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -554,7 +664,7 @@ export interface components {
             /** Job Id */
             job_id?: number | null;
             /** State */
-            state?: ("queued" | "running" | "succeeded" | "failed" | "cancelled") | null;
+            state?: ("waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled") | null;
         };
         /**
          * AcksIn
@@ -646,7 +756,7 @@ export interface components {
              * State
              * @enum {string}
              */
-            state: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            state: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
             /** Deduplicated */
             deduplicated: boolean;
         };
@@ -715,9 +825,36 @@ export interface components {
              * State
              * @enum {string}
              */
-            state: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            state: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
             /** Deduplicated */
             deduplicated: boolean;
+        };
+        /**
+         * DependenciesOut
+         * @description The jobs a job waits for, and the jobs that wait for it.
+         */
+        DependenciesOut: {
+            /** Parents */
+            parents: components["schemas"]["DependencyOut"][];
+            /** Children */
+            children: components["schemas"]["DependencyOut"][];
+        };
+        /**
+         * DependencyOut
+         * @description A job at the other end of a dependency.
+         */
+        DependencyOut: {
+            /** Id */
+            id: number;
+            /** Queue */
+            queue: string;
+            /** Type */
+            type: string;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
         };
         /**
          * EnqueuedJob
@@ -747,6 +884,8 @@ export interface components {
          *       "last_error": null,
          *       "idempotency_key": "welcome-ada",
          *       "metadata": {},
+         *       "waiting_for": 0,
+         *       "on_parent_failure": "cancel",
          *       "attempts": [],
          *       "deduplicated": false
          *     }
@@ -762,7 +901,7 @@ export interface components {
              * State
              * @enum {string}
              */
-            state: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            state: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
             /** Priority */
             priority: number;
             /** Payload */
@@ -814,6 +953,16 @@ export interface components {
             metadata: {
                 [key: string]: unknown;
             };
+            /**
+             * Waiting For
+             * @description How many of the jobs it depends on have yet to finish as it needs.
+             */
+            waiting_for: number;
+            /**
+             * On Parent Failure
+             * @enum {string}
+             */
+            on_parent_failure: "cancel" | "run";
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
             /** Deduplicated */
@@ -971,6 +1120,18 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             };
+            /**
+             * Depends On
+             * @description Jobs this one waits for: job ids, or in a batch `{"ref": i}` for the batch's item i (an earlier one). It is `waiting` until every one has succeeded.
+             */
+            depends_on?: (number | components["schemas"]["Ref"])[] | null;
+            /**
+             * On Parent Failure
+             * @description When a parent fails for good or is cancelled: `cancel` this job (and its own dependents), or `run` it anyway once every parent has finished.
+             * @default cancel
+             * @enum {string}
+             */
+            on_parent_failure: "cancel" | "run";
         };
         /**
          * JobOut
@@ -1007,6 +1168,8 @@ export interface components {
          *       "last_error": null,
          *       "idempotency_key": "welcome-ada",
          *       "metadata": {},
+         *       "waiting_for": 0,
+         *       "on_parent_failure": "cancel",
          *       "attempts": [
          *         {
          *           "attempt": 1,
@@ -1030,7 +1193,7 @@ export interface components {
              * State
              * @enum {string}
              */
-            state: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            state: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
             /** Priority */
             priority: number;
             /** Payload */
@@ -1082,6 +1245,16 @@ export interface components {
             metadata: {
                 [key: string]: unknown;
             };
+            /**
+             * Waiting For
+             * @description How many of the jobs it depends on have yet to finish as it needs.
+             */
+            waiting_for: number;
+            /**
+             * On Parent Failure
+             * @enum {string}
+             */
+            on_parent_failure: "cancel" | "run";
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
         };
@@ -1249,8 +1422,11 @@ export interface components {
          *         "last_error": null,
          *         "idempotency_key": "welcome-ada",
          *         "metadata": {},
+         *         "waiting_for": 0,
+         *         "on_parent_failure": "cancel",
          *         "attempts": []
-         *       }
+         *       },
+         *       "parents": []
          *     }
          */
         LeaseOut: {
@@ -1262,11 +1438,33 @@ export interface components {
              */
             expires_at: string;
             job: components["schemas"]["JobOut"];
+            /**
+             * Parents
+             * @description The jobs this one depended on, with their results (empty if none).
+             */
+            parents: components["schemas"]["ParentOut"][];
         };
         /** LeasesOut */
         LeasesOut: {
             /** Leases */
             leases: components["schemas"]["LeaseOut"][];
+        };
+        /**
+         * ParentOut
+         * @description A job another depends on, as its dependent's worker sees it.
+         */
+        ParentOut: {
+            /** Id */
+            id: number;
+            /** Type */
+            type: string;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            /** Result */
+            result: unknown;
         };
         /** Percentiles */
         Percentiles: {
@@ -1458,6 +1656,14 @@ export interface components {
             retried: number;
         };
         /**
+         * Ref
+         * @description An earlier item of the same batch, by its place in `jobs` (from 0).
+         */
+        Ref: {
+            /** Ref */
+            ref: number;
+        };
+        /**
          * RetryIn
          * @description How to send a failed or cancelled job back to the queue.
          */
@@ -1501,6 +1707,149 @@ export interface components {
             progress: components["schemas"]["ProgressOut"] | null;
         };
         /**
+         * ScheduleIn
+         * @description A schedule: what to enqueue, and when.
+         * @example {
+         *       "queue": "reports",
+         *       "type": "daily_report",
+         *       "payload": {
+         *         "format": "pdf"
+         *       },
+         *       "cron": "0 7 * * 1-5",
+         *       "timezone": "Europe/Paris"
+         *     }
+         */
+        ScheduleIn: {
+            /** Queue */
+            queue: string;
+            /** Type */
+            type: string;
+            /** Payload */
+            payload?: unknown;
+            /**
+             * Cron
+             * @description 5 fields (minute hour day-of-month month day-of-week), or @yearly, @monthly, @weekly, @daily, @midnight, @hourly.
+             */
+            cron: string;
+            /**
+             * Timezone
+             * @description An IANA time zone. A tick that does not exist there (clocks going forward) is skipped; one that happens twice (clocks going back) runs once.
+             * @default UTC
+             */
+            timezone: string;
+            /**
+             * Priority
+             * @default 0
+             */
+            priority: number;
+            /** Max Attempts */
+            max_attempts?: number | null;
+            /** Lease Seconds */
+            lease_seconds?: number | null;
+            /** Metadata */
+            metadata?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Paused
+             * @default false
+             */
+            paused: boolean;
+            /**
+             * Catch Up
+             * @description After downtime: enqueue the most recent missed tick (`latest`), none (`none`), or every one up to `catch_up_limit` (`all`, the most recent ones).
+             * @default latest
+             * @enum {string}
+             */
+            catch_up: "latest" | "none" | "all";
+            /**
+             * Catch Up Limit
+             * @default 100
+             */
+            catch_up_limit: number;
+        };
+        /**
+         * ScheduleOut
+         * @description A schedule, its next ticks, and the last jobs it made.
+         */
+        ScheduleOut: {
+            /** Name */
+            name: string;
+            /** Queue */
+            queue: string;
+            /** Type */
+            type: string;
+            /** Payload */
+            payload: unknown;
+            /** Cron */
+            cron: string;
+            /** Timezone */
+            timezone: string;
+            /** Priority */
+            priority: number;
+            /** Max Attempts */
+            max_attempts: number | null;
+            /** Lease Seconds */
+            lease_seconds: number | null;
+            /** Metadata */
+            metadata: {
+                [key: string]: unknown;
+            };
+            /** Paused */
+            paused: boolean;
+            /**
+             * Catch Up
+             * @enum {string}
+             */
+            catch_up: "latest" | "none" | "all";
+            /** Catch Up Limit */
+            catch_up_limit: number;
+            /** Last Tick */
+            last_tick: string | null;
+            /**
+             * Next Runs
+             * @description The next ticks (none while paused).
+             */
+            next_runs: string[];
+            /** Recent Runs */
+            recent_runs: components["schemas"]["ScheduleRunOut"][];
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /**
+         * ScheduleRunOut
+         * @description A tick and the job it made (`job_state` null once retention deleted the job).
+         */
+        ScheduleRunOut: {
+            /**
+             * Tick
+             * Format: date-time
+             */
+            tick: string;
+            /** Job Id */
+            job_id: number | null;
+            /** Job State */
+            job_state: ("waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled") | null;
+            /**
+             * Refused
+             * @description Why no job was made (its queue was full).
+             */
+            refused: string | null;
+        };
+        /** SchedulesOut */
+        SchedulesOut: {
+            /** Schedules */
+            schedules: components["schemas"]["ScheduleOut"][];
+        };
+        /**
          * StateCounts
          * @description Jobs of the queue by state (succeeded jobs are counted only per window).
          */
@@ -1514,6 +1863,11 @@ export interface components {
             due: number;
             /** Running */
             running: number;
+            /**
+             * Waiting
+             * @description Jobs waiting for the jobs they depend on.
+             */
+            waiting: number;
             /** Failed */
             failed: number;
             /** Cancelled */
@@ -1822,7 +2176,10 @@ export interface operations {
     };
     getJob: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Wait up to this long for the job to finish (succeeded, failed or cancelled) before answering; 0: answer at once. */
+                wait_seconds?: number;
+            };
             header?: never;
             path: {
                 job_id: number;
@@ -1961,11 +2318,78 @@ export interface operations {
             };
         };
     };
+    getJobDependencies: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DependenciesOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listJobs: {
         parameters: {
             query?: {
                 queue?: string | null;
-                state?: ("queued" | "running" | "succeeded" | "failed" | "cancelled") | null;
+                state?: ("waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled") | null;
                 type?: string | null;
                 limit?: number;
                 /** @description Last id seen. */
@@ -3442,6 +3866,422 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    setSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScheduleIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleOut"];
+                };
+            };
+            /** @description The schedule was created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deleteSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listSchedules: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SchedulesOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    pauseSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    resumeSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

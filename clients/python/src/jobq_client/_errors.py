@@ -14,7 +14,8 @@ status, or else `JobqError` itself. Catch by class, not by message.
     ├── NotFound (404)
     │   ├── JobNotFound
     │   ├── LeaseNotFound
-    │   └── KeyNotFound
+    │   ├── KeyNotFound
+    │   └── ScheduleNotFound
     ├── MethodNotAllowed (405)
     ├── Conflict (409)
     │   ├── LeaseLost          job_id, state: where the job is now
@@ -133,6 +134,12 @@ class KeyNotFound(NotFound):
     """No API key has this name."""
 
     default_code = "key_not_found"
+
+
+class ScheduleNotFound(NotFound):
+    """No schedule has this name."""
+
+    default_code = "schedule_not_found"
 
 
 class MethodNotAllowed(JobqError):

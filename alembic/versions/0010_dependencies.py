@@ -1,0 +1,84 @@
+"""Job dependencies, waiting for a job's result, and enqueueing from SQL.
+
+- `jobq.job_dependencies` holds one edge per (child, parent). A child waits (`waiting`)
+  while `waiting_for`, its count of parents not yet satisfied, is above 0.
+- What happens to a parent's dependents is decided in one place, a trigger on the jobs
+  table, so every transition gets it in the same transaction: a finish, the reaper,
+  an operator's cancel, retry or delete. A parent that succeeds (or fails, for a child
+  that runs anyway) resolves its edges, and the last one queues the child; one that
+  fails for good cancels its waiting dependents, transitively; retrying it brings them
+  back. The trigger's statements take a fresh snapshot, so an edge committed while the
+  parent's finish waited for its row is seen. The trigger fires only for jobs with
+  dependents (or someone waiting for their result): other jobs pay nothing.
+- `notify_finish` asks for `NOTIFY jobq_finished, '<id>'` when the job finishes (set
+  by `GET /v1/jobs/{id}?wait_seconds=`).
+- `jobq.enqueue(...)` and `jobq.enqueue_many(queue, jobs)` enqueue inside the caller's
+  own transaction, with the HTTP enqueue's defaults, limits, idempotency and wake-up;
+  the HTTP enqueue uses them for jobs with dependencies. `jobq.enqueue_limits` holds
+  the limits the service runs with (it writes them at startup). The role
+  `jobq_producer` may execute them and nothing else.
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-11-24
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import op
+
+revision = "0010"
+down_revision = "0009"
+branch_labels = None
+depends_on = None
+
+SQL = Path(__file__).with_name("0010_dependencies.sql")
+
+
+def statements(script: str) -> list[str]:
+    """The script's statements: each ends with `;` at the end of a line, outside `$$`."""
+    found: list[str] = []
+    current: list[str] = []
+    quoted = False
+    for line in script.splitlines():
+        if line.lstrip().startswith("--") and not current:
+            continue
+        current.append(line)
+        quoted ^= line.count("$$") % 2 == 1
+        if not quoted and line.rstrip().endswith(";"):
+            found.append("\n".join(current).rstrip().removesuffix(";"))
+            current = []
+    assert not "\n".join(current).strip(), "the script ends inside a statement"
+    return found
+
+
+def upgrade() -> None:
+    for statement in statements(SQL.read_text(encoding="utf-8")):
+        op.execute(statement)
+
+
+def downgrade() -> None:
+    for statement in statements(
+        """
+        DROP TRIGGER IF EXISTS jobs_settle_dependents ON jobq.jobs;
+        DROP TRIGGER IF EXISTS jobs_forget_dependencies ON jobq.jobs;
+        DROP FUNCTION IF EXISTS jobq.enqueue_many(text, jsonb);
+        DROP FUNCTION IF EXISTS jobq.enqueue(text, text, jsonb, integer, timestamptz,
+            double precision, integer, integer, text, jsonb, bigint[], text);
+        DROP FUNCTION IF EXISTS jobq.json_depth(jsonb, integer);
+        DROP FUNCTION IF EXISTS jobq.after_job_state_change();
+        DROP FUNCTION IF EXISTS jobq.after_job_delete();
+        DROP FUNCTION IF EXISTS jobq.settle_dependents(bigint, text);
+        DROP FUNCTION IF EXISTS jobq.revive_dependents(bigint);
+        DROP TABLE IF EXISTS jobq.enqueue_limits;
+        DROP TABLE IF EXISTS jobq.job_dependencies;
+        DELETE FROM jobq.jobs WHERE state = 'waiting';
+        DROP INDEX IF EXISTS jobq.jobs_waiting_idx;
+        ALTER TABLE jobq.jobs
+            DROP COLUMN waiting_for, DROP COLUMN has_parents, DROP COLUMN has_dependents,
+            DROP COLUMN run_on_parent_failure, DROP COLUMN notify_finish;
+        """
+    ):
+        op.execute(statement)

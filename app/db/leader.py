@@ -1,0 +1,34 @@
+"""Leadership for work one replica does at a time (the reaper, retention, the scheduler):
+a transaction-level advisory lock taken at the start of each batch's transaction, so a
+replica that dies mid-batch holds nothing (its transaction rolls back)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
+
+from app.db.database import Database
+
+MAINTENANCE_LOCK_KEY = 0x6A6F_6271_0002  # "jobq" + 2: held by the replica maintaining
+TRY_LOCK = "SELECT pg_try_advisory_xact_lock($1), extract(epoch FROM clock_timestamp())"
+CLOCK = "SELECT extract(epoch FROM clock_timestamp())"
+
+
+@asynccontextmanager
+async def as_leader(
+    db: Database, key: int = MAINTENANCE_LOCK_KEY
+) -> AsyncIterator[tuple[asyncpg.Connection, float] | None]:
+    """A transaction holding the lock, and when it was taken (the database's clock, epoch
+    seconds); None when another replica holds it."""
+    async with db.transaction() as conn:
+        row = await conn.fetchrow(TRY_LOCK, key)
+        assert row is not None
+        leader, started = row
+        yield (conn, float(started)) if leader else None
+
+
+async def clock(conn: asyncpg.Connection) -> float:
+    """The database's clock, which every replica shares (epoch seconds)."""
+    return float(await conn.fetchval(CLOCK))

@@ -1,0 +1,91 @@
+"""Jobs that depend on others: enqueued through the SQL functions (`jobq.enqueue`,
+`jobq.enqueue_many`), which lock the parents, count the ones still to finish and record
+the edges in the producer's transaction; what a parent's end does to its dependents is
+the database's trigger's business (migration 0010)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from app.core.config import Settings
+from app.core.errors import JobqError, PayloadTooLarge, QueueFull, ValidationFailed
+from app.jobs import telemetry
+from app.jobs.repository import FunctionRefused, JobsRepository
+from app.jobs.rows import BatchItem, Enqueued
+from app.jobs.schemas import JobIn, Ref
+from app.jobs.service import checks
+
+
+def _parents(job: JobIn) -> list[int]:
+    return [p for p in job.depends_on or [] if isinstance(p, int)]
+
+
+def refused(error: FunctionRefused, settings: Settings, queue: str) -> JobqError:
+    """The error the API answers for a refusal of the SQL function."""
+    if error.status == 429:
+        return QueueFull(
+            error.message,
+            retry_after_seconds=settings.queue_full_retry_after_seconds,
+            queue=queue,
+        )
+    if error.status == 413:
+        return PayloadTooLarge(error.message, limit_bytes=settings.max_payload_bytes)
+    loc: checks.Loc = ("body", *(int(p) if p.isdigit() else p for p in error.field.split(".")))
+    return ValidationFailed.field(loc, error.message, "value_error")
+
+
+class Workflows:
+    """Enqueue jobs with dependencies, one or a whole graph in one batch."""
+
+    def __init__(self, repo: JobsRepository, settings: Settings) -> None:
+        self._repo = repo
+        self._settings = settings
+
+    async def one(self, queue: str, job: JobIn, params: dict[str, Any]) -> Enqueued:
+        """`job` (already checked into `params`), waiting for its parents."""
+        for index, parent in enumerate(job.depends_on or []):
+            if isinstance(parent, Ref):
+                raise ValidationFailed.field(
+                    ("body", "depends_on", index),
+                    "a ref names an item of the same batch: enqueue a batch for that",
+                    "value_error",
+                )
+        call = {
+            **params,
+            "queue": queue,
+            "delay_seconds": job.delay_seconds,
+            "max_attempts": job.max_attempts,
+            "lease_seconds": job.lease_seconds,
+            "depends_on": _parents(job),
+            "on_parent_failure": job.on_parent_failure,
+        }
+        try:
+            job_id, deduplicated = await self._repo.enqueue_with_dependencies(call)
+        except FunctionRefused as error:
+            raise refused(error, self._settings, queue) from None
+        row = await self._repo.get(job_id)
+        assert row is not None  # committed by the statement above, and not running
+        if not deduplicated:
+            telemetry.enqueued(queue, 1)
+        return Enqueued(row, deduplicated)
+
+    async def batch(self, queue: str, jobs: Sequence[JobIn]) -> list[BatchItem]:
+        """A batch whose items may depend on jobs and on earlier items; in request order."""
+        items = []
+        for index, job in enumerate(jobs):
+            for p, parent in enumerate(job.depends_on or []):
+                if isinstance(parent, Ref) and parent.ref >= index:
+                    raise ValidationFailed.field(
+                        ("body", "jobs", index, "depends_on", p),
+                        "a ref must name an earlier item of the batch",
+                        "value_error",
+                    )
+            items.append(job.model_dump(mode="json", exclude_none=True))
+        try:
+            created = await self._repo.enqueue_workflow(queue, json.dumps(items))
+        except FunctionRefused as error:
+            raise refused(error, self._settings, queue) from None
+        telemetry.enqueued(queue, sum(1 for item in created if not item.deduplicated))
+        return created

@@ -1,0 +1,104 @@
+"""Runs the schedules' named SQL (`queries.sql`) and hands back typed rows. Knows no rules."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from app.db.database import Database, fetch_in
+from app.db.leader import as_leader
+from app.db.statement import Queries
+from app.schedules.rows import RunRow, ScheduleRow
+
+QUERIES = Queries(Path(__file__).with_name("queries.sql"))
+PUT_SCHEDULE = QUERIES["put_schedule"]
+GET_SCHEDULE = QUERIES["get_schedule"]
+LIST_SCHEDULES = QUERIES["list_schedules"]
+DELETE_SCHEDULE = QUERIES["delete_schedule"]
+PAUSE_SCHEDULE = QUERIES["pause_schedule"]
+RECENT_RUNS = QUERIES["recent_runs"]
+DUE_SCHEDULES = QUERIES["due_schedules"]
+ENQUEUE_TICK = QUERIES["enqueue_tick"]
+RECORD_RUN = QUERIES["record_run"]
+ADVANCE_SCHEDULE = QUERIES["advance_schedule"]
+
+_REFUSALS = frozenset({"JQ422", "JQ413", "JQ429"})  # what jobq.enqueue raises when it refuses
+
+
+class SchedulerPass:
+    """One scheduler pass's transaction, holding the maintenance lock."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+
+    async def due(self, limit: int) -> list[tuple[ScheduleRow, datetime]]:
+        """The due schedules, locked, and the database's `now`."""
+        records = await fetch_in(self._conn, DUE_SCHEDULES, {"limit": limit})
+        return [(ScheduleRow._make(r[:-1]), r["now"]) for r in records]
+
+    async def enqueue(self, params: dict[str, Any]) -> tuple[int | None, str | None]:
+        """(the tick's job id, None) or (None, why jobq.enqueue refused it); a refusal
+        rolls back to a savepoint, so the pass goes on."""
+        try:
+            async with self._conn.transaction():
+                (record,) = await fetch_in(self._conn, ENQUEUE_TICK, params)
+        except asyncpg.PostgresError as exc:
+            if exc.sqlstate not in _REFUSALS:
+                raise
+            return None, str(getattr(exc, "message", exc))
+        return int(record["id"]), None
+
+    async def record(
+        self, schedule: str, tick: datetime, job_id: int | None, refused: str | None
+    ) -> None:
+        params = {"schedule": schedule, "tick": tick, "job_id": job_id, "refused": refused}
+        await fetch_in(self._conn, RECORD_RUN, params)
+
+    async def advance(self, name: str, last_tick: datetime | None, next_tick: datetime) -> None:
+        params = {"name": name, "last_tick": last_tick, "next_tick": next_tick}
+        await fetch_in(self._conn, ADVANCE_SCHEDULE, params)
+
+
+class SchedulesRepository:
+    """The schedules table, one method per named statement."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def put(self, params: dict[str, Any]) -> tuple[ScheduleRow, bool]:
+        """The schedule as stored, and whether it was created (rather than replaced)."""
+        record = await self._db.fetch_one(PUT_SCHEDULE, params)
+        assert record is not None
+        return ScheduleRow._make(record[1:]), bool(record["created"])
+
+    async def get(self, name: str) -> ScheduleRow | None:
+        record = await self._db.fetch_one(GET_SCHEDULE, {"name": name})
+        return None if record is None else ScheduleRow._make(record)
+
+    async def all(self) -> list[ScheduleRow]:
+        return [ScheduleRow._make(r) for r in await self._db.fetch(LIST_SCHEDULES, {})]
+
+    async def delete(self, name: str) -> bool:
+        return await self._db.fetch_one(DELETE_SCHEDULE, {"name": name}) is not None
+
+    async def pause(
+        self, name: str, paused: bool, next_tick: datetime | None
+    ) -> ScheduleRow | None:
+        params = {"name": name, "paused": paused, "next_tick": next_tick}
+        record = await self._db.fetch_one(PAUSE_SCHEDULE, params)
+        return None if record is None else ScheduleRow._make(record)
+
+    async def recent_runs(self, names: list[str], per_schedule: int) -> list[RunRow]:
+        params = {"names": names, "per_schedule": per_schedule}
+        return [RunRow._make(r) for r in await self._db.fetch(RECENT_RUNS, params)]
+
+    @asynccontextmanager
+    async def leading(self) -> AsyncIterator[SchedulerPass | None]:
+        """A scheduler pass as the maintenance leader; None when another replica leads."""
+        async with as_leader(self._db) as leading:
+            yield None if leading is None else SchedulerPass(leading[0])

@@ -1,0 +1,121 @@
+"""Cron schedules: create or replace, read, pause, resume, delete (`admin` to change,
+`read` to see)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, Depends, Path, Request, Response
+
+from app.api.openapi import problems
+from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN
+from app.keys import AdminCaller, ReadCaller
+from app.schedules import views
+from app.schedules.schemas import ScheduleIn, ScheduleOut, SchedulesOut
+from app.schedules.service import Schedules
+
+router = APIRouter(prefix="/v1", tags=["schedules"])
+
+ScheduleName = Annotated[
+    str, Path(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH, description="The schedule's name.")
+]
+
+
+async def _schedules(request: Request) -> Schedules:
+    return cast(Schedules, request.app.state.schedules)
+
+
+SchedulesDep = Annotated[Schedules, Depends(_schedules)]
+
+
+@router.put(
+    "/schedules/{name}",
+    operation_id="setSchedule",
+    status_code=200,
+    response_model=ScheduleOut,
+    responses={
+        201: {"model": ScheduleOut, "description": "The schedule was created."},
+        **problems(400, 401, 403, 413, 422),
+    },
+)
+async def set_schedule(
+    caller: AdminCaller,
+    name: ScheduleName,
+    request: ScheduleIn,
+    schedules: SchedulesDep,
+    response: Response,
+) -> dict[str, Any]:
+    """Create or replace a schedule: its next tick is the first after now."""
+    del caller
+    found, created = await schedules.put(name, request)
+    response.status_code = 201 if created else 200
+    return views.schedule(found)
+
+
+@router.get(
+    "/schedules",
+    operation_id="listSchedules",
+    response_model=SchedulesOut,
+    responses=problems(401, 403),
+)
+async def list_schedules(caller: ReadCaller, schedules: SchedulesDep) -> dict[str, Any]:
+    """Every schedule with its next ticks and last runs (a key limited to queues sees
+    theirs)."""
+    found = [s for s in await schedules.all() if caller.may_use(s.row.queue)]
+    return {"schedules": [views.schedule(s) for s in found]}
+
+
+@router.get(
+    "/schedules/{name}",
+    operation_id="getSchedule",
+    response_model=ScheduleOut,
+    responses=problems(401, 403, 404, 422),
+)
+async def get_schedule(
+    caller: ReadCaller, name: ScheduleName, schedules: SchedulesDep
+) -> dict[str, Any]:
+    """One schedule: its next ticks, and the last jobs it made."""
+    found = await schedules.get(name)
+    caller.require_queues([found.row.queue])
+    return views.schedule(found)
+
+
+@router.delete(
+    "/schedules/{name}",
+    operation_id="deleteSchedule",
+    status_code=204,
+    response_class=Response,
+    responses=problems(401, 403, 404, 422),
+)
+async def delete_schedule(
+    _caller: AdminCaller, name: ScheduleName, schedules: SchedulesDep
+) -> Response:
+    """Delete a schedule (the jobs it made stay)."""
+    await schedules.delete(name)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/schedules/{name}/pause",
+    operation_id="pauseSchedule",
+    response_model=ScheduleOut,
+    responses=problems(401, 403, 404, 422),
+)
+async def pause_schedule(
+    _caller: AdminCaller, name: ScheduleName, schedules: SchedulesDep
+) -> dict[str, Any]:
+    """Stop making jobs from a schedule."""
+    return views.schedule(await schedules.pause(name, True))
+
+
+@router.post(
+    "/schedules/{name}/resume",
+    operation_id="resumeSchedule",
+    response_model=ScheduleOut,
+    responses=problems(401, 403, 404, 422),
+)
+async def resume_schedule(
+    _caller: AdminCaller, name: ScheduleName, schedules: SchedulesDep
+) -> dict[str, Any]:
+    """Make jobs from a schedule again, from its next tick after now."""
+    return views.schedule(await schedules.pause(name, False))

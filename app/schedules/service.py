@@ -1,0 +1,89 @@
+"""Schedules: keeping them (create or replace, pause, resume, delete) and reading them
+with their next ticks and last runs. Knows nothing of HTTP."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from itertools import islice
+
+from app.core.errors import ScheduleNotFound, ValidationFailed
+from app.schedules.cron import Cron, InvalidSchedule
+from app.schedules.repository import SchedulesRepository
+from app.schedules.rows import RunRow, ScheduleRow
+from app.schedules.schemas import NEXT_RUNS_SHOWN, RECENT_RUNS_SHOWN, ScheduleIn
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A schedule with what an operator looks at: its next ticks and last runs."""
+
+    row: ScheduleRow
+    next_runs: list[datetime]
+    recent_runs: list[RunRow]
+
+
+def cron_of(schedule: ScheduleIn | ScheduleRow) -> Cron:
+    """The schedule's cron, or 422 naming the field that makes it unusable."""
+    try:
+        return Cron(schedule.cron, schedule.timezone)
+    except InvalidSchedule as exc:
+        raise ValidationFailed.field(("body", exc.field), str(exc), "value_error") from None
+
+
+class Schedules:
+    """Create, read, pause and delete schedules."""
+
+    def __init__(self, repo: SchedulesRepository) -> None:
+        self._repo = repo
+
+    async def put(self, name: str, schedule: ScheduleIn) -> tuple[Schedule, bool]:
+        """Create or replace `name`; its next tick is the first after now."""
+        cron = cron_of(schedule)
+        params = {
+            "name": name,
+            **schedule.model_dump(exclude={"payload", "metadata", "cron"}),
+            "cron": cron.expression,
+            "payload": json.dumps(schedule.payload),
+            "metadata": json.dumps(schedule.metadata),
+            "next_tick": cron.next_after(datetime.now(UTC)),
+        }
+        row, created = await self._repo.put(params)
+        return (await self._shown([row]))[0], created
+
+    async def get(self, name: str) -> Schedule:
+        row = await self._repo.get(name)
+        if row is None:
+            raise ScheduleNotFound(f"no schedule is named {name!r}", name=name)
+        return (await self._shown([row]))[0]
+
+    async def all(self) -> list[Schedule]:
+        return await self._shown(await self._repo.all())
+
+    async def delete(self, name: str) -> None:
+        if not await self._repo.delete(name):
+            raise ScheduleNotFound(f"no schedule is named {name!r}", name=name)
+
+    async def pause(self, name: str, paused: bool) -> Schedule:
+        """Pause, or resume from the next tick after now (missed ones are not made up)."""
+        current = await self.get(name)
+        resume_at = None if paused else cron_of(current.row).next_after(datetime.now(UTC))
+        row = await self._repo.pause(name, paused, resume_at)
+        if row is None:
+            raise ScheduleNotFound(f"no schedule is named {name!r}", name=name)
+        return (await self._shown([row]))[0]
+
+    async def _shown(self, rows: list[ScheduleRow]) -> list[Schedule]:
+        runs: dict[str, list[RunRow]] = {}
+        for run in await self._repo.recent_runs([r.name for r in rows], RECENT_RUNS_SHOWN):
+            runs.setdefault(run.schedule, []).append(run)
+        shown = []
+        for row in rows:
+            upcoming: list[datetime] = []
+            if not row.paused:
+                cron = Cron(row.cron, row.timezone)
+                start = row.next_tick
+                upcoming = [start, *islice(cron.after(start), NEXT_RUNS_SHOWN - 1)]
+            shown.append(Schedule(row, upcoming, runs.get(row.name, [])))
+        return shown
