@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import httpx
@@ -9,6 +10,14 @@ import httpx
 from app.db.database import Database
 from app.db.engine import create_engine
 from app.keys import Keys, KeysRepository
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now, on loopback."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 async def enqueue(client: httpx.AsyncClient, queue: str = "default", **job: Any) -> dict[str, Any]:

@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,8 @@ from typing import Any, TypeVar
 
 import httpx
 
+from tests.helpers import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 30.0
@@ -35,13 +36,6 @@ SERVICE_SETTINGS = {
     "JOBQ_SHUTDOWN_GRACE_SECONDS": "2",
 }
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,21 +14,15 @@ from fastapi import FastAPI
 from typer.testing import CliRunner, Result
 
 from app.cli import cli
+from tests.helpers import free_port
 
 WIDE = {"COLUMNS": "220"}  # rich tables at full width
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture
 async def service(app: FastAPI) -> AsyncIterator[str]:
     """The app served over HTTP by uvicorn in this test's event loop; its base URL."""
-    port = _free_port()
+    port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

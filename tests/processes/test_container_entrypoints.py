@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from tests.container_files import (
     healthcheck_argv,
     parse_dockerfile,
 )
+from tests.helpers import free_port
 from tests.sdk_support import clean_env, eventually, start_service, stop_process
 
 FRESH_DATABASE = "jobq_test_container"
@@ -114,13 +114,6 @@ def empty_database_url(server_url: str) -> Iterator[str]:
             server_url, f"DROP DATABASE IF EXISTS {quote_ident(FRESH_DATABASE)} WITH (FORCE)"
         )
     )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def run_healthcheck(argv: list[str], port: int) -> int:

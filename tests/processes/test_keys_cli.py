@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from typer.testing import CliRunner, Result
 from app.cli import cli
 from app.core.config import get_settings
 from tests.conftest import plain
-from tests.helpers import assert_problem
+from tests.helpers import assert_problem, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = re.compile(r"^jobq_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$")
@@ -190,13 +189,6 @@ def test_serve_needs_a_certificate_with_a_private_key(no_serving: None, tmp_path
     assert "--ssl-certfile" in result.output
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def certificate(tmp_path: Path) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 and its key."""
@@ -217,7 +209,7 @@ async def test_serve_speaks_tls_with_a_certificate(
     certificate: tuple[Path, Path], database_url: str, tmp_path: Path
 ) -> None:
     key, cert = certificate
-    port = _free_port()
+    port = free_port()
     env = {name: value for name, value in os.environ.items() if not name.startswith("JOBQ_")}
     env["JOBQ_DATABASE_URL"] = database_url
     log = tmp_path / "serve.log"

@@ -16,8 +16,8 @@ from pathlib import Path
 import asyncpg
 import httpx
 
+from tests.helpers import free_port
 from tests.metrics_support import metrics_dirs, parse, value
-from tests.sdk_support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import httpx
 import pytest
 
 from app.core.config import Settings
+from tests.helpers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -166,13 +166,6 @@ class Service:
     log: Path
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _stop(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM, wait, and kill if it does not exit in time."""
     if process.poll() is None:
@@ -217,7 +210,7 @@ async def service(
     shell_tools: None, db: asyncpg.Connection, database_url: str, tmp_path: Path
 ) -> AsyncIterator[Service]:
     """`jobq serve` as its own process on the (emptied) test database."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / "jobq-serve.log"
     # Only the test database: no JOBQ_* from the caller's shell changes the defaults shown.

@@ -36,7 +36,8 @@ from jobq_client import (
     Unavailable,
     ValidationError,
 )
-from tests.sdk_support import Proxy, Respond, Service, free_port, problem, running_service
+from tests.helpers import free_port
+from tests.sdk_support import Proxy, Respond, Service, problem, running_service
 
 FAST_RETRY = RetryPolicy(max_retries=3, backoff_seconds=0.05, max_backoff_seconds=0.2)
 

@@ -17,16 +17,11 @@ import httpx
 import psutil
 import pytest
 
+from tests.helpers import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 60
 STOP_TIMEOUT_SECONDS = 30
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _postgres_running(pgdata: Path) -> bool:
@@ -40,7 +35,7 @@ class Service:
     """One `jobq serve` process on an embedded database in `data_dir`."""
 
     def __init__(self, data_dir: Path, *args: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if k != "JOBQ_DATABASE_URL"}
         env["JOBQ_DATA_DIR"] = str(data_dir)

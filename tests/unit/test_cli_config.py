@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 
 import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
 from app.cli import _http, _output, cli
+from tests.helpers import free_port
 
 WIDE = {"COLUMNS": "220"}  # rich tables at full width
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def jobq(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -39,7 +32,7 @@ def one_error_line(result: Result) -> str:
 
 
 async def test_an_unreachable_service_is_one_line_and_exit_1() -> None:
-    closed = f"http://127.0.0.1:{_free_port()}"
+    closed = f"http://127.0.0.1:{free_port()}"
     for command in (["stats"], ["jobs", "list"], ["queues", "pause", "q"]):
         line = one_error_line(await jobq(*command, "--url", closed))
         assert line.startswith(f"jobq: cannot reach the jobq service at {closed}: "), line

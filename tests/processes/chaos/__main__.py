@@ -51,7 +51,11 @@ and the services' logs (`Checks`):
   their jobs; three services restarted; one PostgreSQL restart under load);
 - processes: SIGTERM exits 0, nothing dies unless killed; the API lists every job with
   the state and attempts the database has; all four kinds of job were enqueued, and
-  there were at least as many handler runs as finished attempts.
+  there were at least as many handler runs as finished attempts;
+- workflows (`workflows`): DAGs of dependent jobs and backdated cron schedules made all
+  through the faults: every tick of each schedule enqueued once, none lost; no child
+  leased before its parents finished (by the harness's clock); every workflow job ends
+  as its DAG says (a child of a failed parent cancelled, naming it), none left waiting.
 
 Exit status 1 when any invariant breaks, 2 when the run itself could not be carried out.
 """
@@ -70,15 +74,15 @@ from typing import Any
 
 import asyncpg
 
-from tests.processes.chaos import (
-    GaveUp,
-)
+from tests.processes.chaos import FLOW_QUEUE, GaveUp
 from tests.processes.chaos.checks import Checks
 from tests.processes.chaos.databases import drop
 from tests.processes.chaos.evidence import gather_evidence, load_jobs
 from tests.processes.chaos.options import PG_DIRNAME, HarnessError, Options, parse_args, say
 from tests.processes.chaos.report import report
 from tests.processes.chaos.run import Run
+from tests.processes.chaos.verdict import Verdict
+from tests.processes.chaos.workflows import check_workflows
 
 
 async def execute(opts: Options) -> int:
@@ -98,6 +102,13 @@ async def execute(opts: Options) -> int:
         await run.stop_services()
         assert run.db is not None
         jobs = await load_jobs(run.db)
+        assert run.flows is not None
+        flow_verdict = Verdict()
+        flow_figures = await check_workflows(run.flows, run.db, flow_verdict)
+        run.flow_ids = {
+            r["id"]
+            for r in await run.db.fetch("SELECT id FROM jobq.jobs WHERE queue = $1", FLOW_QUEUE)
+        }
     except (
         HarnessError,
         GaveUp,
@@ -113,6 +124,10 @@ async def execute(opts: Options) -> int:
     load_done = time.time()
     checks = Checks(run, gather_evidence(run_dir, jobs))
     figures = checks.all()
+    figures["workflows"] = flow_figures
+    checks.v.counts.update(flow_verdict.counts)
+    for kind, examples in flow_verdict.examples.items():
+        checks.v.examples[kind].extend(examples)
     if not run.finished:
         checks.v.fail("the load did not finish in time", f"{opts.timeout:.0f}s")
     assert run.database is not None

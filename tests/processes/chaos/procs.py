@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,13 +25,6 @@ from tests.processes.chaos.options import (
     STOP_TIMEOUT_SECONDS,
     HarnessError,
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def child_env(extra: dict[str, str]) -> dict[str, str]:

@@ -63,6 +63,9 @@ def report(summary: dict[str, Any]) -> str:
         f" (unlogged at a crash: {reaper['unlogged_at_crash'] or 0})",
         f"  http        5xx {http['5xx'] or 0}; {http['connection_errors']} connection errors;"
         f" {http['timeouts']} hangs",
+        f"  workflows   {f['workflows']['workflows']} DAGs of {f['workflows']['jobs']} jobs,"
+        f" states {f['workflows']['states']}; {f['workflows']['schedules']} schedules made"
+        f" {f['workflows']['ticks']} ticks",
         f"  lost        {f['lost']}",
     ]
     if summary["ok"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from tests.helpers import free_port
 from tests.processes.chaos import (
     QUEUE,
     STALE_QUEUE,
@@ -21,7 +22,8 @@ from tests.processes.chaos.options import (
     HarnessError,
     say,
 )
-from tests.processes.chaos.procs import Client, Service, child_env, free_port
+from tests.processes.chaos.procs import Client, Service, child_env
+from tests.processes.chaos.workflows import WorkflowLoad
 
 
 class Run(FaultInjection):
@@ -115,17 +117,25 @@ class Run(FaultInjection):
             f"load: {self.opts.jobs} jobs from {len(self.producers)} producers over "
             f"~{self.opts.produce_seconds:.0f}s, {len(self.workers)} workers"
         )
+        assert self.api is not None and self.db is not None
+        self.flows = WorkflowLoad(self.api, self.db, self.opts.seed, self.opts.produce_seconds)
         timeline = asyncio.create_task(self.timeline())
         stale = asyncio.create_task(self.after(0.2, self.stale_completer))
+        flows = asyncio.create_task(self.flows.run())
         watch = asyncio.create_task(self.watch())
         try:
             deadline = time.monotonic() + self.opts.timeout
             while time.monotonic() < deadline:
-                for task in (timeline, stale):
+                for task in (timeline, stale, flows):
                     failure = task.exception() if task.done() else None
                     if failure is not None:
                         raise failure
-                if timeline.done() and stale.done() and await self.all_done():
+                if (
+                    timeline.done()
+                    and stale.done()
+                    and await self.all_done()
+                    and await self.flows.done()
+                ):
                     self.finished = True
                     break
                 await asyncio.sleep(0.5)
@@ -136,9 +146,9 @@ class Run(FaultInjection):
         finally:
             # A task that failed has raised its error above; the rest are cancelled, and
             # none of them may outlive the load (watch would restart what teardown kills).
-            for task in (timeline, stale, watch):
+            for task in (timeline, stale, flows, watch):
                 task.cancel()
-            await asyncio.gather(timeline, stale, watch, return_exceptions=True)
+            await asyncio.gather(timeline, stale, flows, watch, return_exceptions=True)
             self.load_ended = time.time()
         self.collect_producers()
         await self.progress()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -15,6 +16,9 @@ from tests.processes.chaos import (
 from tests.processes.chaos.databases import Database, Db
 from tests.processes.chaos.options import Options
 from tests.processes.chaos.procs import Client, Exit, Fault, Probe, Service
+
+if TYPE_CHECKING:
+    from tests.processes.chaos.workflows import WorkflowLoad
 
 
 class RunState:
@@ -35,6 +39,8 @@ class RunState:
         self.killed_pids: set[int] = set()
         self.api_view: dict[int, tuple[str, int, int]] = {}
         self.stale_keys: list[str] = []
+        self.flows: WorkflowLoad | None = None
+        self.flow_ids: set[int] = set()  # the workflow load's jobs (not in `Evidence.jobs`)
         self.began = time.time()
         self.load_began = 0.0
         self.load_ended = 0.0

@@ -1,0 +1,198 @@
+"""Schedules on several `jobq serve` processes at once, all killed (SIGKILL) while they
+catch up and restarted: every tick is enqueued exactly once, none is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+from tests.conftest import plain
+from tests.helpers import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+REPLICAS = 3
+ROUNDS = 4
+SCHEDULES_PER_ROUND = 120  # over the scheduler's batch of 100: two transactions a pass
+MISSED_MINUTES = 30
+START_TIMEOUT_SECONDS = 60
+
+
+class Replica:
+    """One `jobq serve` process on the tests' database, scheduling every 0.1 s."""
+
+    def __init__(self, database_url: str, log: Path) -> None:
+        self.log = log
+        self.url = f"http://127.0.0.1:{free_port()}"
+        env = {
+            **os.environ,
+            "JOBQ_DATABASE_URL": database_url,
+            "JOBQ_SCHEDULER_INTERVAL_SECONDS": "0.1",
+        }
+        port = self.url.rsplit(":", 1)[1]
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "app", "serve", "--port", port],
+                cwd=REPO,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("jobq serve did not start")
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.process.wait(30)
+
+
+def _schedule(name: str, catch_up: str, zone: str) -> dict[str, object]:
+    return {
+        "queue": f"ticks-{catch_up}",
+        "type": "tick",
+        "cron": "* * * * *",
+        "timezone": zone,
+        "catch_up": catch_up,
+        "catch_up_limit": 1000,
+        "payload": {"schedule": name},
+    }
+
+
+async def _backdate(database_url: str, names: list[str], since: datetime) -> None:
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        await conn.execute(
+            "UPDATE jobq.schedules SET next_tick = $2 WHERE name = ANY($1)", names, since
+        )
+    finally:
+        await conn.close()
+
+
+async def _caught_up(database_url: str, names: list[str]) -> int:
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        count: int = await conn.fetchval(
+            "SELECT count(*) FROM jobq.schedules WHERE name = ANY($1) AND last_tick IS NOT NULL",
+            names,
+        )
+        return count
+    finally:
+        await conn.close()
+
+
+async def _made(database_url: str) -> tuple[list[asyncpg.Record], list[asyncpg.Record]]:
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        jobs = await conn.fetch(
+            "SELECT metadata->>'schedule' AS schedule, (metadata->>'tick')::timestamptz AS tick"
+            " FROM jobq.jobs WHERE type = 'tick'"
+        )
+        schedules = await conn.fetch(
+            "SELECT name, catch_up, last_tick, next_tick FROM jobq.schedules"
+        )
+        return jobs, schedules
+    finally:
+        await conn.close()
+
+
+def test_every_tick_once_while_replicas_race_and_die(database_url: str, tmp_path: Path) -> None:
+    rng = random.Random(15)
+    started = 0
+
+    def replica() -> Replica:
+        nonlocal started
+        started += 1
+        return Replica(database_url, tmp_path / f"replica-{started}.log")
+
+    replicas = [replica() for _ in range(REPLICAS)]
+    zones = ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata"]
+    since: dict[str, datetime] = {}
+    unfinished: list[bool] = []  # per round: killed before every schedule caught up
+    try:
+        for round_ in range(ROUNDS):
+            names = [f"r{round_}-{i}" for i in range(SCHEDULES_PER_ROUND)]
+            # every schedule is paused while it is made, then backdated and resumed at once
+            with httpx.Client(base_url=replicas[0].url, timeout=30) as http:
+                for i, name in enumerate(names):
+                    catch_up = "all" if i % 3 else "latest"
+                    body = {**_schedule(name, catch_up, zones[i % len(zones)]), "paused": True}
+                    assert http.put(f"/v1/schedules/{name}", json=body).status_code == 201
+            minute = datetime.now(UTC).replace(second=0, microsecond=0)
+            start = minute - timedelta(minutes=MISSED_MINUTES)
+            asyncio.run(_backdate(database_url, names, start))
+            for name in names:
+                since[name] = start
+
+            async def resume(names: list[str] = names) -> None:
+                conn = await asyncpg.connect(plain(database_url))
+                try:
+                    await conn.execute(
+                        "UPDATE jobq.schedules SET paused = false WHERE name = ANY($1)", names
+                    )
+                finally:
+                    await conn.close()
+
+            asyncio.run(resume())
+            # the replicas race to catch up; all of them die at a random moment of it
+            time.sleep(rng.uniform(0.05, 0.5))
+            for victim in replicas:
+                victim.kill()
+            unfinished.append(asyncio.run(_caught_up(database_url, names)) < len(names))
+            replicas = [replica() for _ in range(REPLICAS)]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            _, schedules = asyncio.run(_made(database_url))
+            if all(s["last_tick"] is not None for s in schedules):
+                break
+            time.sleep(0.2)
+    finally:
+        for running in replicas:
+            running.stop()
+
+    jobs, schedules = asyncio.run(_made(database_url))
+    assert any(unfinished), "no kill came in the middle of a catch-up"
+    ticks: dict[str, list[datetime]] = {}
+    for job in jobs:
+        ticks.setdefault(job["schedule"], []).append(job["tick"])
+    assert len(schedules) == ROUNDS * SCHEDULES_PER_ROUND
+    for schedule in schedules:
+        made = sorted(ticks.get(schedule["name"], []))
+        assert len(made) == len(set(made)), f"{schedule['name']}: a tick was made twice"
+        last = schedule["last_tick"]
+        assert last is not None and made and made[-1] == last, schedule["name"]
+        assert schedule["next_tick"] > last
+        if schedule["catch_up"] == "all":
+            # each minute from the backdated start to the last tick: none lost, none twice
+            expected = []
+            tick = since[schedule["name"]]
+            while tick <= last:
+                expected.append(tick)
+                tick += timedelta(minutes=1)
+            assert made == expected, schedule["name"]
+            assert len(made) >= MISSED_MINUTES
+        else:
+            # one job for the most recent missed tick (and any minute that came since)
+            assert made[0] >= since[schedule["name"]] + timedelta(minutes=MISSED_MINUTES)
+            assert made == [made[0] + timedelta(minutes=k) for k in range(len(made))]
