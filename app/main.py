@@ -78,6 +78,8 @@ def create_app(
             recheck_seconds=settings.longpoll_recheck_seconds,
         )
         app.state.engine = engine
+        jobs_repo = jobs.JobsRepository(db)
+        limited = jobs.LimitedQueues(jobs_repo)
 
         def listening(up: bool) -> None:
             wakeups.listening = finishes.listening = up
@@ -86,6 +88,7 @@ def create_app(
                 wakeups.wake_all()  # announcements may have been missed while down
                 finishes.wake_all()
                 auth.forget()
+                limited.forget()
 
         listener = DueListener(
             url,
@@ -93,10 +96,10 @@ def create_app(
             on_state=listening,
             on_keys=auth.notified,
             on_finished=finishes.announce,
+            on_settings=lambda _queue: limited.forget(),
         )
         tasks = [asyncio.create_task(listener.run())]
-        jobs_repo = jobs.JobsRepository(db)
-        app.state.jobs = jobs.JobServices.build(jobs_repo, settings, wakeups, finishes)
+        app.state.jobs = jobs.JobServices.build(jobs_repo, settings, wakeups, finishes, limited)
         with contextlib.suppress(DatabaseUnavailable):  # the SQL functions use what it can
             await jobs_repo.record_limits(jobs.enqueue_limits(settings))
         app.state.queues = queues.QueueServices.build(

@@ -6,8 +6,10 @@ process; load runs in the generator processes (`bench.load`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -129,6 +131,24 @@ async def vacuum_analyze(url: str, table: str = "jobq.jobs") -> None:
     async with connect(url) as conn:
         await conn.execute(f"VACUUM (ANALYZE) {table}")
         await _checkpoint(conn)
+
+
+async def sample_running(url: str, queue: str, every: float, stop: threading.Event) -> list[int]:
+    """The queue's running jobs, read every `every` seconds while it has due jobs."""
+    samples: list[int] = []
+    async with connect(url) as conn:
+        while not stop.is_set():
+            row = await conn.fetchrow(
+                "SELECT count(*) FILTER (WHERE state = 'running') AS running,"
+                "       count(*) FILTER (WHERE state = 'queued') AS queued"
+                "  FROM jobq.jobs WHERE queue = $1 AND state IN ('running', 'queued')",
+                queue,
+            )
+            assert row is not None
+            if row["queued"] > 0:
+                samples.append(row["running"])
+            await asyncio.sleep(every)
+    return samples
 
 
 async def job_states(url: str) -> dict[str, int]:

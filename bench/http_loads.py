@@ -56,18 +56,27 @@ class Enqueue(HttpLoad):
 
 
 class Drain(HttpLoad):
-    """`workers` workers lease up to `max_jobs` each and ack the batch with one call."""
+    """`workers` workers lease up to `max_jobs` each and ack the batch with one call.
+
+    For a limited queue, `wait_seconds` makes a lease wait for room and `hold_seconds`
+    holds each batch as if worked on, so that the limit binds.
+    """
 
     clients_param = "workers"
 
     async def run(self) -> dict[str, Any]:
         counts = {"jobs": 0, "lease_calls": 0, "ack_calls": 0, "empty_leases": 0}
         last_ack = 0.0
+        wait = self.params.get("wait_seconds", 0)
+        hold = self.params.get("hold_seconds", 0)
 
         async def worker(number: int, client: HttpClient) -> None:
             nonlocal last_ack
             body = lease_body(
-                self.params["queue"], f"bench-{self.index}-{number}", self.params["max_jobs"]
+                self.params["queue"],
+                f"bench-{self.index}-{number}",
+                self.params["max_jobs"],
+                wait_seconds=wait,
             )
             empty = 0
             while empty < EMPTY_LEASES_BEFORE_DONE:
@@ -79,9 +88,12 @@ class Drain(HttpLoad):
                     # the queue is empty, or its last jobs are being claimed by others
                     counts["empty_leases"] += 1
                     empty += 1
-                    await asyncio.sleep(0.01)
+                    if not wait:
+                        await asyncio.sleep(0.01)
                     continue
                 empty = 0
+                if hold:
+                    await asyncio.sleep(hold)
                 acked = expect(await client.post("/v1/acks", content=acks_body(tokens)), 200)
                 counts["ack_calls"] += 1
                 if acked.content.count(ACK_OK) != len(tokens):

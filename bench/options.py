@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from bench import database
 
-SCENARIOS = ("bare", "drain", "single", "latency", "lease-levels", "floor")
+SCENARIOS = ("bare", "drain", "limited", "single", "latency", "lease-levels", "floor")
 PROFILED_SCENARIOS = ("drain", "single")
 LEASE_BATCH = 100
 RUN_TIMEOUT_SECONDS = 3600.0

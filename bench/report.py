@@ -178,6 +178,20 @@ def render(report: dict[str, Any], console: Console) -> None:
             "the two phases above, end to end",
         )
 
+    limited = scenarios.get("limited")
+    if limited:
+        throughput.add_row(
+            f"limited drain (max_running {limited['max_running']})",
+            _num(limited["jobs"]),
+            _num(limited["seconds"], 2),
+            _num(limited["jobs_per_s"], 0),
+            "",
+            "",
+            f"{limited['of_limit_rate']:.0%} of the limit's {limited['limit_jobs_per_s']:,.0f}"
+            f" (jobs held {limited['hold_ms']:.0f} ms); running {limited['running_mean']} on"
+            f" average, at most {limited['running_max']}",
+        )
+
     def reference(label: str, s: dict[str, Any] | None, calls_per_s: str, note: str) -> None:
         if s:
             jobs, seconds, rate = _num(s["jobs"]), _num(s["seconds"], 2), _num(s["jobs_per_s"], 0)

@@ -184,6 +184,7 @@ class Bench(Scenarios):
                 steps: dict[str, Callable[[], None]] = {
                     "bare": self.bare,
                     "drain": self.drain,
+                    "limited": self.limited,
                     "single": self.single,
                     "latency": self.latency,
                     "lease-levels": self.lease_levels,

@@ -1,11 +1,16 @@
-"""The scenarios: the bare SKIP LOCKED loop, the drain, the single-job path, latency, the
-lease at several table sizes, and the framework floor."""
+"""The scenarios: the bare SKIP LOCKED loop, the drain, the drain of a limited queue, the
+single-job path, latency, the lease at several table sizes, and the framework floor."""
 
 from __future__ import annotations
 
+import asyncio
+import statistics
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+import httpx
 
 from bench import database
 from bench.base import BenchBase
@@ -14,6 +19,10 @@ from bench.load import GeneratorRun
 from bench.options import LEASE_BATCH
 from bench.service import Service
 from bench.stats import latency_summary, ratio
+
+LIMITED_MAX_RUNNING = 50
+LIMITED_WORKERS = 8
+LIMITED_HOLD_SECONDS = 0.02  # each leased batch is held this long, as if worked on
 
 
 class Scenarios(BenchBase):
@@ -136,6 +145,79 @@ class Scenarios(BenchBase):
         total = self.scenarios["batch_enqueue"]["seconds"] + seconds
         self.scenarios["drain"]["enqueue_and_drain_jobs_per_s"] = round(c.jobs / total, 1)
         self.say(f"  {self.scenarios['drain']['jobs_per_s']:,.0f} jobs/s")
+
+    def limited(self) -> None:
+        """The drain of a queue with `max_running`: workers asking for more than it allows,
+        each holding its jobs a moment; how close to the limit's rate it runs, and how
+        full the limit was kept (sampled while jobs were queued)."""
+        c = self.config
+        jobs = max(LIMITED_MAX_RUNNING * 10, c.jobs // 5)
+        queue = "bench-limited"
+        self.db(database.reset_jobs(self.url))
+        self.db(database.queue_jobs(self.url, queue, jobs))
+        limited = httpx.put(
+            f"{self.base_url}/v1/queues/{queue}/settings",
+            json={"max_running": LIMITED_MAX_RUNNING},
+            timeout=30,
+        )
+        limited.raise_for_status()
+        self.db(database.vacuum_analyze(self.url))
+        self.say(
+            f"limited drain: max_running {LIMITED_MAX_RUNNING}, {LIMITED_WORKERS} workers "
+            f"leasing {LEASE_BATCH}, each job held {LIMITED_HOLD_SECONDS * 1000:.0f} ms"
+        )
+        stop = threading.Event()
+        samples: list[int] = []
+        sampler = threading.Thread(
+            target=lambda: samples.extend(
+                asyncio.run(database.sample_running(self.url, queue, 0.005, stop))
+            )
+        )
+        sampler.start()
+        try:
+            generators = min(c.generators, LIMITED_WORKERS)
+            run = self.generate(
+                "drain",
+                [
+                    {"base_url": self.base_url, "queue": queue, "workers": share,
+                     "max_jobs": LEASE_BATCH, "hold_seconds": LIMITED_HOLD_SECONDS,
+                     "wait_seconds": 1}
+                    for share in split(LIMITED_WORKERS, generators)
+                ],
+            )  # fmt: skip
+        finally:
+            stop.set()
+            sampler.join()
+        states = self.db(database.job_states(self.url))
+        if run.total("jobs") != jobs or states != {"succeeded": jobs}:
+            raise RuntimeError(f"limited drain: acked {run.total('jobs')} of {jobs}; {states}")
+        seconds = max(r["last_done"] for r in run.results) - run.started
+        ideal = LIMITED_MAX_RUNNING / LIMITED_HOLD_SECONDS
+        self.scenarios["limited"] = {
+            "jobs": jobs,
+            "max_running": LIMITED_MAX_RUNNING,
+            "workers": LIMITED_WORKERS,
+            "lease_batch": LEASE_BATCH,
+            "hold_ms": LIMITED_HOLD_SECONDS * 1000,
+            "lease_calls": run.total("lease_calls"),
+            "seconds": round(seconds, 3),
+            "jobs_per_s": round(jobs / seconds, 1),
+            "limit_jobs_per_s": round(ideal, 1),
+            "of_limit_rate": round(jobs / seconds / ideal, 3),
+            "running_mean": round(statistics.fmean(samples), 1) if samples else None,
+            "running_max": max(samples, default=None),
+            "kept_full": round(statistics.fmean(samples) / LIMITED_MAX_RUNNING, 3)
+            if samples
+            else None,
+            "samples": len(samples),
+            "cpu": self.cpu(run, jobs),
+        }
+        s = self.scenarios["limited"]
+        self.say(
+            f"  {s['jobs_per_s']:,.0f} jobs/s ({s['of_limit_rate']:.0%} of the limit's "
+            f"{ideal:,.0f}); running {s['running_mean']} on average, at most "
+            f"{s['running_max']} (limit {LIMITED_MAX_RUNNING})"
+        )
 
     def run_drain(self, queue: str) -> GeneratorRun:
         """The drain load: workers lease 100 and ack each batch, until `queue` is empty."""

@@ -1,4 +1,4 @@
-"""Job dependencies, waiting for a job's result, and enqueueing from SQL.
+"""Job dependencies and waiting for a job's result.
 
 - `jobq.job_dependencies` holds one edge per (child, parent). A child waits (`waiting`)
   while `waiting_for`, its count of parents not yet satisfied, is above 0.
@@ -12,11 +12,8 @@
   dependents (or someone waiting for their result): other jobs pay nothing.
 - `notify_finish` asks for `NOTIFY jobq_finished, '<id>'` when the job finishes (set
   by `GET /v1/jobs/{id}?wait_seconds=`).
-- `jobq.enqueue(...)` and `jobq.enqueue_many(queue, jobs)` enqueue inside the caller's
-  own transaction, with the HTTP enqueue's defaults, limits, idempotency and wake-up;
-  the HTTP enqueue uses them for jobs with dependencies. `jobq.enqueue_limits` holds
-  the limits the service runs with (it writes them at startup). The role
-  `jobq_producer` may execute them and nothing else.
+- Enqueueing jobs with dependencies from SQL (and from the HTTP enqueue) is migration
+  0013's `jobq.enqueue`.
 
 Revision ID: 0010
 Revises: 0009
@@ -29,29 +26,14 @@ from pathlib import Path
 
 from alembic import op
 
+from app.db.sqlscript import statements
+
 revision = "0010"
 down_revision = "0009"
 branch_labels = None
 depends_on = None
 
 SQL = Path(__file__).with_name("0010_dependencies.sql")
-
-
-def statements(script: str) -> list[str]:
-    """The script's statements: each ends with `;` at the end of a line, outside `$$`."""
-    found: list[str] = []
-    current: list[str] = []
-    quoted = False
-    for line in script.splitlines():
-        if line.lstrip().startswith("--") and not current:
-            continue
-        current.append(line)
-        quoted ^= line.count("$$") % 2 == 1
-        if not quoted and line.rstrip().endswith(";"):
-            found.append("\n".join(current).rstrip().removesuffix(";"))
-            current = []
-    assert not "\n".join(current).strip(), "the script ends inside a statement"
-    return found
 
 
 def upgrade() -> None:
@@ -64,15 +46,10 @@ def downgrade() -> None:
         """
         DROP TRIGGER IF EXISTS jobs_settle_dependents ON jobq.jobs;
         DROP TRIGGER IF EXISTS jobs_forget_dependencies ON jobq.jobs;
-        DROP FUNCTION IF EXISTS jobq.enqueue_many(text, jsonb);
-        DROP FUNCTION IF EXISTS jobq.enqueue(text, text, jsonb, integer, timestamptz,
-            double precision, integer, integer, text, jsonb, bigint[], text);
-        DROP FUNCTION IF EXISTS jobq.json_depth(jsonb, integer);
         DROP FUNCTION IF EXISTS jobq.after_job_state_change();
         DROP FUNCTION IF EXISTS jobq.after_job_delete();
         DROP FUNCTION IF EXISTS jobq.settle_dependents(bigint, text);
         DROP FUNCTION IF EXISTS jobq.revive_dependents(bigint);
-        DROP TABLE IF EXISTS jobq.enqueue_limits;
         DROP TABLE IF EXISTS jobq.job_dependencies;
         DELETE FROM jobq.jobs WHERE state = 'waiting';
         DROP INDEX IF EXISTS jobq.jobs_waiting_idx;

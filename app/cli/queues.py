@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -166,38 +167,118 @@ def redrive(
     _say(answer, wants_json(output, as_json), line)
 
 
-def _max_backlog(value: str) -> int | None:
-    if value.lower() in ("none", "null", "unlimited"):
+def _none(value: str) -> bool:
+    return value.lower() in ("none", "null", "unlimited", "default")
+
+
+def _whole(value: str) -> int | None:
+    """A whole number, or None for 'none'."""
+    if _none(value):
         return None
     try:
-        number = int(value)
+        return int(value)
     except ValueError:
-        raise typer.BadParameter("a number of jobs, or 'none' for no limit") from None
-    return number
+        raise typer.BadParameter("a whole number, or 'none'") from None
+
+
+def _number(value: str) -> float | None:
+    """A number, or None for 'none'."""
+    if _none(value):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise typer.BadParameter("a number, or 'none'") from None
+
+
+def _rate(value: str) -> dict[str, float] | None:
+    """'100/60' (100 jobs per 60 seconds), or None for 'none'."""
+    if _none(value):
+        return None
+    jobs, _, per = value.partition("/")
+    try:
+        return {"jobs": int(jobs), "per_seconds": float(per.removesuffix("s"))}
+    except ValueError:
+        raise typer.BadParameter("JOBS/SECONDS, such as 100/60, or 'none'") from None
+
+
+def _option(help_text: str) -> Any:
+    return typer.Option(help=f"{help_text}; 'none' clears it.", show_default=False)
+
+
+# option name → (the API's field, how to read the value)
+_SETTINGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "max_backlog": ("max_backlog", _whole),
+    "max_running": ("max_running", _whole),
+    "max_running_per_key": ("max_running_per_key", _whole),
+    "rate_limit": ("rate_limit", _rate),
+    "max_attempts": ("max_attempts", _whole),
+    "lease_seconds": ("lease_seconds", _whole),
+    "backoff_base": ("backoff_base_seconds", _number),
+    "backoff_cap": ("backoff_cap_seconds", _number),
+    "backoff_jitter": ("backoff_jitter", _number),
+    "retain_succeeded": ("retain_succeeded_seconds", _number),
+    "retain_failed": ("retain_failed_seconds", _number),
+}
+
+
+def _shown(name: str, value: Any) -> str:
+    if value is None:
+        return "none"
+    if name == "rate_limit":
+        return f"{value['jobs']} per {value['per_seconds']:g}s"
+    return str(value)
 
 
 @queues_cli.command("settings")
 def settings(
     queue: QueueArgument,
     max_backlog: Annotated[
-        str | None,
-        typer.Option(
-            help="Enqueue answers 429 once the queue holds this many unfinished jobs; 'none'.",
-            show_default=False,
-        ),
+        str | None, _option("Enqueue answers 429 once this many jobs are unfinished")
     ] = None,
+    max_running: Annotated[str | None, _option("At most this many jobs run at once")] = None,
+    max_running_per_key: Annotated[
+        str | None, _option("At most this many jobs per concurrency key run at once")
+    ] = None,
+    rate_limit: Annotated[
+        str | None, _option("At most JOBS leases per SECONDS, as JOBS/SECONDS")
+    ] = None,
+    max_attempts: Annotated[str | None, _option("Default attempts of its jobs")] = None,
+    lease_seconds: Annotated[str | None, _option("Default lease of its jobs")] = None,
+    backoff_base: Annotated[str | None, _option("Retry backoff base, seconds")] = None,
+    backoff_cap: Annotated[str | None, _option("Retry backoff cap, seconds")] = None,
+    backoff_jitter: Annotated[str | None, _option("Retry backoff jitter, 0 to 0.99")] = None,
+    retain_succeeded: Annotated[
+        str | None, _option("Keep succeeded jobs this many seconds")
+    ] = None,
+    retain_failed: Annotated[str | None, _option("Keep failed jobs this many seconds")] = None,
     url: UrlOption = None,
     api_key: KeyOption = None,
     output: OutputOption = Output.TABLE,
     as_json: JsonFlag = False,
 ) -> None:
-    """Show a queue's settings, or change those given."""
+    """Show a queue's settings, or change those given (the others stay)."""
+    given = {
+        "max_backlog": max_backlog,
+        "max_running": max_running,
+        "max_running_per_key": max_running_per_key,
+        "rate_limit": rate_limit,
+        "max_attempts": max_attempts,
+        "lease_seconds": lease_seconds,
+        "backoff_base": backoff_base,
+        "backoff_cap": backoff_cap,
+        "backoff_jitter": backoff_jitter,
+        "retain_succeeded": retain_succeeded,
+        "retain_failed": retain_failed,
+    }
+    body = {}
+    for option, value in given.items():
+        if value is not None:
+            field, read = _SETTINGS[option]
+            body[field] = read(value)
     service = Service.find(url, api_key)
     path = f"/v1/queues/{queue}/settings"
-    if max_backlog is None:
-        answer = service.call("GET", path)
-    else:
-        answer = service.call("PUT", path, body={"max_backlog": _max_backlog(max_backlog)})
+    answer = service.call("PUT", path, body=body) if body else service.call("GET", path)
     if wants_json(output, as_json):
         print_json(answer)
         return
@@ -205,5 +286,5 @@ def settings(
     rows.show_header = False
     for name, value in answer.items():
         if name != "queue":
-            rows.add_row(name, "none" if value is None else str(value))
+            rows.add_row(name, _shown(name, value))
     console().print(rows)

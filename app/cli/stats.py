@@ -128,6 +128,26 @@ def database_line(db: dict[str, Any]) -> str:
     )
 
 
+def limits_line(limits: dict[str, Any]) -> str:
+    """The limits in force and what each holds back, on one line."""
+    held = limits["throttled"]
+    parts = []
+    if limits["max_running"] is not None:
+        parts.append(f"max_running {limits['max_running']} ({held['max_running']} held back)")
+    if limits["max_running_per_key"] is not None:
+        parts.append(
+            f"max_running_per_key {limits['max_running_per_key']}"
+            f" ({held['max_running_per_key']} held back)"
+        )
+    rate = limits["rate_limit"]
+    if rate is not None:
+        parts.append(
+            f"rate {rate['jobs']} per {rate['per_seconds']:g}s ({rate['used']} used,"
+            f" {held['rate_limit']} held back)"
+        )
+    return "limits: " + "; ".join(parts)
+
+
 def show_queue(service: Service, queue: str, as_json: bool) -> None:
     """One queue's figures and its longest-running jobs."""
     one = service.call("GET", f"/v1/queues/{queue}")
@@ -136,6 +156,8 @@ def show_queue(service: Service, queue: str, as_json: bool) -> None:
         return
     out = console()
     show_queues([one], out)
+    if one.get("limits"):
+        out.print(limits_line(one["limits"]), markup=False)
     if one["running_jobs"]:
         out.print()
         _running(queue, one["running_jobs"], out)

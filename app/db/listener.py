@@ -7,8 +7,9 @@ fall back to polling meanwhile. It holds no pooled connection.
 
 The same connection listens on `jobq_keys`, where creating or revoking an API key
 announces `created <lookup id>` or `revoked <lookup id>`, so every replica drops a
-revoked key from its cache at once; and on `jobq_finished`, where a job someone waits
-for announces its id when it finishes.
+revoked key from its cache at once; on `jobq_finished`, where a job someone waits for
+announces its id when it finishes; and on `jobq_settings`, where a queue whose settings
+changed announces its name.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from app.db.url import async_url
 CHANNEL = "jobq_due"
 KEYS_CHANNEL = "jobq_keys"
 FINISHED_CHANNEL = "jobq_finished"
+SETTINGS_CHANNEL = "jobq_settings"
 APPLICATION_NAME = "jobq-listener"
 KEEPALIVE_SECONDS = 5.0
 RECONNECT_MIN_SECONDS = 0.5
@@ -47,12 +49,14 @@ class DueListener:
         on_state: Callable[[bool], None],
         on_keys: Callable[[str], None] | None = None,
         on_finished: Callable[[int], None] | None = None,
+        on_settings: Callable[[str], None] | None = None,
     ) -> None:
         self._dsn = _dsn(url)
         self._on_due = on_due
         self._on_state = on_state
         self._on_keys = on_keys
         self._on_finished = on_finished
+        self._on_settings = on_settings
 
     def _notified(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         # `<queue> <due epoch> [<jobs>]`: without a count (a resumed queue), all waiters wake
@@ -74,6 +78,10 @@ class DueListener:
             except ValueError:
                 log.warning("ignored a malformed announcement: %r", payload)
 
+    def _settings_changed(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        if self._on_settings is not None:
+            self._on_settings(str(payload))
+
     async def run(self) -> None:
         """Listen until cancelled, reconnecting whenever the connection is lost."""
         backoff = RECONNECT_MIN_SECONDS
@@ -90,6 +98,8 @@ class DueListener:
                     await conn.add_listener(KEYS_CHANNEL, self._keys_notified)
                 if self._on_finished is not None:
                     await conn.add_listener(FINISHED_CHANNEL, self._finished)
+                if self._on_settings is not None:
+                    await conn.add_listener(SETTINGS_CHANNEL, self._settings_changed)
                 log.info("listening for due jobs")
                 self._on_state(True)
                 backoff = RECONNECT_MIN_SECONDS

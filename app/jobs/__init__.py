@@ -5,6 +5,7 @@ The rest of jobq uses this package through the names below.
 
 from app.jobs import routes
 from app.jobs.finishes import Finishes
+from app.jobs.limits import LimitedQueues
 from app.jobs.repository import JobsRepository
 from app.jobs.schemas import JobState, ProgressOut
 from app.jobs.service import JobServices, enqueue_limits
@@ -17,6 +18,7 @@ __all__ = [
     "JobServices",
     "JobState",
     "JobsRepository",
+    "LimitedQueues",
     "ProgressOut",
     "Wakeups",
     "dead_job",

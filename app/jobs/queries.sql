@@ -21,15 +21,25 @@ WITH refused AS MATERIALIZED (
     ) AS admission
      WHERE backlog >= max_backlog
 ),
+policy AS MATERIALIZED (
+    -- the queue's own defaults, where its settings have them
+    SELECT q.max_attempts, q.lease_seconds
+      FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = :queue
+),
 inserted AS (
     INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at, max_attempts,
-                                lease_seconds, idempotency_key, metadata)
+                                lease_seconds, idempotency_key, metadata, concurrency_key)
     SELECT CAST(:queue AS text), CAST(:type AS text), CAST(:payload AS jsonb),
            CAST(:priority AS smallint),
            coalesce(CAST(:run_at AS timestamptz),
                     now() + make_interval(secs => CAST(:delay_seconds AS double precision))),
-           CAST(:max_attempts AS integer), CAST(:lease_seconds AS integer),
-           CAST(:idempotency_key AS text), CAST(:metadata AS jsonb)
+           coalesce(CAST(:max_attempts AS integer), policy.max_attempts,
+                    CAST(:default_max_attempts AS integer)),
+           coalesce(CAST(:lease_seconds AS integer), policy.lease_seconds,
+                    CAST(:default_lease_seconds AS integer)),
+           CAST(:idempotency_key AS text), CAST(:metadata AS jsonb),
+           CAST(:concurrency_key AS text)
+      FROM policy
      WHERE NOT EXISTS (SELECT FROM refused)
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
@@ -64,9 +74,15 @@ WITH input AS MATERIALIZED (
                   CAST(:priorities AS smallint[]), CAST(:run_ats AS timestamptz[]),
                   CAST(:delays AS double precision[]), CAST(:max_attempts AS integer[]),
                   CAST(:lease_seconds AS integer[]), CAST(:idempotency_keys AS text[]),
-                  CAST(:metadatas AS jsonb[]))
+                  CAST(:metadatas AS jsonb[]), CAST(:concurrency_keys AS text[]))
            WITH ORDINALITY AS i(type, payload, priority, run_at, delay, max_attempts,
-                                lease_seconds, idempotency_key, metadata, ord)
+                                lease_seconds, idempotency_key, metadata, concurrency_key,
+                                ord)
+),
+policy AS MATERIALIZED (
+    -- the queue's own defaults, where its settings have them
+    SELECT q.max_attempts, q.lease_seconds
+      FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = :queue
 ),
 refused AS MATERIALIZED (
     -- Admission control, all or nothing: the batch's new jobs (keys not yet in the
@@ -87,11 +103,15 @@ refused AS MATERIALIZED (
 ),
 inserted AS (
     INSERT INTO jobq.jobs (id, queue, type, payload, priority, run_at, max_attempts,
-                           lease_seconds, idempotency_key, metadata)
-    SELECT id, :queue, type, payload, priority,
-           coalesce(run_at, now() + make_interval(secs => delay)),
-           max_attempts, lease_seconds, idempotency_key, metadata
-      FROM input
+                           lease_seconds, idempotency_key, metadata, concurrency_key)
+    SELECT i.id, :queue, i.type, i.payload, i.priority,
+           coalesce(i.run_at, now() + make_interval(secs => i.delay)),
+           coalesce(i.max_attempts, policy.max_attempts,
+                    CAST(:default_max_attempts AS integer)),
+           coalesce(i.lease_seconds, policy.lease_seconds,
+                    CAST(:default_lease_seconds AS integer)),
+           i.idempotency_key, i.metadata, i.concurrency_key
+      FROM input i CROSS JOIN policy
      WHERE NOT EXISTS (SELECT FROM refused)
      ORDER BY ord
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL
@@ -126,10 +146,12 @@ SELECT i.ord,
 -- Claim up to `max_jobs` due jobs from the given queues, best priority first, for one
 -- worker (and the API key it used).
 WITH active AS (
-    -- paused queues are skipped (admin: pause/resume); a queue without a row is active
+    -- paused queues are skipped (admin: pause/resume), and limited ones (lease_limited
+    -- takes those); a queue without a row is active
     SELECT q.name
       FROM unnest(CAST(:queues AS text[])) AS q(name)
-     WHERE NOT EXISTS (SELECT FROM jobq.queues p WHERE p.name = q.name AND p.paused)
+     WHERE NOT EXISTS (SELECT FROM jobq.queues p
+                        WHERE p.name = q.name AND (p.paused OR p.limited))
 ),
 picked AS (
     SELECT c.id
@@ -168,6 +190,179 @@ UPDATE jobq.jobs j
    -- durable commit (an enqueue, a finish) flushes this one first.
    AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
 RETURNING j.*;
+
+
+-- ---- limited queues (max_running, max_running_per_key, rate limit) --------------------
+
+-- name: lock_limited_queue
+-- Take a limited queue's settings row for this lease's transaction: the leases of one
+-- limited queue take turns here, on every replica, so that each one's claim (the next
+-- statement, with a snapshot taken after the lock) counts what the one before leased.
+-- No row: the queue is not limited (any more).
+SELECT paused
+  FROM jobq.queues
+ WHERE name = :queue AND limited
+   FOR UPDATE;
+
+
+-- name: lease_limited
+-- Claim up to `max_jobs` due jobs from one limited queue, its row locked by
+-- lock_limited_queue in this transaction, no more than its limits leave: `max_running`
+-- less the jobs running now; the rate limit less the jobs leased in its window; and for
+-- each concurrency key, `max_running_per_key` less that key's running jobs. Keys are
+-- walked one by one along jobs_key_claim_idx, so a key at its limit never hides the
+-- next key's jobs. A lease of a rate-limited queue is logged in jobq.queue_rate_log,
+-- whose rows older than the window go in the same statement.
+WITH RECURSIVE settings AS MATERIALIZED (
+    SELECT q.max_running, q.max_running_per_key, q.rate_limit_jobs, q.rate_limit_seconds
+      FROM jobq.queues q
+     WHERE q.name = :queue
+),
+running AS MATERIALIZED (
+    SELECT j.concurrency_key, count(*) AS n
+      FROM jobq.jobs j
+     WHERE j.state = 'running' AND j.queue = :queue
+     GROUP BY j.concurrency_key
+),
+room AS MATERIALIZED (
+    SELECT greatest(0, least(
+               CAST(:max_jobs AS integer),
+               s.max_running - (SELECT coalesce(sum(n), 0) FROM running),
+               s.rate_limit_jobs - (
+                   SELECT coalesce(sum(r.jobs), 0)
+                     FROM jobq.queue_rate_log r
+                    WHERE r.queue = :queue
+                      AND r.at > clock_timestamp()
+                                 - make_interval(secs => s.rate_limit_seconds)))) AS n,
+           s.max_running_per_key AS per_key
+      FROM settings s
+),
+keys AS (
+    -- the queue's concurrency keys with queued jobs, when it limits them
+    (SELECT j.concurrency_key AS k
+       FROM jobq.jobs j
+      WHERE j.queue = :queue AND j.state = 'queued' AND j.concurrency_key IS NOT NULL
+        AND (SELECT per_key FROM room) IS NOT NULL
+      ORDER BY j.concurrency_key
+      LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.concurrency_key
+              FROM jobq.jobs j
+             WHERE j.queue = :queue AND j.state = 'queued'
+               AND j.concurrency_key > keys.k
+             ORDER BY j.concurrency_key
+             LIMIT 1)
+      FROM keys
+     WHERE keys.k IS NOT NULL
+),
+candidates AS (
+    -- each key's best due jobs, as many as the key may still run
+    SELECT c.id, c.priority, c.run_at
+      FROM keys
+     CROSS JOIN LATERAL (
+            SELECT j.id, j.priority, j.run_at
+              FROM jobq.jobs j
+             WHERE j.queue = :queue AND j.state = 'queued' AND j.concurrency_key = keys.k
+               AND j.run_at <= now()
+               AND (cardinality(CAST(:types AS text[])) = 0
+                    OR j.type = ANY(CAST(:types AS text[])))
+             ORDER BY j.priority DESC, j.run_at, j.id
+             LIMIT greatest(0, least(
+                 (SELECT n FROM room),
+                 (SELECT per_key FROM room) - coalesce(
+                     (SELECT r.n FROM running r WHERE r.concurrency_key = keys.k), 0)))
+           ) c
+     WHERE keys.k IS NOT NULL
+    UNION ALL
+    -- jobs without a key (or every job, when keys are not limited): the queue's limits
+    (SELECT j.id, j.priority, j.run_at
+       FROM jobq.jobs j
+      WHERE j.queue = :queue AND j.state = 'queued' AND j.run_at <= now()
+        AND (j.concurrency_key IS NULL OR (SELECT per_key FROM room) IS NULL)
+        AND (cardinality(CAST(:types AS text[])) = 0
+             OR j.type = ANY(CAST(:types AS text[])))
+      ORDER BY j.priority DESC, j.run_at, j.id
+      LIMIT (SELECT n FROM room))
+),
+picked AS (
+    SELECT id FROM candidates ORDER BY priority DESC, run_at, id LIMIT (SELECT n FROM room)
+),
+leased AS (
+    UPDATE jobq.jobs j
+       SET state = 'running',
+           attempt = j.attempt + 1,
+           lease_id = gen_random_uuid(),
+           current_lease_seconds = coalesce(:lease_seconds, j.lease_seconds),
+           lease_expires_at = now() + make_interval(
+               secs => coalesce(:lease_seconds, j.lease_seconds)),
+           worker_id = :worker_id,
+           lease_key_id = :key_id,
+           attempted_at = now(),
+           started_at = coalesce(j.started_at, now()),
+           updated_at = now()
+     WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.state = 'queued'
+    RETURNING j.*
+),
+logged AS (
+    INSERT INTO jobq.queue_rate_log (queue, at, jobs)
+    SELECT :queue, clock_timestamp(), count(*)
+      FROM leased
+    HAVING count(*) > 0 AND (SELECT rate_limit_jobs FROM settings) IS NOT NULL
+    RETURNING 1
+),
+forgotten AS (
+    DELETE FROM jobq.queue_rate_log r
+     USING settings s
+     WHERE r.queue = :queue
+       AND r.at <= clock_timestamp() - make_interval(secs => coalesce(s.rate_limit_seconds, 0))
+    RETURNING 1
+)
+SELECT leased.*
+  FROM leased
+ CROSS JOIN (SELECT count(*) FROM logged) AS logs
+ CROSS JOIN (SELECT count(*) FROM forgotten) AS forgets;
+
+
+-- name: limited_queue_state
+-- What holds a limited queue back now (in the lease's transaction, after its claim):
+-- running jobs against max_running, jobs leased in the rate window and when the oldest
+-- of them leaves it, and whether a due job waits for its key.
+SELECT q.max_running,
+       (SELECT count(*) FROM jobq.jobs j
+         WHERE j.state = 'running' AND j.queue = q.name) AS running,
+       q.rate_limit_jobs,
+       w.used AS rate_used,
+       CAST(extract(epoch FROM w.oldest + make_interval(secs => q.rate_limit_seconds))
+            AS double precision) AS rate_frees_at,
+       q.max_running_per_key IS NOT NULL AND EXISTS (
+           SELECT FROM (SELECT r.concurrency_key
+                          FROM jobq.jobs r
+                         WHERE r.state = 'running' AND r.queue = q.name
+                           AND r.concurrency_key IS NOT NULL
+                         GROUP BY r.concurrency_key
+                        HAVING count(*) >= q.max_running_per_key) AS full_keys
+            WHERE EXISTS (SELECT FROM jobq.jobs d
+                           WHERE d.queue = q.name AND d.state = 'queued'
+                             AND d.concurrency_key = full_keys.concurrency_key
+                             AND d.run_at <= now())) AS key_held
+  FROM jobq.queues q
+ CROSS JOIN LATERAL (
+        SELECT coalesce(sum(r.jobs), 0) AS used, min(r.at) AS oldest
+          FROM jobq.queue_rate_log r
+         WHERE r.queue = q.name
+           AND r.at > clock_timestamp() - make_interval(secs => q.rate_limit_seconds)
+       ) AS w
+ WHERE q.name = :queue;
+
+
+-- name: limited_queues
+-- The queues whose leases go through lease_limited.
+SELECT name FROM jobq.queues WHERE limited;
+
+
+-- name: announce_slots
+-- Wake the leases waiting on these limited queues: jobs of theirs finished, freeing room.
+SELECT jobq.announce_due(queue, now(), 1) FROM unnest(CAST(:queues AS text[])) AS queue;
 
 
 -- name: heartbeat
@@ -252,8 +447,8 @@ finished AS (
                         WHEN j.cancel_requested THEN 'cancelled'
                         ELSE 'failed' END::jobq.job_state,
            run_at = CASE WHEN i.retry
-               THEN jobq.retry_at(j.attempt, i.retry_after,
-                                  :backoff_base, :backoff_cap, :backoff_jitter)
+               THEN jobq.queue_retry_at(j.queue, j.attempt, i.retry_after,
+                                        :backoff_base, :backoff_cap, :backoff_jitter)
                ELSE j.run_at END,
            finished_at = CASE WHEN i.retry THEN NULL ELSE now() END,
            last_error = CASE WHEN i.outcome = 'fail' THEN i.error ELSE j.last_error END,
@@ -314,8 +509,8 @@ finished AS (
                         WHEN j.cancel_requested THEN 'cancelled'
                         ELSE 'failed' END::jobq.job_state,
            run_at = CASE WHEN i.retry
-               THEN jobq.retry_at(j.attempt, i.retry_after,
-                                  :backoff_base, :backoff_cap, :backoff_jitter)
+               THEN jobq.queue_retry_at(j.queue, j.attempt, i.retry_after,
+                                        :backoff_base, :backoff_cap, :backoff_jitter)
                ELSE j.run_at END,
            finished_at = CASE WHEN i.retry THEN NULL ELSE now() END,
            last_error = CASE WHEN i.outcome = 'fail' THEN i.error ELSE j.last_error END,
@@ -429,7 +624,8 @@ SELECT id, state, deduplicated
                     lease_seconds => :lease_seconds, idempotency_key => :idempotency_key,
                     metadata => CAST(:metadata AS jsonb),
                     depends_on => CAST(:depends_on AS bigint[]),
-                    on_parent_failure => :on_parent_failure);
+                    on_parent_failure => :on_parent_failure,
+                    concurrency_key => :concurrency_key);
 
 
 -- name: enqueue_workflow

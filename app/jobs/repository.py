@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 
 from app.core.retry import Backoff
-from app.db.database import Database
+from app.db.database import Database, fetch_in
 from app.db.statement import Queries
 from app.jobs.rows import (
     BatchItem,
@@ -18,6 +18,7 @@ from app.jobs.rows import (
     Enqueued,
     FinishedBrief,
     JobRow,
+    LimitedState,
     Parent,
     Refused,
     job_at,
@@ -27,6 +28,11 @@ QUERIES = Queries(Path(__file__).with_name("queries.sql"))
 ENQUEUE_ONE = QUERIES["enqueue_one"]
 ENQUEUE_MANY = QUERIES["enqueue_many"]
 LEASE = QUERIES["lease"]
+LOCK_LIMITED_QUEUE = QUERIES["lock_limited_queue"]
+LEASE_LIMITED = QUERIES["lease_limited"]
+LIMITED_QUEUE_STATE = QUERIES["limited_queue_state"]
+LIMITED_QUEUES = QUERIES["limited_queues"]
+ANNOUNCE_SLOTS = QUERIES["announce_slots"]
 HEARTBEAT = QUERIES["heartbeat"]
 FINISH_ONE = QUERIES["finish_one"]
 FINISH_MANY = QUERIES["finish_many"]
@@ -77,10 +83,9 @@ class JobsRepository:
             return Refused(record["refused_max_backlog"], record["refused_backlog"])
         return None
 
-    async def enqueue_many(
-        self, queue: str, columns: dict[str, list[Any]]
-    ) -> list[BatchItem] | Refused:
-        """One item per input row, in order; or the refusal of the whole batch."""
+    async def enqueue_many(self, queue: str, columns: dict[str, Any]) -> list[BatchItem] | Refused:
+        """One item per input row (`columns`: the statement's arrays and the service's
+        defaults), in order; or the refusal of the whole batch."""
         records = await self._db.fetch(ENQUEUE_MANY, {"queue": queue, **columns})
         if records and records[0]["refused_max_backlog"] is not None:
             first = records[0]
@@ -112,6 +117,51 @@ class JobsRepository:
             },
         )
         return [JobRow._make(record) for record in records]
+
+    async def lease_limited(
+        self,
+        queue: str,
+        types: list[str],
+        max_jobs: int,
+        lease_seconds: int | None,
+        worker_id: str,
+        key_id: int | None = None,
+    ) -> tuple[list[JobRow], LimitedState | None] | None:
+        """Lease from one limited queue within its limits: the jobs, and what held the
+        lease back when it got fewer than `max_jobs` (None: nothing did). None: the queue
+        is not limited (any more). A paused queue gives nothing."""
+        async with self._db.transaction() as conn:
+            lock = await fetch_in(conn, LOCK_LIMITED_QUEUE, {"queue": queue})
+            if not lock:
+                return None
+            if lock[0]["paused"]:
+                return [], None
+            records = await fetch_in(
+                conn,
+                LEASE_LIMITED,
+                {
+                    "queue": queue,
+                    "types": types,
+                    "max_jobs": max_jobs,
+                    "lease_seconds": lease_seconds,
+                    "worker_id": worker_id,
+                    "key_id": key_id,
+                },
+            )
+            jobs = [JobRow._make(record) for record in records]
+            state = None
+            if len(jobs) < max_jobs:
+                (row,) = await fetch_in(conn, LIMITED_QUEUE_STATE, {"queue": queue})
+                state = LimitedState._make(row)
+            return jobs, state
+
+    async def limited_queues(self) -> set[str]:
+        """The queues with a limit on running jobs or on their lease rate."""
+        return {record["name"] for record in await self._db.fetch(LIMITED_QUEUES, {})}
+
+    async def announce_slots(self, queues: list[str]) -> None:
+        """Wake leases waiting on these limited queues: their running jobs ended."""
+        await self._db.fetch(ANNOUNCE_SLOTS, {"queues": queues})
 
     async def heartbeat(self, params: dict[str, Any]) -> Beat | None:
         """None when the lease is not live (or not this key's)."""

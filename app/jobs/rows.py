@@ -54,6 +54,7 @@ class JobRow(NamedTuple):
     has_dependents: bool
     run_on_parent_failure: bool
     notify_finish: bool
+    concurrency_key: str | None
 
     @property
     def on_parent_failure(self) -> str:
@@ -88,6 +89,29 @@ class BatchItem(NamedTuple):
     id: int | None
     state: str | None
     deduplicated: bool
+
+
+class LimitedState(NamedTuple):
+    """What holds a limited queue back, read right after a lease that came back short."""
+
+    max_running: int | None
+    running: int
+    rate_limit_jobs: int | None
+    rate_used: int
+    rate_frees_at: float | None  # epoch seconds: the window's oldest lease leaves it
+    key_held: bool  # a due job waits because its key is at max_running_per_key
+
+    @property
+    def reasons(self) -> list[str]:
+        """The limits that are full now, by name."""
+        found = []
+        if self.max_running is not None and self.running >= self.max_running:
+            found.append("max_running")
+        if self.rate_limit_jobs is not None and self.rate_used >= self.rate_limit_jobs:
+            found.append("rate_limit")
+        if self.key_held:
+            found.append("max_running_per_key")
+        return found
 
 
 class Beat(NamedTuple):

@@ -45,6 +45,7 @@ DelaySeconds = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS), JsonNumber]
 # ---- requests ------------------------------------------------------------------------
 
 
+ConcurrencyKey = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 JobId = Annotated[int, Field(ge=1, le=MAX_BIGINT), JsonNumber]
 
 
@@ -94,6 +95,11 @@ class JobIn(Strict):
         default="cancel",
         description="When a parent fails for good or is cancelled: `cancel` this job (and "
         "its own dependents), or `run` it anyway once every parent has finished.",
+    )
+    concurrency_key: ConcurrencyKey | None = Field(
+        default=None,
+        description="Jobs with the same key (a customer id, say) run at most the queue's "
+        "`max_running_per_key` at once; other keys' jobs flow meanwhile.",
     )
 
     @model_validator(mode="after")
@@ -277,6 +283,7 @@ JOB_EXAMPLE: dict[str, Any] = {
     "metadata": {},
     "waiting_for": 0,
     "on_parent_failure": "cancel",
+    "concurrency_key": None,
     "attempts": [
         {
             "attempt": 1,
@@ -339,6 +346,7 @@ class JobOut(BaseModel):
         description="How many of the jobs it depends on have yet to finish as it needs."
     )
     on_parent_failure: OnParentFailure
+    concurrency_key: str | None
     attempts: list[AttemptOut]
 
 

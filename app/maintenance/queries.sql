@@ -26,7 +26,8 @@ reaped AS (
                         WHEN j.cancel_requested THEN 'cancelled'
                         ELSE 'failed' END::jobq.job_state,
            run_at = CASE WHEN e.retry
-               THEN jobq.retry_at(j.attempt, NULL, :backoff_base, :backoff_cap, :backoff_jitter)
+               THEN jobq.queue_retry_at(j.queue, j.attempt, NULL,
+                                        :backoff_base, :backoff_cap, :backoff_jitter)
                ELSE j.run_at END,
            finished_at = CASE WHEN e.retry THEN NULL ELSE now() END,
            last_error = e.error,
@@ -41,9 +42,12 @@ reaped AS (
     RETURNING j.id, j.queue, j.state, j.attempt, j.run_at
 ),
 announced AS MATERIALIZED (
-    SELECT jobq.announce_due(queue, min(run_at), count(*))
+    -- jobs queued again; and in a limited queue, any reaped job frees room
+    SELECT jobq.announce_due(queue, min(CASE WHEN state = 'queued' THEN run_at
+                                             ELSE now() END), count(*))
       FROM reaped
      WHERE state = 'queued'
+        OR queue IN (SELECT name FROM jobq.queues WHERE limited)
      GROUP BY queue
 )
 SELECT reaped.*
@@ -51,22 +55,35 @@ SELECT reaped.*
 
 
 -- name: prune_finished
--- Delete up to `batch_size` finished jobs past their retention (an age of NULL keeps them).
+-- Delete up to `batch_size` finished jobs past their retention: the queue's own ages where
+-- its settings have them, else the service's (an age of NULL keeps them).
 WITH ages AS (
     SELECT CAST(:succeeded_age AS double precision) AS succeeded,
            CAST(:failed_age AS double precision) AS failed
 ),
+youngest AS (
+    -- the shortest age any queue keeps anything: older than this is worth looking at
+    SELECT least(ages.succeeded, ages.failed,
+                 (SELECT min(least(q.retain_succeeded_seconds, q.retain_failed_seconds))
+                    FROM jobq.queues q)) AS age
+      FROM ages
+),
 doomed AS (
-    SELECT id
-      FROM jobq.jobs, ages
-     WHERE finished_at < now() - make_interval(secs => least(ages.succeeded, ages.failed))
-       AND ((state = 'succeeded'
-             AND finished_at < now() - make_interval(secs => ages.succeeded))
-         OR (state IN ('failed', 'cancelled')
-             AND finished_at < now() - make_interval(secs => ages.failed)))
-     ORDER BY finished_at
+    SELECT j.id
+      FROM jobq.jobs j
+     CROSS JOIN ages
+     CROSS JOIN youngest
+      LEFT JOIN jobq.queues q ON q.name = j.queue
+     WHERE j.finished_at < now() - make_interval(secs => youngest.age)
+       AND ((j.state = 'succeeded'
+             AND j.finished_at < now() - make_interval(
+                 secs => coalesce(q.retain_succeeded_seconds, ages.succeeded)))
+         OR (j.state IN ('failed', 'cancelled')
+             AND j.finished_at < now() - make_interval(
+                 secs => coalesce(q.retain_failed_seconds, ages.failed))))
+     ORDER BY j.finished_at
      LIMIT :batch_size
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE OF j SKIP LOCKED
 )
 DELETE FROM jobq.jobs j
  USING doomed

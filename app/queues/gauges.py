@@ -7,6 +7,35 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from app.queues.service import Snapshot
 
 
+def _limits(snapshot: Snapshot) -> list[Metric]:
+    """The limited queues' limits, their use, and the jobs each limit holds back."""
+    max_running = GaugeMetricFamily(
+        "jobq_queue_max_running", "The queue's max_running limit.", labels=["queue"]
+    )
+    rate_limit = GaugeMetricFamily(
+        "jobq_queue_rate_limit_jobs",
+        "Leases the queue's rate limit allows per window.",
+        labels=["queue"],
+    )
+    rate_used = GaugeMetricFamily(
+        "jobq_queue_rate_limit_used", "Leases in the rate window ending now.", labels=["queue"]
+    )
+    throttled = GaugeMetricFamily(
+        "jobq_queue_throttled_jobs",
+        "Due jobs a limit holds back (limit: max_running, max_running_per_key, rate_limit).",
+        labels=["queue", "limit"],
+    )
+    for row in snapshot.limits:
+        if row.max_running is not None:
+            max_running.add_metric([row.queue], row.max_running)
+        if row.rate_limit_jobs is not None:
+            rate_limit.add_metric([row.queue], row.rate_limit_jobs)
+            rate_used.add_metric([row.queue], row.rate_used)
+        for limit, held in row.throttled().items():
+            throttled.add_metric([row.queue, limit], held)
+    return [max_running, rate_limit, rate_used, throttled]
+
+
 def families(snapshot: Snapshot) -> list[Metric]:
     """The gauges read from SQL, from a (cached) snapshot."""
     up = GaugeMetricFamily(
@@ -39,7 +68,7 @@ def families(snapshot: Snapshot) -> list[Metric]:
             jobs.add_metric([queue, state], count)
         oldest.add_metric([queue], row.oldest_due_age_seconds or 0.0)
         paused.add_metric([queue], 1 if row.paused else 0)
-    result: list[Metric] = [up, jobs, oldest, paused]
+    result: list[Metric] = [up, jobs, oldest, paused, *_limits(snapshot)]
     health = snapshot.database
     if health is not None:
         dead = GaugeMetricFamily(

@@ -90,16 +90,68 @@ SELECT (SELECT count(*) FROM deleted) AS deleted, (SELECT up_to FROM bound) AS u
 
 -- name: get_queue_settings
 -- A queue's settings row, if it was ever configured.
-SELECT name, max_backlog FROM jobq.queues WHERE name = :queue;
+SELECT name, max_backlog, max_running, max_running_per_key, rate_limit_jobs,
+       rate_limit_seconds, max_attempts, lease_seconds, backoff_base_seconds,
+       backoff_cap_seconds, backoff_jitter, retain_succeeded_seconds, retain_failed_seconds
+  FROM jobq.queues
+ WHERE name = :queue;
 
 
--- name: set_queue_max_backlog
--- Set (or clear, with NULL) a queue's maximum backlog, creating its settings row if needed.
-INSERT INTO jobq.queues AS q (name, max_backlog)
-VALUES (:queue, :max_backlog)
-ON CONFLICT (name) DO UPDATE
-    SET max_backlog = excluded.max_backlog, updated_at = now()
-RETURNING q.name, q.max_backlog;
+-- name: set_queue_settings
+-- Change the settings named in `given` (to NULL: cleared), creating the queue's row if
+-- needed, and tell every replica (NOTIFY jobq_settings): a limit applies to the next
+-- lease, a default to the next enqueue.
+WITH changed AS (
+    INSERT INTO jobq.queues AS q (
+        name, max_backlog, max_running, max_running_per_key, rate_limit_jobs,
+        rate_limit_seconds, max_attempts, lease_seconds, backoff_base_seconds,
+        backoff_cap_seconds, backoff_jitter, retain_succeeded_seconds, retain_failed_seconds)
+    VALUES (:queue, :max_backlog, :max_running, :max_running_per_key, :rate_limit_jobs,
+            :rate_limit_seconds, :max_attempts, :lease_seconds, :backoff_base_seconds,
+            :backoff_cap_seconds, :backoff_jitter, :retain_succeeded_seconds,
+            :retain_failed_seconds)
+    ON CONFLICT (name) DO UPDATE SET
+        max_backlog = CASE WHEN 'max_backlog' = ANY(CAST(:given AS text[]))
+                           THEN excluded.max_backlog ELSE q.max_backlog END,
+        max_running = CASE WHEN 'max_running' = ANY(CAST(:given AS text[]))
+                           THEN excluded.max_running ELSE q.max_running END,
+        max_running_per_key = CASE WHEN 'max_running_per_key' = ANY(CAST(:given AS text[]))
+                                   THEN excluded.max_running_per_key
+                                   ELSE q.max_running_per_key END,
+        rate_limit_jobs = CASE WHEN 'rate_limit' = ANY(CAST(:given AS text[]))
+                               THEN excluded.rate_limit_jobs ELSE q.rate_limit_jobs END,
+        rate_limit_seconds = CASE WHEN 'rate_limit' = ANY(CAST(:given AS text[]))
+                                  THEN excluded.rate_limit_seconds
+                                  ELSE q.rate_limit_seconds END,
+        max_attempts = CASE WHEN 'max_attempts' = ANY(CAST(:given AS text[]))
+                            THEN excluded.max_attempts ELSE q.max_attempts END,
+        lease_seconds = CASE WHEN 'lease_seconds' = ANY(CAST(:given AS text[]))
+                             THEN excluded.lease_seconds ELSE q.lease_seconds END,
+        backoff_base_seconds = CASE WHEN 'backoff_base_seconds' = ANY(CAST(:given AS text[]))
+                                    THEN excluded.backoff_base_seconds
+                                    ELSE q.backoff_base_seconds END,
+        backoff_cap_seconds = CASE WHEN 'backoff_cap_seconds' = ANY(CAST(:given AS text[]))
+                                   THEN excluded.backoff_cap_seconds
+                                   ELSE q.backoff_cap_seconds END,
+        backoff_jitter = CASE WHEN 'backoff_jitter' = ANY(CAST(:given AS text[]))
+                              THEN excluded.backoff_jitter ELSE q.backoff_jitter END,
+        retain_succeeded_seconds = CASE
+            WHEN 'retain_succeeded_seconds' = ANY(CAST(:given AS text[]))
+            THEN excluded.retain_succeeded_seconds ELSE q.retain_succeeded_seconds END,
+        retain_failed_seconds = CASE
+            WHEN 'retain_failed_seconds' = ANY(CAST(:given AS text[]))
+            THEN excluded.retain_failed_seconds ELSE q.retain_failed_seconds END,
+        updated_at = now()
+    RETURNING q.name, q.max_backlog, q.max_running, q.max_running_per_key,
+              q.rate_limit_jobs, q.rate_limit_seconds, q.max_attempts, q.lease_seconds,
+              q.backoff_base_seconds, q.backoff_cap_seconds, q.backoff_jitter,
+              q.retain_succeeded_seconds, q.retain_failed_seconds
+),
+told AS MATERIALIZED (
+    SELECT pg_notify('jobq_settings', name), jobq.announce_due(name, now(), NULL)
+      FROM changed
+)
+SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) FROM told) AS notices;
 
 
 -- Statistics: exact figures without reading the whole table. A job enqueued, first
@@ -212,6 +264,37 @@ SELECT queue,
   FULL JOIN dead USING (queue)
   FULL JOIN settings USING (queue)
  ORDER BY queue;
+
+
+-- name: queue_limits
+-- The limits in force on limited queues (one, or all): how full each is now, and how
+-- many due jobs each limit holds back.
+SELECT q.name AS queue, q.max_running, q.max_running_per_key, q.rate_limit_jobs,
+       q.rate_limit_seconds, coalesce(w.used, 0) AS rate_used, r.running, d.due, k.held
+  FROM jobq.queues q
+ CROSS JOIN LATERAL (SELECT count(*) AS running FROM jobq.jobs j
+                      WHERE j.state = 'running' AND j.queue = q.name) AS r
+ CROSS JOIN LATERAL (SELECT count(*) AS due FROM jobq.jobs j
+                      WHERE j.state = 'queued' AND j.queue = q.name
+                        AND j.run_at <= now()) AS d
+ CROSS JOIN LATERAL (SELECT sum(l.jobs) AS used FROM jobq.queue_rate_log l
+                      WHERE l.queue = q.name
+                        AND l.at > clock_timestamp()
+                                   - make_interval(secs => q.rate_limit_seconds)) AS w
+ CROSS JOIN LATERAL (
+        -- due jobs whose key already runs max_running_per_key jobs
+        SELECT count(*) AS held
+          FROM jobq.jobs j
+         WHERE q.max_running_per_key IS NOT NULL
+           AND j.queue = q.name AND j.state = 'queued' AND j.run_at <= now()
+           AND j.concurrency_key IN (
+                SELECT f.concurrency_key FROM jobq.jobs f
+                 WHERE f.state = 'running' AND f.queue = q.name
+                   AND f.concurrency_key IS NOT NULL
+                 GROUP BY f.concurrency_key
+                HAVING count(*) >= q.max_running_per_key)) AS k
+ WHERE q.limited AND (CAST(:queue AS text) IS NULL OR q.name = :queue)
+ ORDER BY q.name;
 
 
 -- name: running_jobs

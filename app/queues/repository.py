@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from app.db.database import Database
 from app.db.statement import Queries
@@ -11,6 +12,7 @@ from app.queues.rows import (
     DatabaseHealth,
     QueueActivity,
     QueueFigures,
+    QueueLimits,
     QueueOverview,
     QueueSettingsRow,
     QueueState,
@@ -23,10 +25,11 @@ PAUSE_QUEUE = QUERIES["pause_queue"]
 RESUME_QUEUE = QUERIES["resume_queue"]
 PURGE_QUEUED = QUERIES["purge_queued"]
 GET_QUEUE_SETTINGS = QUERIES["get_queue_settings"]
-SET_QUEUE_MAX_BACKLOG = QUERIES["set_queue_max_backlog"]
+SET_QUEUE_SETTINGS = QUERIES["set_queue_settings"]
 QUEUE_OVERVIEW = QUERIES["queue_overview"]
 QUEUE_STATS = QUERIES["queue_stats"]
 RUNNING_JOBS = QUERIES["running_jobs"]
+QUEUE_LIMITS = QUERIES["queue_limits"]
 DATABASE_HEALTH = QUERIES["database_health"]
 
 
@@ -89,9 +92,16 @@ class QueuesRepository:
         record = await self._db.fetch_one(GET_QUEUE_SETTINGS, {"queue": queue})
         return None if record is None else QueueSettingsRow._make(record)
 
-    async def set_max_backlog(self, queue: str, max_backlog: int | None) -> QueueSettingsRow:
+    async def set_settings(self, queue: str, values: dict[str, Any]) -> QueueSettingsRow:
+        """Change the settings in `values` (each column's name: its new value)."""
+        params = {name: None for name in QueueSettingsRow._fields[1:]}
+        params.update(values)
+        rate_given = "rate_limit_jobs" in values or "rate_limit_seconds" in values
+        given = [n for n in values if not n.startswith("rate_limit")] + (
+            ["rate_limit"] if rate_given else []
+        )
         record = await self._db.fetch_one(
-            SET_QUEUE_MAX_BACKLOG, {"queue": queue, "max_backlog": max_backlog}
+            SET_QUEUE_SETTINGS, {**params, "queue": queue, "given": given}
         )
         assert record is not None
         return QueueSettingsRow._make(record)
@@ -108,6 +118,11 @@ class QueuesRepository:
             QueueFigures(QueueOverview._make(r[:overview]), QueueActivity._make(r[overview:]))
             for r in records
         ]
+
+    async def limits(self, queue: str | None) -> list[QueueLimits]:
+        """The limited queues' limits and use (one queue, or all)."""
+        records = await self._db.fetch(QUEUE_LIMITS, {"queue": queue})
+        return [QueueLimits._make(record) for record in records]
 
     async def running_jobs(self, queue: str | None, per_queue: int) -> list[RunningJob]:
         records = await self._db.fetch(RUNNING_JOBS, {"queue": queue, "per_queue": per_queue})

@@ -19,6 +19,17 @@ class QueueSettingsRow(NamedTuple):
 
     name: str
     max_backlog: int | None
+    max_running: int | None
+    max_running_per_key: int | None
+    rate_limit_jobs: int | None
+    rate_limit_seconds: float | None
+    max_attempts: int | None
+    lease_seconds: int | None
+    backoff_base_seconds: float | None
+    backoff_cap_seconds: float | None
+    backoff_jitter: float | None
+    retain_succeeded_seconds: float | None
+    retain_failed_seconds: float | None
 
 
 class QueueOverview(NamedTuple):
@@ -34,6 +45,30 @@ class QueueOverview(NamedTuple):
     oldest_due_age_seconds: float | None
     paused: bool
     paused_at: datetime | None
+
+
+class QueueLimits(NamedTuple):
+    """A limited queue's limits, how full each is, and what they hold back."""
+
+    queue: str
+    max_running: int | None
+    max_running_per_key: int | None
+    rate_limit_jobs: int | None
+    rate_limit_seconds: float | None
+    rate_used: int
+    running: int
+    due: int
+    held_by_key: int
+
+    def throttled(self) -> dict[str, int]:
+        """Due jobs each limit holds back now (all of them, for a full queue-wide limit)."""
+        full = self.max_running is not None and self.running >= self.max_running
+        spent = self.rate_limit_jobs is not None and self.rate_used >= self.rate_limit_jobs
+        return {
+            "max_running": self.due if full else 0,
+            "max_running_per_key": self.held_by_key,
+            "rate_limit": self.due if spent else 0,
+        }
 
 
 class QueueActivity(NamedTuple):

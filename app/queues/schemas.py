@@ -6,31 +6,105 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.types import JsonNumber, Name, ShortText, Strict, Timestamp
 from app.core import timestamps
+from app.core.config import MAX_LEASE_SECONDS
 from app.jobs import ProgressOut
 
 MAX_BACKLOG_LIMIT = 1_000_000  # each enqueue counts up to this many unfinished jobs
 
 
-class QueueSettingsIn(Strict):
-    """A queue's settings; `null` clears one."""
+MAX_RUNNING_LIMIT = 1_000_000
+MAX_RATE_JOBS = 1_000_000
+MAX_RATE_SECONDS = 86_400.0
+MAX_RETENTION_SECONDS = 10 * 365 * 86_400.0
+Count = Annotated[int, Field(ge=1, le=MAX_RUNNING_LIMIT), JsonNumber]
+Seconds = Annotated[float, Field(ge=0, le=MAX_RETENTION_SECONDS), JsonNumber]
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"max_backlog": 10000}]})
+
+class RateLimit(Strict):
+    """At most `jobs` leased in any `per_seconds` (a sliding window, across replicas)."""
+
+    jobs: Annotated[int, Field(ge=1, le=MAX_RATE_JOBS), JsonNumber]
+    per_seconds: Annotated[float, Field(ge=0.001, le=MAX_RATE_SECONDS), JsonNumber]
+
+
+class QueueSettingsIn(Strict):
+    """A queue's settings. Only the fields sent change; `null` clears one (no limit, or
+    the service's default)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"max_backlog": 10000},
+                {"max_running": 5, "rate_limit": {"jobs": 100, "per_seconds": 60}},
+                {"max_running_per_key": 1, "max_attempts": 10, "backoff_cap_seconds": 600},
+            ]
+        }
+    )
 
     max_backlog: Annotated[int, Field(ge=1, le=MAX_BACKLOG_LIMIT), JsonNumber] | None = Field(
+        default=None,
         description="Enqueue answers 429 `queue_full` once the queue holds this many unfinished "
         "(queued or running) jobs; `null`: no limit.",
     )
+    max_running: Count | None = Field(
+        default=None,
+        description="At most this many of the queue's jobs run at once, across every worker "
+        "and replica; `null`: no limit.",
+    )
+    max_running_per_key: Count | None = Field(
+        default=None,
+        description="At most this many jobs with the same `concurrency_key` run at once "
+        "(1: one at a time per key); jobs without a key are not limited by it.",
+    )
+    rate_limit: RateLimit | None = Field(
+        default=None, description="At most `jobs` leases in any `per_seconds`; `null`: none."
+    )
+    max_attempts: Annotated[int, Field(ge=1, le=1000), JsonNumber] | None = Field(
+        default=None, description="Default attempts of the queue's jobs (a job's own wins)."
+    )
+    lease_seconds: Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS), JsonNumber] | None = Field(
+        default=None, description="Default lease of the queue's jobs (a job's own wins)."
+    )
+    backoff_base_seconds: Seconds | None = Field(
+        default=None, description="Retry backoff: base * 2^(attempt-1) ..."
+    )
+    backoff_cap_seconds: Seconds | None = Field(default=None, description="... at most this ...")
+    backoff_jitter: Annotated[float, Field(ge=0, le=0.99), JsonNumber] | None = Field(
+        default=None, description="... then ± this fraction."
+    )
+    retain_succeeded_seconds: Seconds | None = Field(
+        default=None, description="Delete succeeded jobs this long after they finish."
+    )
+    retain_failed_seconds: Seconds | None = Field(
+        default=None, description="Delete failed and cancelled jobs this long after."
+    )
+
+    @model_validator(mode="after")
+    def _names_one(self) -> QueueSettingsIn:
+        if not self.model_fields_set:
+            raise ValueError("name at least one setting to change")
+        return self
 
 
 class QueueSettingsOut(BaseModel):
-    """A queue's settings; a queue nobody configured has the defaults."""
+    """A queue's settings; `null`: no limit, or the service's default."""
 
     queue: str
     max_backlog: int | None
+    max_running: int | None
+    max_running_per_key: int | None
+    rate_limit: RateLimit | None
+    max_attempts: int | None
+    lease_seconds: int | None
+    backoff_base_seconds: float | None
+    backoff_cap_seconds: float | None
+    backoff_jitter: float | None
+    retain_succeeded_seconds: float | None
+    retain_failed_seconds: float | None
 
 
 DEFAULT_REDRIVE_LIMIT = 1000
@@ -133,6 +207,27 @@ class RunningJob(BaseModel):
     progress: ProgressOut | None
 
 
+class RateUse(RateLimit):
+    used: int = Field(description="Jobs leased in the window that ends now.")
+
+
+class Throttled(BaseModel):
+    """Due jobs each limit holds back now."""
+
+    max_running: int
+    max_running_per_key: int
+    rate_limit: int
+
+
+class QueueLimitsOut(BaseModel):
+    """A limited queue's limits in force and how full they are."""
+
+    max_running: int | None
+    max_running_per_key: int | None
+    rate_limit: RateUse | None
+    throttled: Throttled
+
+
 class QueueStats(BaseModel):
     """One queue's figures."""
 
@@ -145,6 +240,10 @@ class QueueStats(BaseModel):
     )
     last_minute: Window
     last_hour: HourWindow
+    limits: QueueLimitsOut | None = Field(
+        description="Its limits in force, when it has any (`max_running`, "
+        "`max_running_per_key`, `rate_limit`)."
+    )
     running_jobs: list[RunningJob] = Field(
         description="The longest-running jobs, at most 20 (`counts.running` has them all)."
     )

@@ -10,11 +10,12 @@ from app.queues.rows import (
     DatabaseHealth,
     QueueActivity,
     QueueFigures,
+    QueueLimits,
     QueueOverview,
+    QueueSettingsRow,
     QueueState,
     RunningJob,
 )
-from app.queues.service import QueueSettings
 from app.queues.service.stats import QueueReport, QueuesReport
 
 
@@ -23,9 +24,25 @@ def state(row: QueueState) -> dict[str, Any]:
     return {"queue": row.name, "paused": row.paused, "paused_at": row.paused_at}
 
 
-def settings(current: QueueSettings) -> dict[str, Any]:
+def settings(current: QueueSettingsRow) -> dict[str, Any]:
     """`QueueSettingsOut`."""
-    return {"queue": current.queue, "max_backlog": current.max_backlog}
+    rate = None
+    if current.rate_limit_jobs is not None:
+        rate = {"jobs": current.rate_limit_jobs, "per_seconds": current.rate_limit_seconds}
+    return {
+        "queue": current.name,
+        "max_backlog": current.max_backlog,
+        "max_running": current.max_running,
+        "max_running_per_key": current.max_running_per_key,
+        "rate_limit": rate,
+        "max_attempts": current.max_attempts,
+        "lease_seconds": current.lease_seconds,
+        "backoff_base_seconds": current.backoff_base_seconds,
+        "backoff_cap_seconds": current.backoff_cap_seconds,
+        "backoff_jitter": current.backoff_jitter,
+        "retain_succeeded_seconds": current.retain_succeeded_seconds,
+        "retain_failed_seconds": current.retain_failed_seconds,
+    }
 
 
 def _percentiles(values: list[float] | None) -> dict[str, float | None]:
@@ -83,7 +100,25 @@ def queue(report: QueueReport) -> dict[str, Any]:
             "wait_seconds": _percentiles(a.wait_seconds),
             "run_seconds": _percentiles(a.run_seconds),
         },
+        "limits": None if report.limits is None else limits(report.limits),
         "running_jobs": [_running(job) for job in report.running],
+    }
+
+
+def limits(row: QueueLimits) -> dict[str, Any]:
+    """`QueueLimitsOut`."""
+    rate = None
+    if row.rate_limit_jobs is not None:
+        rate = {
+            "jobs": row.rate_limit_jobs,
+            "per_seconds": row.rate_limit_seconds,
+            "used": row.rate_used,
+        }
+    return {
+        "max_running": row.max_running,
+        "max_running_per_key": row.max_running_per_key,
+        "rate_limit": rate,
+        "throttled": row.throttled(),
     }
 
 

@@ -233,7 +233,7 @@ async def test_every_operator_command_speaks_json(service: str, http: httpx.Asyn
             if command[:2] in (["jobs", "delete"], ["jobs", "retry"], ["jobs", "cancel"]):
                 break  # each acts once
     settings = await jobq("queues", "settings", "mail", "--output", "json", "--url", service)
-    assert json.loads(settings.stdout) == {"queue": "mail", "max_backlog": 10}
+    assert json.loads(settings.stdout)["max_backlog"] == 10
 
 
 async def test_destructive_commands_ask_first(service: str, http: httpx.AsyncClient) -> None:
@@ -297,3 +297,29 @@ async def test_schedules_set_list_show_pause_resume_delete(service: str) -> None
     assert deleted.stdout.strip() == "schedule nightly: deleted"
     gone = await jobq("schedules", "show", "nightly", "--url", service)
     assert "schedule_not_found" in one_error_line(gone) or "nightly" in one_error_line(gone)
+
+
+async def test_queue_limits_are_set_and_shown(service: str, http: httpx.AsyncClient) -> None:
+    changed = await jobq(
+        "queues", "settings", "enc", "--max-running", "1", "--rate-limit", "100/60",
+        "--backoff-cap", "30", "--url", service,
+    )  # fmt: skip
+    assert changed.exit_code == 0, changed.output
+    lines = {
+        line.split()[0]: line.split(maxsplit=1)[1].strip()
+        for line in changed.stdout.splitlines()[1:]
+    }
+    assert lines["max_running"] == "1" and lines["rate_limit"] == "100 per 60s"
+    assert lines["backoff_cap_seconds"] == "30.0" and lines["max_backlog"] == "none"
+    await _job(http, "enc")
+    await _job(http, "enc")
+    await _lease(http, "enc")
+    shown = await jobq("stats", "enc", "--url", service)
+    assert "limits: max_running 1 (1 held back); rate 100 per 60s (1 used, 0 held back)" in (
+        shown.stdout
+    )
+    cleared = await jobq("queues", "settings", "enc", "--rate-limit", "none", "-o", "json",
+                         "--url", service)  # fmt: skip
+    assert json.loads(cleared.stdout)["rate_limit"] is None
+    bad = await jobq("queues", "settings", "enc", "--rate-limit", "fast", "--url", service)
+    assert bad.exit_code == 2 and "JOBS/SECONDS" in bad.output

@@ -454,9 +454,14 @@ def test_the_notify_channel_is_a_constant_and_queue_names_travel_as_data() -> No
         # A queue is a column's value, announced through the one function that notifies.
         assert re.search(r"jobq\.announce_due\((queue|name), ", sql), sql
     for sql in notifying.values():
-        # The channel is a constant; a key's lookup id is a column's value, in the payload.
-        assert re.findall(r"pg_notify\(([^,]+),", sql) == [f"'{listener.KEYS_CHANNEL}'"], sql
-        assert re.search(r"pg_notify\('jobq_keys', '\w+ ' \|\| lookup_id\)", sql), sql
+        # The channel is a constant; a key's lookup id or a queue's name is a column's
+        # value, in the payload.
+        (channel,) = re.findall(r"pg_notify\(([^,]+),", sql)
+        assert channel in (f"'{listener.KEYS_CHANNEL}'", f"'{listener.SETTINGS_CHANNEL}'"), sql
+        assert re.search(
+            r"pg_notify\('jobq_keys', '\w+ ' \|\| lookup_id\)|pg_notify\('jobq_settings', name\)",
+            sql,
+        ), sql
     # jobq.announce_due notifies the listener's channel, with the queue in the payload.
     migration = (REPO / "alembic" / "versions" / "0008_sql_building_blocks.py").read_text()
     assert f"pg_notify('{listener.CHANNEL}', concat_ws(' ', queue," in migration
@@ -469,7 +474,12 @@ def test_the_notify_channel_is_a_constant_and_queue_names_travel_as_data() -> No
         text = path.read_text()
         assert not re.search(r"\bNOTIFY\s+[^j]", text, re.IGNORECASE), path
         for call in re.findall(r"add_listener\(([^,]+),", text):
-            assert call.strip() in ("CHANNEL", "KEYS_CHANNEL", "FINISHED_CHANNEL"), (path, call)
+            assert call.strip() in (
+                "CHANNEL",
+                "KEYS_CHANNEL",
+                "FINISHED_CHANNEL",
+                "SETTINGS_CHANNEL",
+            ), (path, call)
 
 
 async def test_queue_names_with_every_allowed_character_round_trip(

@@ -179,7 +179,7 @@ async def test_a_caller_that_went_away_is_handed_nothing(
     waiting = asyncio.create_task(service.lease(request, abandoned=gone))
     await asyncio.sleep(0.2)
     await enqueue(client, "mail")
-    assert await waiting == []
+    assert (await waiting).leases == []
     assert await db.fetchval("SELECT state::text FROM jobq.jobs") == "queued"
 
 

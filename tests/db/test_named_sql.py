@@ -83,6 +83,9 @@ def test_a_statement_runs_in_psql_as_written(database_url: str) -> None:
         "lease_seconds": "60",
         "idempotency_key": "'by-hand'",
         "metadata": "'{}'",
+        "concurrency_key": "NULL",
+        "default_max_attempts": "5",
+        "default_lease_seconds": "60",
     }
     # psql puts a variable in as written, and reads `''` inside quotes as one quote:
     # `\set queue '''psql'''` is the SQL literal 'psql'.

@@ -70,6 +70,7 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "bare",
         "batch_enqueue",
         "drain",
+        "limited",
         "single",
         "enqueue_to_lease",
         "lease_latency",
@@ -88,6 +89,13 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     ):
         _positive(scenarios["bare"][key], "jobs", "seconds", "jobs_per_s")
         _cpu_reported(scenarios["bare"][key]["cpu"])
+
+    # the limited queue's drain: never above its limit, and near it while jobs were queued
+    limited = scenarios["limited"]
+    _positive(limited, "jobs", "seconds", "jobs_per_s", "of_limit_rate", "samples")
+    assert limited["running_max"] <= limited["max_running"]
+    assert limited["kept_full"] > 0.5, limited
+    _cpu_reported(limited["cpu"])
 
     # the same loads against FastAPI + one bare statement per call, every job done
     for key in ("drain", "single"):

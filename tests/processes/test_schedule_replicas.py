@@ -4,11 +4,7 @@ catch up and restarted: every tick is enqueued exactly once, none is lost."""
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +13,7 @@ import asyncpg
 import httpx
 
 from tests.conftest import plain
-from tests.helpers import free_port
+from tests.processes.replicas import Replica
 
 REPO = Path(__file__).resolve().parents[2]
 REPLICAS = 3
@@ -25,47 +21,6 @@ ROUNDS = 4
 SCHEDULES_PER_ROUND = 120  # over the scheduler's batch of 100: two transactions a pass
 MISSED_MINUTES = 30
 START_TIMEOUT_SECONDS = 60
-
-
-class Replica:
-    """One `jobq serve` process on the tests' database, scheduling every 0.1 s."""
-
-    def __init__(self, database_url: str, log: Path) -> None:
-        self.log = log
-        self.url = f"http://127.0.0.1:{free_port()}"
-        env = {
-            **os.environ,
-            "JOBQ_DATABASE_URL": database_url,
-            "JOBQ_SCHEDULER_INTERVAL_SECONDS": "0.1",
-        }
-        port = self.url.rsplit(":", 1)[1]
-        with log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "app", "serve", "--port", port],
-                cwd=REPO,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError("jobq serve did not start")
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(30)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-        self.process.wait(30)
 
 
 def _schedule(name: str, catch_up: str, zone: str) -> dict[str, object]:
@@ -124,7 +79,8 @@ def test_every_tick_once_while_replicas_race_and_die(database_url: str, tmp_path
     def replica() -> Replica:
         nonlocal started
         started += 1
-        return Replica(database_url, tmp_path / f"replica-{started}.log")
+        log = tmp_path / f"replica-{started}.log"
+        return Replica(database_url, log, JOBQ_SCHEDULER_INTERVAL_SECONDS="0.1")
 
     replicas = [replica() for _ in range(REPLICAS)]
     zones = ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata"]

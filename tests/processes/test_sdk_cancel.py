@@ -80,5 +80,5 @@ async def test_a_running_handler_sees_cancellation_and_stops(
     assert thread_seen == [True]
     # A job whose cancellation was requested is not retried: it ends cancelled.
     assert cancelled.state == "cancelled" and cancelled.attempt == 1
-    assert cancelled.last_error is not None and cancelled.last_error["type"] == "JobCancelled"
+    assert cancelled.last_error is not None and cancelled.last_error.type == "JobCancelled"
     assert (stopped.state, stopped.result) == ("succeeded", "stopped early")

@@ -23,6 +23,7 @@ from jobq_client import (
     Complete,
     ConnectionFailed,
     DatabaseUnavailable,
+    ErrorInfo,
     Fail,
     Forbidden,
     JobNotFound,
@@ -111,7 +112,7 @@ def test_batch_enqueue_acks_and_paging(jobq: Client) -> None:
     assert [j.id for j in jobq.iter_jobs(queue="batch", page_size=2)] == [i.id for i in items]
     assert [j.id for j in jobq.iter_jobs(queue="batch", state="failed")] == [items[1].id]
     failed = jobq.get_job(items[1].id)
-    assert failed.last_error == {"type": "Boom", "message": "no", "details": None}
+    assert failed.last_error == ErrorInfo("Boom", "no", None)
 
 
 def test_errors_are_typed_from_the_problem_code(jobq: Client) -> None:

@@ -128,13 +128,13 @@ async def test_an_exception_fails_the_attempt_and_the_job_is_retried(jobq: Async
     assert [a.outcome for a in lucky.attempts] == ["failed", "failed", "succeeded"]
     first_error = lucky.attempts[0].error
     assert first_error is not None
-    assert (first_error["type"], first_error["message"]) == (
+    assert (first_error.type, first_error.message) == (
         "ConnectionError",
         "upstream down on attempt 1",
     )
-    assert "Traceback" in first_error["details"]["traceback"]
+    assert "Traceback" in first_error.details["traceback"]
     assert (failed.state, failed.attempt) == ("failed", 1), "Permanent is not retried"
-    assert failed.last_error is not None and failed.last_error["type"] == "Permanent"
+    assert failed.last_error is not None and failed.last_error.type == "Permanent"
 
 
 async def test_a_result_the_service_refuses_fails_the_job_for_good(jobq: AsyncClient) -> None:
@@ -159,7 +159,7 @@ async def test_a_result_the_service_refuses_fails_the_job_for_good(jobq: AsyncCl
     async with running(worker):
         done = [await settled(jobq, job.id) for job in jobs]
     assert [(j.state, j.attempt) for j in done] == [("failed", 1), ("failed", 1), ("succeeded", 1)]
-    assert [j.last_error["type"] if j.last_error else None for j in done] == [
+    assert [j.last_error.type if j.last_error else None for j in done] == [
         "PayloadTooLarge",
         "ValidationError",
         None,
@@ -326,7 +326,7 @@ async def test_sigterm_releases_jobs_still_running_after_the_grace_period(
     for created in (in_thread, on_loop):
         job = await jobq.get_job(created.id)
         assert (job.state, job.attempt) == ("queued", 1), output
-        assert job.last_error is not None and job.last_error["type"] == "WorkerShutdown"
+        assert job.last_error is not None and job.last_error.type == "WorkerShutdown"
         assert job.run_at <= datetime.now(UTC), "released with no backoff"
 
 

@@ -18,6 +18,8 @@ def test_public_names_are_pinned() -> None:
             "Unauthorized", "Unavailable", "UnsupportedMediaType", "ValidationError", "Worker",
             "ConfirmationMismatch", "InternalError", "KeyExists", "KeyNotFound", "LeaseForbidden",
             "MethodNotAllowed", "ReaperStalled", "ScheduleNotFound", "TooManyRequests",
+            "Dependencies", "ErrorInfo", "Parent", "QueueSettings", "QueueStats", "RateLimit",
+            "Ref", "Related", "Schedule", "ScheduleRun",
             "__version__",
         ]
     )  # fmt: skip

@@ -24,6 +24,7 @@ from app.keys import WorkCaller
 
 router = APIRouter(prefix="/v1", tags=["leases"])
 
+THROTTLED_HEADER = "Jobq-Throttled"
 LeasePath = Annotated[str, Path(max_length=100, description="The lease's token.")]
 
 
@@ -31,7 +32,18 @@ LeasePath = Annotated[str, Path(max_length=100, description="The lease's token."
     "/leases",
     operation_id="leaseJobs",
     response_model=LeasesOut,
-    responses=problems(400, 401, 403, 413, 422),
+    responses={
+        200: {
+            "headers": {
+                THROTTLED_HEADER: {
+                    "description": "The limits of a queue that held this lease back "
+                    "(`max_running`, `max_running_per_key`, `rate_limit`), comma-separated.",
+                    "schema": {"type": "string"},
+                }
+            }
+        },
+        **problems(400, 401, 403, 413, 422),
+    },
 )
 async def lease_jobs(
     caller: WorkCaller, request: LeaseIn, jobs: JobsDep, http: Request
@@ -40,11 +52,15 @@ async def lease_jobs(
 
     With `wait_seconds`, waits for a job to arrive when none is due (long poll). The
     leases belong to the API key that took them: no other key may heartbeat or finish them.
+    When a queue's limits held the lease back, the `Jobq-Throttled` header names them
+    (`max_running`, `max_running_per_key`, `rate_limit`).
     """
     caller.require_queues(request.queues)
-    return views.leases(
-        await jobs.leases.lease(request, abandoned=http.is_disconnected, key_id=caller.key_id)
-    )
+    leased = await jobs.leases.lease(request, abandoned=http.is_disconnected, key_id=caller.key_id)
+    response = views.leases(leased.leases)
+    if leased.throttled:
+        response.headers[THROTTLED_HEADER] = ", ".join(leased.throttled)
+    return response
 
 
 @router.post(

@@ -7,15 +7,16 @@ from dataclasses import dataclass
 
 from app.core.config import Settings
 from app.jobs.finishes import Finishes
+from app.jobs.limits import LimitedQueues
 from app.jobs.repository import JobsRepository
 from app.jobs.service.acks import Acks, Finished
 from app.jobs.service.admin import JobAdmin
 from app.jobs.service.enqueue import Enqueuer
-from app.jobs.service.leases import Heartbeat, Lease, Leases
+from app.jobs.service.leases import Heartbeat, Lease, Leased, Leases
 from app.jobs.service.reads import Reads
 from app.jobs.wakeups import Wakeups
 
-__all__ = ["Finished", "Heartbeat", "JobServices", "Lease", "enqueue_limits"]
+__all__ = ["Finished", "Heartbeat", "JobServices", "Lease", "Leased", "enqueue_limits"]
 
 
 def enqueue_limits(settings: Settings) -> dict[str, int]:
@@ -41,12 +42,17 @@ class JobServices:
 
     @classmethod
     def build(
-        cls, repo: JobsRepository, settings: Settings, wakeups: Wakeups, finishes: Finishes
+        cls,
+        repo: JobsRepository,
+        settings: Settings,
+        wakeups: Wakeups,
+        finishes: Finishes,
+        limited: LimitedQueues,
     ) -> JobServices:
         return cls(
             enqueue=Enqueuer(repo, settings),
-            leases=Leases(repo, settings, wakeups),
-            acks=Acks(repo, settings),
+            leases=Leases(repo, settings, wakeups, limited),
+            acks=Acks(repo, settings, limited),
             reads=Reads(repo, finishes),
             admin=JobAdmin(repo),
         )

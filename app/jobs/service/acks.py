@@ -16,6 +16,7 @@ from app.core.config import Settings
 from app.core.errors import JobqError, LeaseNotFound, PayloadTooLarge, ValidationFailed
 from app.core.retry import Backoff
 from app.jobs import payloads, telemetry
+from app.jobs.limits import LimitedQueues
 from app.jobs.repository import JobsRepository
 from app.jobs.rows import FinishedBrief, JobRow
 from app.jobs.schemas import AckComplete, AckFail, CompleteIn, FailIn
@@ -59,10 +60,11 @@ def _retry_after(ack: Ack) -> float | None:
 class Acks:
     """Complete or fail leases."""
 
-    def __init__(self, repo: JobsRepository, settings: Settings) -> None:
+    def __init__(self, repo: JobsRepository, settings: Settings, limited: LimitedQueues) -> None:
         self._repo = repo
         self._settings = settings
         self._backoff = Backoff.from_settings(settings)
+        self._limited = limited
 
     # The single calls' bodies were validated on the way in (the token by the route's
     # path bounds), so their acks are built without validating again.
@@ -159,6 +161,11 @@ class Acks:
             done = [(brief.ord - 1, brief) for brief in briefs]
         applied = {sent[place] for place, _ in done}
         telemetry.finished([job for _, job in done], [acks[sent[p]].outcome for p, _ in done])
+        if done:
+            limited = await self._limited.names()
+            freed = sorted({job.queue for _, job in done if job.queue in limited})
+            if freed:  # a limited queue has room again: wake the leases waiting on it
+                await self._repo.announce_slots(freed)
         latest: dict[int, JobRow | FinishedBrief] = {job.id: job for _, job in done}
         # Explaining an ack not applied (a repeat in the batch too) takes the whole job.
         unexplained = {keys[i][0] for i in keys if i not in applied}

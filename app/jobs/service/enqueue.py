@@ -26,6 +26,7 @@ _BATCH_ARRAYS = {
     "lease_seconds": "lease_seconds",
     "idempotency_keys": "idempotency_key",
     "metadatas": "metadata",
+    "concurrency_keys": "concurrency_key",
 }
 
 
@@ -36,6 +37,11 @@ class Enqueuer:
         self._repo = repo
         self._settings = settings
         self._workflows = Workflows(repo, settings)
+        # what a job gets that says nothing and whose queue's settings say nothing either
+        self._defaults = {
+            "default_max_attempts": settings.default_max_attempts,
+            "default_lease_seconds": settings.default_lease_seconds,
+        }
 
     def _insert_params(self, job: JobIn, loc: checks.Loc) -> dict[str, Any]:
         limit = self._settings.max_payload_bytes
@@ -51,12 +57,13 @@ class Enqueuer:
             "priority": job.priority,
             "run_at": job.run_at,
             "delay_seconds": job.delay_seconds or 0.0,
-            "max_attempts": job.max_attempts or self._settings.default_max_attempts,
-            "lease_seconds": lease or self._settings.default_lease_seconds,
+            "max_attempts": job.max_attempts,  # else the queue's default, else the service's
+            "lease_seconds": lease,
             "idempotency_key": job.idempotency_key,
             "metadata": payloads.encode(
                 job.metadata, field=(*loc, "metadata"), max_bytes=limit, max_depth=depth
             ),
+            "concurrency_key": job.concurrency_key,
         }
 
     async def one(self, queue: str, job: JobIn, idempotency_key: str | None) -> Enqueued:
@@ -69,7 +76,7 @@ class Enqueuer:
                     "value_error",
                 )
             job = job.model_copy(update={"idempotency_key": idempotency_key})
-        params = {"queue": queue, **self._insert_params(job, ("body",))}
+        params = {"queue": queue, **self._defaults, **self._insert_params(job, ("body",))}
         if job.depends_on:
             return await self._workflows.one(queue, job, params)
         for _ in range(ENQUEUE_RACE_RETRIES):
@@ -98,7 +105,7 @@ class Enqueuer:
             columns = {
                 array: [params[i][field] for i in pending] for array, field in _BATCH_ARRAYS.items()
             }
-            items = await self._repo.enqueue_many(queue, columns)
+            items = await self._repo.enqueue_many(queue, {**columns, **self._defaults})
             if isinstance(items, Refused):
                 raise self._queue_full(queue, items)
             telemetry.enqueued(

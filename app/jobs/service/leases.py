@@ -11,6 +11,7 @@ from datetime import datetime
 from app.core.config import Settings
 from app.core.errors import ValidationFailed
 from app.jobs import telemetry
+from app.jobs.limits import LimitedQueues
 from app.jobs.repository import JobsRepository
 from app.jobs.rows import JobRow, Parent
 from app.jobs.schemas import HeartbeatIn, LeaseIn
@@ -26,6 +27,14 @@ class Lease:
     expires_at: datetime
     job: JobRow
     parents: list[Parent]
+
+
+@dataclass(frozen=True, slots=True)
+class Leased:
+    """A lease call's answer: the leases, and the limits that held it back (by name)."""
+
+    leases: list[Lease]
+    throttled: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,23 +61,28 @@ def _lease(job: JobRow, parents: dict[int, list[Parent]]) -> Lease:
 class Leases:
     """Hand due jobs to workers and extend their leases."""
 
-    def __init__(self, repo: JobsRepository, settings: Settings, wakeups: Wakeups) -> None:
+    def __init__(
+        self, repo: JobsRepository, settings: Settings, wakeups: Wakeups, limited: LimitedQueues
+    ) -> None:
         self._repo = repo
         self._settings = settings
         self._wakeups = wakeups
+        self._limited = limited
 
     async def lease(
         self,
         request: LeaseIn,
         abandoned: Callable[[], Awaitable[bool]] | None = None,
         key_id: int | None = None,
-    ) -> list[Lease]:
+    ) -> Leased:
         """Hand up to `max_jobs` due jobs to one worker, best priority first.
 
         With `wait_seconds`, an empty answer waits (holding no database connection) until
-        a job is announced in one of the queues or time runs out. A caller that went away
-        meanwhile (`abandoned`) is not handed jobs it could never receive. The leases are
-        bound to `key_id`: only that API key may heartbeat or finish them.
+        a job is announced in one of the queues, a limited queue has room again, or time
+        runs out. A caller that went away meanwhile (`abandoned`) is not handed jobs it
+        could never receive. The leases are bound to `key_id`: only that API key may
+        heartbeat or finish them. Limited queues are leased after the others, each
+        within its limits.
         """
         settings = self._settings
         if request.max_jobs > settings.max_lease_batch:
@@ -79,7 +93,7 @@ class Leases:
             )
         queues = list(dict.fromkeys(request.queues))
         claim = functools.partial(
-            self._repo.lease,
+            self._claim,
             queues=queues,
             types=list(dict.fromkeys(request.types)),
             max_jobs=request.max_jobs,
@@ -90,16 +104,19 @@ class Leases:
             key_id=key_id,
         )
         deadline = time.monotonic() + request.wait_seconds
+        throttled: list[str] = []
         with self._wakeups.waiter(queues, typed=bool(request.types)) as waiter:
             while True:
                 waiter.reset()
-                jobs = await claim()
+                jobs, throttled = await claim()
+                if not jobs and await self._limited.changed():
+                    jobs, throttled = await claim()  # a queue became limited: ask it so
                 left = deadline - time.monotonic()
                 if jobs or left <= 0 or self._wakeups.closed:
                     break
                 await self._wakeups.wait(waiter, left)
                 if abandoned is not None and await abandoned():
-                    return []
+                    return Leased([], [])
         telemetry.leased(jobs)
         jobs.sort(key=_claim_order)
         parents: dict[int, list[Parent]] = {}
@@ -107,7 +124,48 @@ class Leases:
         if children:  # a child is handed its parents' results
             for parent in await self._repo.parents_of(children):
                 parents.setdefault(parent.child_id, []).append(parent)
-        return [_lease(job, parents) for job in jobs]
+        return Leased([_lease(job, parents) for job in jobs], throttled)
+
+    async def _claim(
+        self,
+        queues: list[str],
+        types: list[str],
+        max_jobs: int,
+        lease_seconds: int | None,
+        worker_id: str,
+        key_id: int | None,
+    ) -> tuple[list[JobRow], list[str]]:
+        """One look: the plain queues first, then each limited one with the room left;
+        the jobs, and the limits that held a limited queue back."""
+        limited = await self._limited.names()
+        plain = [q for q in queues if q not in limited]
+        lease = functools.partial(
+            self._repo.lease,
+            types=types,
+            lease_seconds=lease_seconds,
+            worker_id=worker_id,
+            key_id=key_id,
+        )
+        jobs = await lease(queues=plain, max_jobs=max_jobs) if plain else []
+        throttled: list[str] = []
+        for queue in (q for q in queues if q in limited):
+            left = max_jobs - len(jobs)
+            if left <= 0:
+                break
+            found = await self._repo.lease_limited(
+                queue, types, left, lease_seconds, worker_id, key_id
+            )
+            if found is None:  # no longer limited
+                self._limited.forget()
+                jobs += await lease(queues=[queue], max_jobs=left)
+                continue
+            got, state = found
+            jobs += got
+            if state is not None:
+                throttled += [r for r in state.reasons if r not in throttled]
+                if state.rate_frees_at is not None and "rate_limit" in state.reasons:
+                    self._wakeups.announce(queue, state.rate_frees_at)  # a timer, no polling
+        return jobs, throttled
 
     async def heartbeat(
         self, token: str, request: HeartbeatIn, key_id: int | None = None

@@ -1,4 +1,4 @@
-"""Operators: a queue's settings (its maximum backlog)."""
+"""Operators: a queue's settings (backlog, limits, retry and retention policy)."""
 
 from __future__ import annotations
 
@@ -39,5 +39,6 @@ async def get_queue_settings(
 async def set_queue_settings(
     _caller: AdminCaller, queue: QueuePath, request: QueueSettingsIn, queues: QueuesDep
 ) -> dict[str, Any]:
-    """Set a queue's maximum backlog (`null`: none); applies to the next enqueue."""
-    return views.settings(await queues.settings.set_max_backlog(queue, request.max_backlog))
+    """Change the settings sent (`null` clears one); the others stay. Limits apply to the
+    next lease, defaults to the next enqueue or retry, on every replica."""
+    return views.settings(await queues.settings.change(queue, request))

@@ -1,21 +1,31 @@
-"""Per-queue settings an operator changes at run time: for now, the maximum backlog.
+"""Per-queue settings an operator changes at run time: the maximum backlog, the limits on
+running jobs and lease rate, and the policy that overrides the service's defaults.
 
 A queue needs no creating; it has a settings row only once someone configured it, and
-a queue without one has the defaults (no maximum backlog). The enqueue statements read
-the row themselves, so a change applies to the next enqueue on every replica.
+a queue without one has the defaults (no limit, the service's policy). The statements
+read the row themselves: a change applies to the next enqueue, lease or retry on every
+replica (each also drops its cached set of limited queues: `NOTIFY jobq_settings`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 from app.queues.repository import QueuesRepository
+from app.queues.rows import QueueSettingsRow
+from app.queues.schemas import QueueSettingsIn
+
+# the row's columns that `QueueSettingsIn` names alike (rate_limit is two columns)
+_PLAIN = [name for name in QueueSettingsIn.model_fields if name != "rate_limit"]
 
 
-@dataclass(frozen=True, slots=True)
-class QueueSettings:
-    queue: str
-    max_backlog: int | None
+def _columns(change: QueueSettingsIn) -> dict[str, Any]:
+    values = {name: getattr(change, name) for name in _PLAIN if name in change.model_fields_set}
+    if "rate_limit" in change.model_fields_set:
+        rate = change.rate_limit
+        values["rate_limit_jobs"] = rate.jobs if rate is not None else None
+        values["rate_limit_seconds"] = rate.per_seconds if rate is not None else None
+    return values
 
 
 class QueueSettingsService:
@@ -24,12 +34,13 @@ class QueueSettingsService:
     def __init__(self, repo: QueuesRepository) -> None:
         self._repo = repo
 
-    async def get(self, queue: str) -> QueueSettings:
+    async def get(self, queue: str) -> QueueSettingsRow:
         """The queue's settings; the defaults if nobody configured it."""
         row = await self._repo.get_settings(queue)
-        return QueueSettings(queue, row.max_backlog if row is not None else None)
+        if row is None:
+            return QueueSettingsRow(queue, *([None] * (len(QueueSettingsRow._fields) - 1)))
+        return row
 
-    async def set_max_backlog(self, queue: str, max_backlog: int | None) -> QueueSettings:
-        """Limit the queue's unfinished jobs to `max_backlog`; None lifts the limit."""
-        row = await self._repo.set_max_backlog(queue, max_backlog)
-        return QueueSettings(row.name, row.max_backlog)
+    async def change(self, queue: str, change: QueueSettingsIn) -> QueueSettingsRow:
+        """Change the settings `change` names (to null: cleared); the rest stay."""
+        return await self._repo.set_settings(queue, _columns(change))

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 
 from app.core.errors import DatabaseUnavailable
 from app.queues.repository import QueuesRepository
-from app.queues.rows import DatabaseHealth, QueueFigures, QueueOverview, RunningJob
+from app.queues.rows import (
+    DatabaseHealth,
+    QueueFigures,
+    QueueLimits,
+    QueueOverview,
+    RunningJob,
+)
 
 RUNNING_JOBS_SHOWN = 20  # per queue: the longest-running ones
 
@@ -30,6 +36,7 @@ class Snapshot:
 
     queues: Sequence[QueueOverview] = field(default_factory=list)
     database: DatabaseHealth | None = None
+    limits: Sequence[QueueLimits] = field(default_factory=list)
     ok: bool = False
     taken_at: float = 0.0  # time.monotonic()
 
@@ -41,6 +48,7 @@ class QueueReport:
     queue: str
     figures: QueueFigures | None
     running: list[RunningJob]
+    limits: QueueLimits | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +72,8 @@ class StatsService:
         """One queue's figures; a queue nothing ever named has all of them at zero."""
         rows = await self._repo.figures(queue)
         running = await self._repo.running_jobs(queue, RUNNING_JOBS_SHOWN)
-        return QueueReport(queue, rows[0] if rows else None, running)
+        limits = await self._repo.limits(queue)
+        return QueueReport(queue, rows[0] if rows else None, running, next(iter(limits), None))
 
     async def queues(self) -> QueuesReport:
         """Every known queue's figures, and the database's health."""
@@ -73,8 +82,14 @@ class StatsService:
         for job in await self._repo.running_jobs(None, RUNNING_JOBS_SHOWN):
             running.setdefault(job.queue, []).append(job)
         health = await self._repo.database_health()
+        limits = {row.queue: row for row in await self._repo.limits(None)}
         reports = [
-            QueueReport(row.overview.queue, row, running.get(row.overview.queue, []))
+            QueueReport(
+                row.overview.queue,
+                row,
+                running.get(row.overview.queue, []),
+                limits.get(row.overview.queue),
+            )
             for row in rows
         ]
         return QueuesReport(reports, health)
@@ -88,7 +103,8 @@ class StatsService:
             try:
                 queues = await self._repo.overview()
                 health = await self._repo.database_health()
-                fresh = Snapshot(queues, health, ok=True, taken_at=time.monotonic())
+                limits = await self._repo.limits(None)
+                fresh = Snapshot(queues, health, limits, ok=True, taken_at=time.monotonic())
             except DatabaseUnavailable:
                 fresh = Snapshot(taken_at=time.monotonic())
             self._snapshot = fresh

@@ -168,6 +168,8 @@ export interface paths {
          *
          *     With `wait_seconds`, waits for a job to arrive when none is due (long poll). The
          *     leases belong to the API key that took them: no other key may heartbeat or finish them.
+         *     When a queue's limits held the lease back, the `Jobq-Throttled` header names them
+         *     (`max_running`, `max_running_per_key`, `rate_limit`).
          */
         post: operations["leaseJobs"];
         delete?: never;
@@ -434,7 +436,8 @@ export interface paths {
         get: operations["getQueueSettings"];
         /**
          * Set Queue Settings
-         * @description Set a queue's maximum backlog (`null`: none); applies to the next enqueue.
+         * @description Change the settings sent (`null` clears one); the others stay. Limits apply to the
+         *     next lease, defaults to the next enqueue or retry, on every replica.
          */
         put: operations["setQueueSettings"];
         post?: never;
@@ -886,6 +889,7 @@ export interface components {
          *       "metadata": {},
          *       "waiting_for": 0,
          *       "on_parent_failure": "cancel",
+         *       "concurrency_key": null,
          *       "attempts": [],
          *       "deduplicated": false
          *     }
@@ -963,6 +967,8 @@ export interface components {
              * @enum {string}
              */
             on_parent_failure: "cancel" | "run";
+            /** Concurrency Key */
+            concurrency_key: string | null;
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
             /** Deduplicated */
@@ -1132,6 +1138,11 @@ export interface components {
              * @enum {string}
              */
             on_parent_failure: "cancel" | "run";
+            /**
+             * Concurrency Key
+             * @description Jobs with the same key (a customer id, say) run at most the queue's `max_running_per_key` at once; other keys' jobs flow meanwhile.
+             */
+            concurrency_key?: string | null;
         };
         /**
          * JobOut
@@ -1170,6 +1181,7 @@ export interface components {
          *       "metadata": {},
          *       "waiting_for": 0,
          *       "on_parent_failure": "cancel",
+         *       "concurrency_key": null,
          *       "attempts": [
          *         {
          *           "attempt": 1,
@@ -1255,6 +1267,8 @@ export interface components {
              * @enum {string}
              */
             on_parent_failure: "cancel" | "run";
+            /** Concurrency Key */
+            concurrency_key: string | null;
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
         };
@@ -1424,6 +1438,7 @@ export interface components {
          *         "metadata": {},
          *         "waiting_for": 0,
          *         "on_parent_failure": "cancel",
+         *         "concurrency_key": null,
          *         "attempts": []
          *       },
          *       "parents": []
@@ -1544,10 +1559,35 @@ export interface components {
             deleted: number;
         };
         /**
+         * QueueLimitsOut
+         * @description A limited queue's limits in force and how full they are.
+         */
+        QueueLimitsOut: {
+            /** Max Running */
+            max_running: number | null;
+            /** Max Running Per Key */
+            max_running_per_key: number | null;
+            rate_limit: components["schemas"]["RateUse"] | null;
+            throttled: components["schemas"]["Throttled"];
+        };
+        /**
          * QueueSettingsIn
-         * @description A queue's settings; `null` clears one.
+         * @description A queue's settings. Only the fields sent change; `null` clears one (no limit, or
+         *     the service's default).
          * @example {
          *       "max_backlog": 10000
+         *     }
+         * @example {
+         *       "max_running": 5,
+         *       "rate_limit": {
+         *         "jobs": 100,
+         *         "per_seconds": 60
+         *       }
+         *     }
+         * @example {
+         *       "max_running_per_key": 1,
+         *       "max_attempts": 10,
+         *       "backoff_cap_seconds": 600
          *     }
          */
         QueueSettingsIn: {
@@ -1555,17 +1595,83 @@ export interface components {
              * Max Backlog
              * @description Enqueue answers 429 `queue_full` once the queue holds this many unfinished (queued or running) jobs; `null`: no limit.
              */
-            max_backlog: number | null;
+            max_backlog?: number | null;
+            /**
+             * Max Running
+             * @description At most this many of the queue's jobs run at once, across every worker and replica; `null`: no limit.
+             */
+            max_running?: number | null;
+            /**
+             * Max Running Per Key
+             * @description At most this many jobs with the same `concurrency_key` run at once (1: one at a time per key); jobs without a key are not limited by it.
+             */
+            max_running_per_key?: number | null;
+            /** @description At most `jobs` leases in any `per_seconds`; `null`: none. */
+            rate_limit?: components["schemas"]["RateLimit"] | null;
+            /**
+             * Max Attempts
+             * @description Default attempts of the queue's jobs (a job's own wins).
+             */
+            max_attempts?: number | null;
+            /**
+             * Lease Seconds
+             * @description Default lease of the queue's jobs (a job's own wins).
+             */
+            lease_seconds?: number | null;
+            /**
+             * Backoff Base Seconds
+             * @description Retry backoff: base * 2^(attempt-1) ...
+             */
+            backoff_base_seconds?: number | null;
+            /**
+             * Backoff Cap Seconds
+             * @description ... at most this ...
+             */
+            backoff_cap_seconds?: number | null;
+            /**
+             * Backoff Jitter
+             * @description ... then ± this fraction.
+             */
+            backoff_jitter?: number | null;
+            /**
+             * Retain Succeeded Seconds
+             * @description Delete succeeded jobs this long after they finish.
+             */
+            retain_succeeded_seconds?: number | null;
+            /**
+             * Retain Failed Seconds
+             * @description Delete failed and cancelled jobs this long after.
+             */
+            retain_failed_seconds?: number | null;
         };
         /**
          * QueueSettingsOut
-         * @description A queue's settings; a queue nobody configured has the defaults.
+         * @description A queue's settings; `null`: no limit, or the service's default.
          */
         QueueSettingsOut: {
             /** Queue */
             queue: string;
             /** Max Backlog */
             max_backlog: number | null;
+            /** Max Running */
+            max_running: number | null;
+            /** Max Running Per Key */
+            max_running_per_key: number | null;
+            rate_limit: components["schemas"]["RateLimit"] | null;
+            /** Max Attempts */
+            max_attempts: number | null;
+            /** Lease Seconds */
+            lease_seconds: number | null;
+            /** Backoff Base Seconds */
+            backoff_base_seconds: number | null;
+            /** Backoff Cap Seconds */
+            backoff_cap_seconds: number | null;
+            /** Backoff Jitter */
+            backoff_jitter: number | null;
+            /** Retain Succeeded Seconds */
+            retain_succeeded_seconds: number | null;
+            /** Retain Failed Seconds */
+            retain_failed_seconds: number | null;
         };
         /**
          * QueueStateOut
@@ -1598,6 +1704,8 @@ export interface components {
             oldest_due_age_seconds: number | null;
             last_minute: components["schemas"]["Window"];
             last_hour: components["schemas"]["HourWindow"];
+            /** @description Its limits in force, when it has any (`max_running`, `max_running_per_key`, `rate_limit`). */
+            limits: components["schemas"]["QueueLimitsOut"] | null;
             /**
              * Running Jobs
              * @description The longest-running jobs, at most 20 (`counts.running` has them all).
@@ -1613,6 +1721,28 @@ export interface components {
             /** Queues */
             queues: components["schemas"]["QueueStats"][];
             database: components["schemas"]["DatabaseHealth"];
+        };
+        /**
+         * RateLimit
+         * @description At most `jobs` leased in any `per_seconds` (a sliding window, across replicas).
+         */
+        RateLimit: {
+            /** Jobs */
+            jobs: number;
+            /** Per Seconds */
+            per_seconds: number;
+        };
+        /** RateUse */
+        RateUse: {
+            /** Jobs */
+            jobs: number;
+            /** Per Seconds */
+            per_seconds: number;
+            /**
+             * Used
+             * @description Jobs leased in the window that ends now.
+             */
+            used: number;
         };
         /**
          * RedriveIn
@@ -1872,6 +2002,18 @@ export interface components {
             failed: number;
             /** Cancelled */
             cancelled: number;
+        };
+        /**
+         * Throttled
+         * @description Due jobs each limit holds back now.
+         */
+        Throttled: {
+            /** Max Running */
+            max_running: number;
+            /** Max Running Per Key */
+            max_running_per_key: number;
+            /** Rate Limit */
+            rate_limit: number;
         };
         /**
          * Window
@@ -2464,6 +2606,8 @@ export interface operations {
             /** @description Successful Response */
             200: {
                 headers: {
+                    /** @description The limits of a queue that held this lease back (`max_running`, `max_running_per_key`, `rate_limit`), comma-separated. */
+                    "Jobq-Throttled"?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -28,6 +28,8 @@ import httpx
 QUEUE = "chaos"
 STALE_QUEUE = "chaos-stale"  # the stale completer's jobs: no worker leases from it
 FLOW_QUEUE = "chaos-flow"  # the workflow load's jobs (`chaos.workflows`)
+LIMITED_QUEUE = "chaos-limited"  # the limited load's jobs (`chaos.limited`)
+SIDE_QUEUES = [FLOW_QUEUE, LIMITED_QUEUE]  # the harness's own loads, checked apart
 LEASE_SECONDS = 2
 HEARTBEAT_SECONDS = 0.5
 MAX_ATTEMPTS = 25  # lease expiries count as attempts: room for many faults per job

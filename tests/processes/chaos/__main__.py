@@ -55,7 +55,10 @@ and the services' logs (`Checks`):
 - workflows (`workflows`): DAGs of dependent jobs and backdated cron schedules made all
   through the faults: every tick of each schedule enqueued once, none lost; no child
   leased before its parents finished (by the harness's clock); every workflow job ends
-  as its DAG says (a child of a failed parent cancelled, naming it), none left waiting.
+  as its DAG says (a child of a failed parent cancelled, naming it), none left waiting;
+- limits (`limited`): a queue with `max_running` 4 and `max_running_per_key` 1, leased
+  by more workers than that through the faults: sampled every 20 ms, never more running
+  than its limits, the limit reached, every job succeeded.
 
 Exit status 1 when any invariant breaks, 2 when the run itself could not be carried out.
 """
@@ -74,10 +77,11 @@ from typing import Any
 
 import asyncpg
 
-from tests.processes.chaos import FLOW_QUEUE, GaveUp
+from tests.processes.chaos import SIDE_QUEUES, GaveUp
 from tests.processes.chaos.checks import Checks
 from tests.processes.chaos.databases import drop
 from tests.processes.chaos.evidence import gather_evidence, load_jobs
+from tests.processes.chaos.limited import check_limited
 from tests.processes.chaos.options import PG_DIRNAME, HarnessError, Options, parse_args, say
 from tests.processes.chaos.report import report
 from tests.processes.chaos.run import Run
@@ -102,13 +106,12 @@ async def execute(opts: Options) -> int:
         await run.stop_services()
         assert run.db is not None
         jobs = await load_jobs(run.db)
-        assert run.flows is not None
-        flow_verdict = Verdict()
-        flow_figures = await check_workflows(run.flows, run.db, flow_verdict)
-        run.flow_ids = {
-            r["id"]
-            for r in await run.db.fetch("SELECT id FROM jobq.jobs WHERE queue = $1", FLOW_QUEUE)
-        }
+        assert run.flows is not None and run.limited is not None
+        side_verdict = Verdict()
+        flow_figures = await check_workflows(run.flows, run.db, side_verdict)
+        limited_figures = await check_limited(run.limited, run.db, side_verdict)
+        side = await run.db.fetch("SELECT id FROM jobq.jobs WHERE queue = ANY($1)", SIDE_QUEUES)
+        run.side_ids = {r["id"] for r in side}
     except (
         HarnessError,
         GaveUp,
@@ -125,8 +128,9 @@ async def execute(opts: Options) -> int:
     checks = Checks(run, gather_evidence(run_dir, jobs))
     figures = checks.all()
     figures["workflows"] = flow_figures
-    checks.v.counts.update(flow_verdict.counts)
-    for kind, examples in flow_verdict.examples.items():
+    figures["limited"] = limited_figures
+    checks.v.counts.update(side_verdict.counts)
+    for kind, examples in side_verdict.examples.items():
         checks.v.examples[kind].extend(examples)
     if not run.finished:
         checks.v.fail("the load did not finish in time", f"{opts.timeout:.0f}s")

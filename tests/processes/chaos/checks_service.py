@@ -59,8 +59,8 @@ class ServiceChecks(CheckBase):
         records = sum(len(r) for r in expired.values())
         for batch in sorted(batches, key=lambda b: b.ended):
             for job_id in batch.job_ids:
-                if job_id in self.run.flow_ids:
-                    continue  # the workflow load's: checked by its own invariants
+                if job_id in self.run.side_ids:
+                    continue  # a side load's: checked by its own invariants
                 left = [
                     r for r in expired[job_id] if r.finished <= batch.ended + CLOCK_SLACK_SECONDS
                 ]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.processes.chaos import (
-    FLOW_QUEUE,
+    SIDE_QUEUES,
     Plan,
     Script,
     read_events,
@@ -113,9 +113,9 @@ async def load_jobs(db: Db) -> dict[int, Job]:
                idempotency_key, result::text AS result, attempts::text AS attempts,
                extract(epoch FROM created_at)::float8 AS created,
                extract(epoch FROM finished_at)::float8 AS finished
-          FROM jobq.jobs WHERE queue <> $1 ORDER BY id
+          FROM jobq.jobs WHERE queue <> ALL($1) ORDER BY id
         """,
-        FLOW_QUEUE,
+        SIDE_QUEUES,
     )
     jobs = {}
     for row in rows:

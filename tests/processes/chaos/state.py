@@ -18,6 +18,7 @@ from tests.processes.chaos.options import Options
 from tests.processes.chaos.procs import Client, Exit, Fault, Probe, Service
 
 if TYPE_CHECKING:
+    from tests.processes.chaos.limited import LimitedLoad
     from tests.processes.chaos.workflows import WorkflowLoad
 
 
@@ -40,7 +41,8 @@ class RunState:
         self.api_view: dict[int, tuple[str, int, int]] = {}
         self.stale_keys: list[str] = []
         self.flows: WorkflowLoad | None = None
-        self.flow_ids: set[int] = set()  # the workflow load's jobs (not in `Evidence.jobs`)
+        self.limited: LimitedLoad | None = None
+        self.side_ids: set[int] = set()  # the side loads' jobs (not in `Evidence.jobs`)
         self.began = time.time()
         self.load_began = 0.0
         self.load_ended = 0.0

@@ -15,6 +15,7 @@ async def resize(job: Job) -> dict[str, str]:
 worker.run()
 """
 
+from jobq_client._admin import QueueSettings, QueueStats, RateLimit, Schedule, ScheduleRun
 from jobq_client._client import AsyncClient, Client, RetryPolicy
 from jobq_client._errors import (
     BadRequest,
@@ -53,7 +54,9 @@ from jobq_client._models import (
     Attempt,
     BatchItem,
     Complete,
+    Dependencies,
     Enqueued,
+    ErrorInfo,
     Fail,
     Heartbeat,
     JobRecord,
@@ -61,7 +64,10 @@ from jobq_client._models import (
     JobSpec,
     JobState,
     Lease,
+    Parent,
     Progress,
+    Ref,
+    Related,
 )
 from jobq_client._worker import Job, JobCancelled, Permanent, Worker
 
@@ -80,7 +86,9 @@ __all__ = [
     "Conflict",
     "ConnectionFailed",
     "DatabaseUnavailable",
+    "Dependencies",
     "Enqueued",
+    "ErrorInfo",
     "Fail",
     "Forbidden",
     "Heartbeat",
@@ -105,13 +113,21 @@ __all__ = [
     "LeaseNotFound",
     "MethodNotAllowed",
     "NotFound",
+    "Parent",
     "PayloadTooLarge",
     "Permanent",
     "Progress",
     "QueueFull",
+    "QueueSettings",
+    "QueueStats",
+    "RateLimit",
     "ReaperStalled",
+    "Ref",
+    "Related",
     "RetryPolicy",
+    "Schedule",
     "ScheduleNotFound",
+    "ScheduleRun",
     "TooManyRequests",
     "Unauthorized",
     "Unavailable",

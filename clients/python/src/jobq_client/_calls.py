@@ -18,6 +18,7 @@ from jobq_client._models import (
     Ack,
     AckResult,
     BatchItem,
+    Dependencies,
     Enqueued,
     Heartbeat,
     JobRecord,
@@ -41,7 +42,7 @@ class Call(Generic[T]):
     parse: Callable[[httpx.Response], T]
     body: Any = None
     has_body: bool = False
-    params: dict[str, str | int] | None = None
+    params: dict[str, str | int | float] | None = None
     min_timeout: float | None = None  # at least this long to answer (long poll)
 
 
@@ -85,8 +86,23 @@ def enqueue_many(queue: str, specs: Iterable[JobSpec]) -> Call[list[BatchItem]]:
     )
 
 
-def get_job(job_id: int) -> Call[JobRecord]:
-    return Call("GET", f"/v1/jobs/{int(job_id)}", lambda r: JobRecord.from_json(_json(r)))
+def get_job(job_id: int, wait_seconds: float = 0) -> Call[JobRecord]:
+    """The job; with `wait_seconds`, once it finished or that time passed."""
+    return Call(
+        "GET",
+        f"/v1/jobs/{int(job_id)}",
+        lambda r: JobRecord.from_json(_json(r)),
+        params={"wait_seconds": wait_seconds} if wait_seconds else None,
+        min_timeout=wait_seconds + LONG_POLL_MARGIN_SECONDS if wait_seconds else None,
+    )
+
+
+def get_dependencies(job_id: int) -> Call[Dependencies]:
+    return Call(
+        "GET",
+        f"/v1/jobs/{int(job_id)}/dependencies",
+        lambda r: Dependencies.from_json(_json(r)),
+    )
 
 
 def list_jobs(
@@ -98,7 +114,7 @@ def list_jobs(
     after: int | None,
 ) -> Call[JobsPage]:
     given = {"queue": queue, "state": state, "type": type, "limit": limit, "after": after}
-    params = {key: value for key, value in given.items() if value is not None}
+    params: dict[str, str | int | float] = {k: v for k, v in given.items() if v is not None}
     return Call("GET", "/v1/jobs", lambda r: JobsPage.from_json(_json(r)), params=params)
 
 

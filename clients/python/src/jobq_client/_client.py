@@ -40,13 +40,17 @@ from jobq_client._models import (
     JobSpec,
     JobState,
     Lease,
+    OnParentFailure,
 )
+from jobq_client._operations import AsyncOperations, Operations
 
 T = TypeVar("T")
 log = logging.getLogger("jobq_client")
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT_SECONDS = 10.0
+DEFAULT_WAIT_SECONDS = 60.0
+MAX_WAIT_SECONDS = 30.0  # the service's bound on one wait
 URL_ENV = "JOBQ_URL"
 API_KEY_ENV = "JOBQ_API_KEY"
 # Errors of the request itself, not of the network: retrying cannot help.
@@ -139,11 +143,16 @@ class _Base:
         )
 
 
+def _wait_seconds(left: float) -> float:
+    """One long poll's wait: what is left, at most what the service allows."""
+    return round(min(max(left, 0.0), MAX_WAIT_SECONDS), 3)
+
+
 def _connection_failed(exc: httpx.TransportError) -> ConnectionFailed:
     return ConnectionFailed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 
 
-class Client(_Base):
+class Client(_Base, Operations):
     """A blocking jobq client. Arguments default to `JOBQ_URL` and `JOBQ_API_KEY`.
 
     with Client("http://127.0.0.1:8000", api_key="...") as jobq:
@@ -217,11 +226,16 @@ class Client(_Base):
         lease_seconds: int | None = None,
         idempotency_key: str | None = None,
         metadata: dict[str, Any] | None = None,
+        depends_on: list[int] | None = None,
+        on_parent_failure: OnParentFailure | None = None,
+        concurrency_key: str | None = None,
     ) -> Enqueued:
-        """Enqueue one job; a job that already had this idempotency key comes back as is."""
+        """Enqueue one job; a job that already had this idempotency key comes back as is.
+        With `depends_on`, it waits until those jobs succeeded (`on_parent_failure`: what
+        their failure does to it)."""
         spec = JobSpec(
             type, payload, priority, run_at, delay_seconds, max_attempts, lease_seconds,
-            idempotency_key, metadata,
+            idempotency_key, metadata, depends_on, on_parent_failure, concurrency_key,
         )  # fmt: skip
         return self._call(_calls.enqueue(queue, spec))
 
@@ -232,6 +246,22 @@ class Client(_Base):
     def get_job(self, job_id: int) -> JobRecord:
         """A job with its progress, result, errors and attempts."""
         return self._call(_calls.get_job(job_id))
+
+    def wait(self, job_id: int, timeout: float = DEFAULT_WAIT_SECONDS) -> JobRecord:
+        """The job once it finished (succeeded, failed or cancelled), or as it is when
+        `timeout` seconds passed: look at `.finished`. Long polls, no busy loop."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            job = self._call(_calls.get_job(job_id, _wait_seconds(left)))
+            if job.finished or left <= 0:
+                return job
+
+    def run(
+        self, queue: str, type: str, payload: Any = None, *, timeout: float = 60.0, **job: Any
+    ) -> JobRecord:
+        """Enqueue a job (with `enqueue`'s keyword arguments), then `wait` for it."""
+        return self.wait(self.enqueue(queue, type, payload, **job).id, timeout)
 
     def list_jobs(
         self,
@@ -341,7 +371,7 @@ class Client(_Base):
         return self._call(_calls.ack(acks))
 
 
-class AsyncClient(_Base):
+class AsyncClient(_Base, AsyncOperations):
     """The asyncio twin of `Client`, with the same methods as coroutines.
 
     async with AsyncClient("http://127.0.0.1:8000") as jobq:
@@ -413,11 +443,16 @@ class AsyncClient(_Base):
         lease_seconds: int | None = None,
         idempotency_key: str | None = None,
         metadata: dict[str, Any] | None = None,
+        depends_on: list[int] | None = None,
+        on_parent_failure: OnParentFailure | None = None,
+        concurrency_key: str | None = None,
     ) -> Enqueued:
-        """Enqueue one job; a job that already had this idempotency key comes back as is."""
+        """Enqueue one job; a job that already had this idempotency key comes back as is.
+        With `depends_on`, it waits until those jobs succeeded (`on_parent_failure`: what
+        their failure does to it)."""
         spec = JobSpec(
             type, payload, priority, run_at, delay_seconds, max_attempts, lease_seconds,
-            idempotency_key, metadata,
+            idempotency_key, metadata, depends_on, on_parent_failure, concurrency_key,
         )  # fmt: skip
         return await self._call(_calls.enqueue(queue, spec))
 
@@ -428,6 +463,22 @@ class AsyncClient(_Base):
     async def get_job(self, job_id: int) -> JobRecord:
         """A job with its progress, result, errors and attempts."""
         return await self._call(_calls.get_job(job_id))
+
+    async def wait(self, job_id: int, timeout: float = DEFAULT_WAIT_SECONDS) -> JobRecord:
+        """The job once it finished (succeeded, failed or cancelled), or as it is when
+        `timeout` seconds passed: look at `.finished`. Long polls, no busy loop."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            job = await self._call(_calls.get_job(job_id, _wait_seconds(left)))
+            if job.finished or left <= 0:
+                return job
+
+    async def run(
+        self, queue: str, type: str, payload: Any = None, *, timeout: float = 60.0, **job: Any
+    ) -> JobRecord:
+        """Enqueue a job (with `enqueue`'s keyword arguments), then `wait` for it."""
+        return await self.wait((await self.enqueue(queue, type, payload, **job)).id, timeout)
 
     async def list_jobs(
         self,

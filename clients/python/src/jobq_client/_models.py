@@ -6,11 +6,14 @@ older client keeps working against a newer service.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+JobState = Literal["waiting", "queued", "running", "succeeded", "failed", "cancelled"]
+OnParentFailure = Literal["cancel", "run"]
+FINISHED: tuple[JobState, ...] = ("succeeded", "failed", "cancelled")
 
 
 def _time(value: Any) -> datetime | None:
@@ -44,6 +47,21 @@ class Progress:
 
 
 @dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """An error a worker reported (or jobq recorded: `lease_expired`, `parent_failed`)."""
+
+    type: str
+    message: str = ""
+    details: Any = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> ErrorInfo | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(str(data.get("type", "")), data.get("message") or "", data.get("details"))
+
+
+@dataclass(frozen=True, slots=True)
 class Attempt:
     """One finished attempt: `outcome` is succeeded, failed or lease_expired."""
 
@@ -52,7 +70,7 @@ class Attempt:
     started_at: datetime | None
     finished_at: datetime | None
     outcome: str
-    error: dict[str, Any] | None
+    error: ErrorInfo | None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Attempt:
@@ -62,7 +80,7 @@ class Attempt:
             started_at=_time(data.get("started_at")),
             finished_at=_time(data.get("finished_at")),
             outcome=data["outcome"],
-            error=data.get("error"),
+            error=ErrorInfo.from_json(data.get("error")),
         )
 
 
@@ -89,10 +107,18 @@ class JobRecord:
     cancel_requested: bool = False
     progress: Progress | None = None
     result: Any = None
-    last_error: dict[str, Any] | None = None
+    last_error: ErrorInfo | None = None
     idempotency_key: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    waiting_for: int = 0
+    on_parent_failure: OnParentFailure = "cancel"
+    concurrency_key: str | None = None
     attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        """Succeeded, failed for good, or cancelled: it will not change by itself."""
+        return self.state in FINISHED
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobRecord:
@@ -117,9 +143,12 @@ class JobRecord:
             cancel_requested=bool(data.get("cancel_requested", False)),
             progress=Progress.from_json(progress) if isinstance(progress, dict) else None,
             result=data.get("result"),
-            last_error=data.get("last_error"),
+            last_error=ErrorInfo.from_json(data.get("last_error")),
             idempotency_key=data.get("idempotency_key"),
             metadata=data.get("metadata") or {},
+            waiting_for=int(data.get("waiting_for") or 0),
+            on_parent_failure=data.get("on_parent_failure") or "cancel",
+            concurrency_key=data.get("concurrency_key"),
             attempts=[Attempt.from_json(a) for a in data.get("attempts") or []],
         )
 
@@ -177,12 +206,28 @@ class JobsPage:
 
 
 @dataclass(frozen=True, slots=True)
+class Parent:
+    """A job a leased job depended on, with its result."""
+
+    id: int
+    type: str
+    state: JobState
+    result: Any
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Parent:
+        return cls(data["id"], data["type"], data["state"], data.get("result"))
+
+
+@dataclass(frozen=True, slots=True)
 class Lease:
-    """A job handed to this worker, and the token that proves it holds the job."""
+    """A job handed to this worker, the token that proves it holds the job, and the jobs
+    it depended on (with their results)."""
 
     lease_id: str
     expires_at: datetime
     job: JobRecord
+    parents: list[Parent] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Lease:
@@ -190,6 +235,36 @@ class Lease:
             lease_id=data["lease_id"],
             expires_at=_required_time(data["expires_at"]),
             job=JobRecord.from_json(data["job"]),
+            parents=[Parent.from_json(p) for p in data.get("parents") or []],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Related:
+    """A job at the other end of a dependency."""
+
+    id: int
+    queue: str
+    type: str
+    state: JobState
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Related:
+        return cls(data["id"], data["queue"], data["type"], data["state"])
+
+
+@dataclass(frozen=True, slots=True)
+class Dependencies:
+    """The jobs a job waits for (`parents`) and those waiting for it (`children`)."""
+
+    parents: list[Related]
+    children: list[Related]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Dependencies:
+        return cls(
+            [Related.from_json(p) for p in data.get("parents") or []],
+            [Related.from_json(c) for c in data.get("children") or []],
         )
 
 
@@ -239,8 +314,19 @@ class AckResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Ref:
+    """In a batch enqueue, the batch's item `index` (an earlier one), as a parent."""
+
+    index: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"ref": self.index}
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
-    """One job of a batch enqueue (`Client.enqueue_many`)."""
+    """One job of a batch enqueue (`Client.enqueue_many`); `depends_on` may name job ids
+    and earlier items of the batch (`Ref(i)`)."""
 
     type: str
     payload: Any = None
@@ -251,9 +337,15 @@ class JobSpec:
     lease_seconds: int | None = None
     idempotency_key: str | None = None
     metadata: dict[str, Any] | None = None
+    depends_on: Sequence[int | Ref] | None = None
+    on_parent_failure: OnParentFailure | None = None
+    concurrency_key: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"type": self.type, "payload": self.payload}
+        parents = None
+        if self.depends_on is not None:
+            parents = [p.to_json() if isinstance(p, Ref) else p for p in self.depends_on]
         optional = {
             "priority": self.priority,
             "run_at": self.run_at.isoformat() if self.run_at is not None else None,
@@ -262,6 +354,9 @@ class JobSpec:
             "lease_seconds": self.lease_seconds,
             "idempotency_key": self.idempotency_key,
             "metadata": self.metadata,
+            "depends_on": parents,
+            "on_parent_failure": self.on_parent_failure,
+            "concurrency_key": self.concurrency_key,
         }
         body.update({key: value for key, value in optional.items() if value is not None})
         return body

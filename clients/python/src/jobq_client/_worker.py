@@ -54,7 +54,7 @@ from jobq_client._errors import (
     ValidationError,
     error_class,
 )
-from jobq_client._models import Ack, Complete, Fail, JobRecord, Lease
+from jobq_client._models import Ack, Complete, Fail, JobRecord, Lease, Parent
 
 log = logging.getLogger("jobq_client.worker")
 
@@ -107,6 +107,7 @@ class Job:
         self.lease_id = lease.lease_id
         self.expires_at: datetime = lease.expires_at
         self.record: JobRecord = lease.job
+        self.parents: list[Parent] = lease.parents  # the jobs it depended on, with results
         self._session = session
         self._cancel_requested = lease.job.cancel_requested
         self.lease_lost = False

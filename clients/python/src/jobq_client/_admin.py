@@ -1,0 +1,147 @@
+"""What the operator calls answer: schedules, queue settings and queue figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from jobq_client._models import JobState, _required_time, _time
+
+CatchUp = Literal["latest", "none", "all"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRun:
+    """A tick and the job it made (`job_state` None once retention deleted the job)."""
+
+    tick: datetime
+    job_id: int | None
+    job_state: JobState | None
+    refused: str | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ScheduleRun:
+        return cls(
+            _required_time(data["tick"]),
+            data.get("job_id"),
+            data.get("job_state"),
+            data.get("refused"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A cron schedule, its next ticks, and the last jobs it made."""
+
+    name: str
+    queue: str
+    type: str
+    cron: str
+    timezone: str
+    payload: Any = None
+    priority: int = 0
+    max_attempts: int | None = None
+    lease_seconds: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    paused: bool = False
+    catch_up: CatchUp = "latest"
+    catch_up_limit: int = 100
+    last_tick: datetime | None = None
+    next_runs: list[datetime] = field(default_factory=list)
+    recent_runs: list[ScheduleRun] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Schedule:
+        return cls(
+            name=data["name"],
+            queue=data["queue"],
+            type=data["type"],
+            cron=data["cron"],
+            timezone=data["timezone"],
+            payload=data.get("payload"),
+            priority=data.get("priority", 0),
+            max_attempts=data.get("max_attempts"),
+            lease_seconds=data.get("lease_seconds"),
+            metadata=data.get("metadata") or {},
+            paused=bool(data.get("paused", False)),
+            catch_up=data.get("catch_up", "latest"),
+            catch_up_limit=data.get("catch_up_limit", 100),
+            last_tick=_time(data.get("last_tick")),
+            next_runs=[_required_time(t) for t in data.get("next_runs") or []],
+            recent_runs=[ScheduleRun.from_json(r) for r in data.get("recent_runs") or []],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """At most `jobs` leases in any `per_seconds`."""
+
+    jobs: int
+    per_seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jobs": self.jobs, "per_seconds": self.per_seconds}
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """A queue's settings; None: no limit, or the service's default."""
+
+    queue: str
+    max_backlog: int | None = None
+    max_running: int | None = None
+    max_running_per_key: int | None = None
+    rate_limit: RateLimit | None = None
+    max_attempts: int | None = None
+    lease_seconds: int | None = None
+    backoff_base_seconds: float | None = None
+    backoff_cap_seconds: float | None = None
+    backoff_jitter: float | None = None
+    retain_succeeded_seconds: float | None = None
+    retain_failed_seconds: float | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> QueueSettings:
+        rate = data.get("rate_limit")
+        return cls(
+            queue=data["queue"],
+            max_backlog=data.get("max_backlog"),
+            max_running=data.get("max_running"),
+            max_running_per_key=data.get("max_running_per_key"),
+            rate_limit=RateLimit(rate["jobs"], rate["per_seconds"]) if rate else None,
+            max_attempts=data.get("max_attempts"),
+            lease_seconds=data.get("lease_seconds"),
+            backoff_base_seconds=data.get("backoff_base_seconds"),
+            backoff_cap_seconds=data.get("backoff_cap_seconds"),
+            backoff_jitter=data.get("backoff_jitter"),
+            retain_succeeded_seconds=data.get("retain_succeeded_seconds"),
+            retain_failed_seconds=data.get("retain_failed_seconds"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """A queue's figures: jobs by state, its oldest due job's age, its limits' use.
+
+    `raw` is the whole answer of `GET /v1/queues/{queue}` (windows, percentiles, running
+    jobs) for what this class does not name.
+    """
+
+    queue: str
+    paused: bool
+    counts: dict[str, int]
+    oldest_due_age_seconds: float | None
+    limits: dict[str, Any] | None
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> QueueStats:
+        return cls(
+            queue=data["queue"],
+            paused=bool(data.get("paused", False)),
+            counts=dict(data.get("counts") or {}),
+            oldest_due_age_seconds=data.get("oldest_due_age_seconds"),
+            limits=data.get("limits"),
+            raw=data,
+        )

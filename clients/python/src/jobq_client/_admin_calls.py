@@ -1,0 +1,137 @@
+"""The operator calls as data (queues, schedules, acting on one job), as `_calls` does for
+producers and workers."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule
+from jobq_client._calls import Call, _json, _segment
+from jobq_client._models import JobRecord
+
+
+def _none(_response: object) -> None:
+    return None
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def retry_job(job_id: int, run_at: datetime | None) -> Call[JobRecord]:
+    body = {"run_at": _time(run_at)} if run_at is not None else {}
+    return Call(
+        "POST",
+        f"/v1/jobs/{int(job_id)}/retry",
+        lambda r: JobRecord.from_json(_json(r)),
+        body=body,
+        has_body=True,
+    )
+
+
+def delete_job(job_id: int) -> Call[None]:
+    return Call("DELETE", f"/v1/jobs/{int(job_id)}", _none)
+
+
+def queue_action(queue: str, action: str, body: dict[str, Any] | None = None) -> Call[Any]:
+    """pause, resume, purge or failed/retry (redrive): the answer's JSON as is."""
+    return Call(
+        "POST", f"/v1/queues/{_segment(queue)}/{action}", _json, body=body or {}, has_body=True
+    )
+
+
+def get_queue(queue: str) -> Call[QueueStats]:
+    return Call("GET", f"/v1/queues/{_segment(queue)}", lambda r: QueueStats.from_json(_json(r)))
+
+
+def list_queues() -> Call[list[QueueStats]]:
+    return Call(
+        "GET", "/v1/queues", lambda r: [QueueStats.from_json(q) for q in _json(r)["queues"]]
+    )
+
+
+def get_queue_settings(queue: str) -> Call[QueueSettings]:
+    return Call(
+        "GET",
+        f"/v1/queues/{_segment(queue)}/settings",
+        lambda r: QueueSettings.from_json(_json(r)),
+    )
+
+
+def set_queue_settings(queue: str, changes: dict[str, Any]) -> Call[QueueSettings]:
+    body = {k: v.to_json() if hasattr(v, "to_json") else v for k, v in changes.items()}
+    return Call(
+        "PUT",
+        f"/v1/queues/{_segment(queue)}/settings",
+        lambda r: QueueSettings.from_json(_json(r)),
+        body=body,
+        has_body=True,
+    )
+
+
+def set_schedule(
+    name: str,
+    *,
+    queue: str,
+    type: str,
+    cron: str,
+    payload: Any,
+    timezone: str,
+    priority: int,
+    max_attempts: int | None,
+    lease_seconds: int | None,
+    metadata: dict[str, Any] | None,
+    paused: bool,
+    catch_up: CatchUp,
+    catch_up_limit: int,
+) -> Call[Schedule]:
+    body: dict[str, Any] = {
+        "queue": queue,
+        "type": type,
+        "cron": cron,
+        "payload": payload,
+        "timezone": timezone,
+        "priority": priority,
+        "paused": paused,
+        "catch_up": catch_up,
+        "catch_up_limit": catch_up_limit,
+        "metadata": metadata or {},
+    }
+    if max_attempts is not None:
+        body["max_attempts"] = max_attempts
+    if lease_seconds is not None:
+        body["lease_seconds"] = lease_seconds
+    return Call(
+        "PUT",
+        f"/v1/schedules/{_segment(name)}",
+        lambda r: Schedule.from_json(_json(r)),
+        body=body,
+        has_body=True,
+    )
+
+
+def get_schedule(name: str) -> Call[Schedule]:
+    return Call("GET", f"/v1/schedules/{_segment(name)}", lambda r: Schedule.from_json(_json(r)))
+
+
+def list_schedules() -> Call[list[Schedule]]:
+    return Call(
+        "GET",
+        "/v1/schedules",
+        lambda r: [Schedule.from_json(s) for s in _json(r)["schedules"]],
+    )
+
+
+def delete_schedule(name: str) -> Call[None]:
+    return Call("DELETE", f"/v1/schedules/{_segment(name)}", _none)
+
+
+def switch_schedule(name: str, action: str) -> Call[Schedule]:
+    return Call(
+        "POST",
+        f"/v1/schedules/{_segment(name)}/{action}",
+        lambda r: Schedule.from_json(_json(r)),
+        body={},
+        has_body=True,
+    )

@@ -1,0 +1,265 @@
+"""The operator calls of `Client` and `AsyncClient`: acting on one job, on queues and their
+settings, on schedules; each written once in `_admin_calls` and sent by the client's
+own `_call`."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from datetime import datetime
+from typing import Any, TypeVar
+
+from jobq_client import _admin_calls, _calls
+from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule
+from jobq_client._calls import Call
+from jobq_client._models import Dependencies, JobRecord
+
+T = TypeVar("T")
+_SETTINGS = {f.name for f in fields(QueueSettings)} - {"queue"}
+
+
+def _settings(changes: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(changes) - _SETTINGS)
+    if unknown:
+        raise TypeError(f"not a queue setting: {', '.join(unknown)}")
+    return changes
+
+
+def _redrive_body(
+    type: str | None,
+    error_type: str | None,
+    failed_since: datetime | None,
+    limit: int,
+    reset_attempts: bool,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"limit": limit, "reset_attempts": reset_attempts}
+    if type is not None:
+        body["type"] = type
+    if error_type is not None:
+        body["error_type"] = error_type
+    if failed_since is not None:
+        body["failed_since"] = failed_since.isoformat()
+    return body
+
+
+class Operations:
+    """`Client`'s operator calls."""
+
+    def _call(self, call: Call[T]) -> T:
+        raise NotImplementedError
+
+    def get_dependencies(self, job_id: int) -> Dependencies:
+        """The jobs `job_id` waits for, and those waiting for it."""
+        return self._call(_calls.get_dependencies(job_id))
+
+    def retry_job(self, job_id: int, run_at: datetime | None = None) -> JobRecord:
+        """Send a failed or cancelled job back to its queue (due at `run_at`, default now)."""
+        return self._call(_admin_calls.retry_job(job_id, run_at))
+
+    def delete_job(self, job_id: int) -> None:
+        """Delete a job that is not running."""
+        self._call(_admin_calls.delete_job(job_id))
+
+    def pause_queue(self, queue: str) -> None:
+        """Stop leasing from `queue` (enqueueing goes on)."""
+        self._call(_admin_calls.queue_action(queue, "pause"))
+
+    def resume_queue(self, queue: str) -> None:
+        """Lease from a paused queue again."""
+        self._call(_admin_calls.queue_action(queue, "resume"))
+
+    def purge_queue(self, queue: str) -> int:
+        """Delete every queued job of `queue`; how many went."""
+        answer = self._call(_admin_calls.queue_action(queue, "purge", {"confirm": queue}))
+        return int(answer["deleted"])
+
+    def get_queue(self, queue: str) -> QueueStats:
+        """One queue's figures and the use of its limits."""
+        return self._call(_admin_calls.get_queue(queue))
+
+    def list_queues(self) -> list[QueueStats]:
+        """Every known queue's figures."""
+        return self._call(_admin_calls.list_queues())
+
+    def get_queue_settings(self, queue: str) -> QueueSettings:
+        """A queue's settings (None: no limit, the service's default)."""
+        return self._call(_admin_calls.get_queue_settings(queue))
+
+    def get_schedule(self, name: str) -> Schedule:
+        """A schedule, its next ticks and the last jobs it made."""
+        return self._call(_admin_calls.get_schedule(name))
+
+    def list_schedules(self) -> list[Schedule]:
+        """Every schedule."""
+        return self._call(_admin_calls.list_schedules())
+
+    def delete_schedule(self, name: str) -> None:
+        """Delete a schedule (the jobs it made stay)."""
+        self._call(_admin_calls.delete_schedule(name))
+
+    def pause_schedule(self, name: str) -> Schedule:
+        """Stop a schedule's ticks."""
+        return self._call(_admin_calls.switch_schedule(name, "pause"))
+
+    def resume_schedule(self, name: str) -> Schedule:
+        """Restart a schedule from its next tick after now."""
+        return self._call(_admin_calls.switch_schedule(name, "resume"))
+
+    def redrive_failed(
+        self,
+        queue: str,
+        *,
+        type: str | None = None,
+        error_type: str | None = None,
+        failed_since: datetime | None = None,
+        limit: int = 1000,
+        reset_attempts: bool = False,
+    ) -> int:
+        """Send up to `limit` failed jobs of `queue` back, filtered; how many went."""
+        body = _redrive_body(type, error_type, failed_since, limit, reset_attempts)
+        answer = self._call(_admin_calls.queue_action(queue, "failed/retry", body))
+        return int(answer["retried"])
+
+    def set_queue_settings(self, queue: str, **changes: Any) -> QueueSettings:
+        """Change the settings named (`max_running=5`, `rate_limit=RateLimit(100, 60)`,
+        `max_backlog=None` to clear one); the others stay."""
+        return self._call(_admin_calls.set_queue_settings(queue, _settings(changes)))
+
+    def set_schedule(
+        self,
+        name: str,
+        *,
+        queue: str,
+        type: str,
+        cron: str,
+        payload: Any = None,
+        timezone: str = "UTC",
+        priority: int = 0,
+        max_attempts: int | None = None,
+        lease_seconds: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        paused: bool = False,
+        catch_up: CatchUp = "latest",
+        catch_up_limit: int = 100,
+    ) -> Schedule:
+        """Create or replace the schedule `name`: a `type` job on `queue` at each tick of
+        `cron` (5 fields or @hourly, @daily…) in `timezone`."""
+        return self._call(
+            _admin_calls.set_schedule(
+                name, queue=queue, type=type, cron=cron, payload=payload, timezone=timezone,
+                priority=priority, max_attempts=max_attempts, lease_seconds=lease_seconds,
+                metadata=metadata, paused=paused, catch_up=catch_up,
+                catch_up_limit=catch_up_limit,
+            )
+        )  # fmt: skip
+
+
+class AsyncOperations:
+    """`AsyncClient`'s operator calls."""
+
+    async def _call(self, call: Call[T]) -> T:
+        raise NotImplementedError
+
+    async def get_dependencies(self, job_id: int) -> Dependencies:
+        """The jobs `job_id` waits for, and those waiting for it."""
+        return await self._call(_calls.get_dependencies(job_id))
+
+    async def retry_job(self, job_id: int, run_at: datetime | None = None) -> JobRecord:
+        """Send a failed or cancelled job back to its queue (due at `run_at`, default now)."""
+        return await self._call(_admin_calls.retry_job(job_id, run_at))
+
+    async def delete_job(self, job_id: int) -> None:
+        """Delete a job that is not running."""
+        await self._call(_admin_calls.delete_job(job_id))
+
+    async def pause_queue(self, queue: str) -> None:
+        """Stop leasing from `queue` (enqueueing goes on)."""
+        await self._call(_admin_calls.queue_action(queue, "pause"))
+
+    async def resume_queue(self, queue: str) -> None:
+        """Lease from a paused queue again."""
+        await self._call(_admin_calls.queue_action(queue, "resume"))
+
+    async def purge_queue(self, queue: str) -> int:
+        """Delete every queued job of `queue`; how many went."""
+        answer = await self._call(_admin_calls.queue_action(queue, "purge", {"confirm": queue}))
+        return int(answer["deleted"])
+
+    async def get_queue(self, queue: str) -> QueueStats:
+        """One queue's figures and the use of its limits."""
+        return await self._call(_admin_calls.get_queue(queue))
+
+    async def list_queues(self) -> list[QueueStats]:
+        """Every known queue's figures."""
+        return await self._call(_admin_calls.list_queues())
+
+    async def get_queue_settings(self, queue: str) -> QueueSettings:
+        """A queue's settings (None: no limit, the service's default)."""
+        return await self._call(_admin_calls.get_queue_settings(queue))
+
+    async def get_schedule(self, name: str) -> Schedule:
+        """A schedule, its next ticks and the last jobs it made."""
+        return await self._call(_admin_calls.get_schedule(name))
+
+    async def list_schedules(self) -> list[Schedule]:
+        """Every schedule."""
+        return await self._call(_admin_calls.list_schedules())
+
+    async def delete_schedule(self, name: str) -> None:
+        """Delete a schedule (the jobs it made stay)."""
+        await self._call(_admin_calls.delete_schedule(name))
+
+    async def pause_schedule(self, name: str) -> Schedule:
+        """Stop a schedule's ticks."""
+        return await self._call(_admin_calls.switch_schedule(name, "pause"))
+
+    async def resume_schedule(self, name: str) -> Schedule:
+        """Restart a schedule from its next tick after now."""
+        return await self._call(_admin_calls.switch_schedule(name, "resume"))
+
+    async def redrive_failed(
+        self,
+        queue: str,
+        *,
+        type: str | None = None,
+        error_type: str | None = None,
+        failed_since: datetime | None = None,
+        limit: int = 1000,
+        reset_attempts: bool = False,
+    ) -> int:
+        """Send up to `limit` failed jobs of `queue` back, filtered; how many went."""
+        body = _redrive_body(type, error_type, failed_since, limit, reset_attempts)
+        answer = await self._call(_admin_calls.queue_action(queue, "failed/retry", body))
+        return int(answer["retried"])
+
+    async def set_queue_settings(self, queue: str, **changes: Any) -> QueueSettings:
+        """Change the settings named (`max_running=5`, `rate_limit=RateLimit(100, 60)`,
+        `max_backlog=None` to clear one); the others stay."""
+        return await self._call(_admin_calls.set_queue_settings(queue, _settings(changes)))
+
+    async def set_schedule(
+        self,
+        name: str,
+        *,
+        queue: str,
+        type: str,
+        cron: str,
+        payload: Any = None,
+        timezone: str = "UTC",
+        priority: int = 0,
+        max_attempts: int | None = None,
+        lease_seconds: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        paused: bool = False,
+        catch_up: CatchUp = "latest",
+        catch_up_limit: int = 100,
+    ) -> Schedule:
+        """Create or replace the schedule `name`: a `type` job on `queue` at each tick of
+        `cron` (5 fields or @hourly, @daily…) in `timezone`."""
+        return await self._call(
+            _admin_calls.set_schedule(
+                name, queue=queue, type=type, cron=cron, payload=payload, timezone=timezone,
+                priority=priority, max_attempts=max_attempts, lease_seconds=lease_seconds,
+                metadata=metadata, paused=paused, catch_up=catch_up,
+                catch_up_limit=catch_up_limit,
+            )
+        )  # fmt: skip

@@ -1,0 +1,58 @@
+"""`jobq serve` processes on the tests' database, for tests of several replicas at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.helpers import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+START_TIMEOUT_SECONDS = 60
+
+
+class Replica:
+    """One `jobq serve` process on the tests' database (its output in `log`), ready."""
+
+    def __init__(self, database_url: str, log: Path, **env: str) -> None:
+        self.log = log
+        self.url = f"http://127.0.0.1:{free_port()}"
+        env = {
+            **os.environ,
+            "JOBQ_DATABASE_URL": database_url,
+            **env,
+        }
+        port = self.url.rsplit(":", 1)[1]
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "app", "serve", "--port", port],
+                cwd=REPO,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("jobq serve did not start")
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.process.wait(30)

@@ -1,0 +1,173 @@
+"""The Python SDK's workflow and operator calls against a real `jobq serve`: dependencies
+and their parents' results, waiting for a result, schedules, queue settings and limits,
+acting on jobs and queues; typed answers throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+from jobq_client import (
+    AsyncClient,
+    Client,
+    Complete,
+    Fail,
+    JobSpec,
+    QueueSettings,
+    RateLimit,
+    Ref,
+    RetryPolicy,
+    ScheduleNotFound,
+    ValidationError,
+)
+from tests.sdk_support import Service, running_service
+
+FAST_RETRY = RetryPolicy(max_retries=2, backoff_seconds=0.05, max_backoff_seconds=0.2)
+
+
+@pytest.fixture(scope="module")
+def service(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    yield from running_service(database_url, tmp_path_factory.mktemp("ops") / "serve.log")
+
+
+@pytest.fixture
+def jobq(service: Service, db: asyncpg.Connection) -> Iterator[Client]:
+    with Client(service.url, retry=FAST_RETRY) as client:
+        yield client
+
+
+def test_a_workflow_in_one_batch_with_parents_results(jobq: Client) -> None:
+    items = jobq.enqueue_many(
+        "video",
+        [
+            JobSpec("download", {"url": "a.mp4"}),
+            JobSpec("transcode", {"height": 720}, depends_on=[Ref(0)]),
+            JobSpec("publish", depends_on=[Ref(1)], on_parent_failure="run"),
+        ],
+    )
+    assert [i.state for i in items] == ["queued", "waiting", "waiting"]
+    later = jobq.enqueue("video", "notify", depends_on=[items[2].id], concurrency_key="ada")
+    assert later.job is not None and later.job.waiting_for == 1
+    assert later.job.concurrency_key == "ada"
+
+    (download,) = jobq.lease(["video"], worker_id="w")
+    jobq.complete(download.lease_id, {"bytes": 10})
+    (transcode,) = jobq.lease(["video"], worker_id="w")
+    assert [(p.id, p.state, p.result) for p in transcode.parents] == [
+        (items[0].id, "succeeded", {"bytes": 10})
+    ]
+    jobq.fail(transcode.lease_id, error_type="Codec", retryable=False)
+    (publish,) = jobq.lease(["video"], worker_id="w")  # runs anyway
+    assert publish.job.on_parent_failure == "run" and publish.parents[0].state == "failed"
+    deps = jobq.get_dependencies(items[1].id)
+    assert [p.id for p in deps.parents] == [items[0].id]
+    assert [c.id for c in deps.children] == [items[2].id]
+    failed = jobq.get_job(items[1].id)
+    assert failed.last_error is not None and failed.last_error.type == "Codec"
+
+
+def test_wait_and_run_return_the_finished_job(jobq: Client, service: Service) -> None:
+    created = jobq.enqueue("thumbs", "resize", {"w": 1})
+
+    def worker() -> None:
+        with Client(service.url) as other:
+            time.sleep(0.3)
+            (leased,) = other.lease(["thumbs"], worker_id="w", wait_seconds=5)
+            other.ack([Complete(leased.lease_id, {"ok": leased.job.payload})])
+
+    threading.Thread(target=worker).start()
+    started = time.monotonic()
+    done = jobq.wait(created.id, timeout=10)
+    assert done.finished and done.state == "succeeded" and done.result == {"ok": {"w": 1}}
+    assert time.monotonic() - started < 5
+
+    unfinished = jobq.wait(jobq.enqueue("idle", "t").id, timeout=0.3)
+    assert not unfinished.finished and unfinished.state == "queued"
+
+    threading.Thread(target=worker).start()
+    ran = jobq.run("thumbs", "resize", {"w": 2}, timeout=10)
+    assert ran.result == {"ok": {"w": 2}}
+
+
+def test_schedules_round_trip(jobq: Client) -> None:
+    made = jobq.set_schedule(
+        "nightly", queue="reports", type="rollup", cron="0 3 * * *",
+        timezone="Europe/Paris", payload={"span": "day"}, catch_up="all",
+    )  # fmt: skip
+    assert (made.cron, made.timezone, made.catch_up, made.paused) == (
+        "0 3 * * *",
+        "Europe/Paris",
+        "all",
+        False,
+    )
+    assert len(made.next_runs) == 5 and made.next_runs[0] > datetime.now(UTC)
+    assert [s.name for s in jobq.list_schedules()] == ["nightly"]
+    assert jobq.pause_schedule("nightly").paused
+    assert jobq.resume_schedule("nightly").next_runs
+    assert jobq.get_schedule("nightly").payload == {"span": "day"}
+    with pytest.raises(ValidationError):
+        jobq.set_schedule("bad", queue="q", type="t", cron="61 * * * *")
+    jobq.delete_schedule("nightly")
+    with pytest.raises(ScheduleNotFound):
+        jobq.get_schedule("nightly")
+
+
+def test_queue_settings_limits_and_operator_calls(jobq: Client) -> None:
+    settings = jobq.set_queue_settings(
+        "enc", max_running=1, rate_limit=RateLimit(100, 60), max_attempts=3
+    )
+    assert settings == QueueSettings(
+        "enc", max_running=1, rate_limit=RateLimit(100, 60.0), max_attempts=3
+    )
+    assert jobq.set_queue_settings("enc", max_attempts=None).max_running == 1
+    with pytest.raises(TypeError, match="max_runing"):
+        jobq.set_queue_settings("enc", max_runing=2)
+    first = jobq.enqueue("enc", "t")
+    jobq.enqueue("enc", "t")
+    assert first.job is not None and first.job.max_attempts == 5  # the service's default
+    assert len(jobq.lease(["enc"], worker_id="w", max_jobs=5)) == 1  # max_running
+    stats = jobq.get_queue("enc")
+    assert stats.counts["running"] == 1 and stats.limits is not None
+    assert stats.limits["throttled"]["max_running"] == 1
+    assert "enc" in [q.queue for q in jobq.list_queues()]
+    assert jobq.get_queue_settings("enc").rate_limit == RateLimit(100, 60.0)
+
+    jobq.pause_queue("enc")
+    assert jobq.get_queue("enc").paused
+    jobq.resume_queue("enc")
+    assert jobq.purge_queue("enc") == 1
+
+    failed = jobq.enqueue("redo", "t", max_attempts=1)
+    (leased,) = jobq.lease(["redo"], worker_id="w")
+    jobq.ack([Fail(leased.lease_id, "Boom", retryable=False)])
+    assert jobq.redrive_failed("redo", error_type="Boom") == 1
+    (again,) = jobq.lease(["redo"], worker_id="w")
+    jobq.ack([Fail(again.lease_id, "Boom", retryable=False)])
+    retried = jobq.retry_job(failed.id, run_at=datetime.now(UTC) + timedelta(hours=1))
+    assert retried.state == "queued" and retried.run_at > datetime.now(UTC)
+    jobq.delete_job(failed.id)
+    assert jobq.list_jobs(queue="redo").jobs == []
+
+
+def test_the_async_client_has_the_same_calls(service: Service, db: asyncpg.Connection) -> None:
+    async def main() -> None:
+        async with AsyncClient(service.url, retry=FAST_RETRY) as jobq:
+            parent = await jobq.enqueue("a", "t")
+            child = await jobq.enqueue("a", "t", depends_on=[parent.id])
+            assert child.state == "waiting"
+            (leased,) = await jobq.lease(["a"], worker_id="w")
+            await jobq.complete(leased.lease_id, 7)
+            assert (await jobq.wait(parent.id, timeout=1)).result == 7
+            assert (await jobq.get_dependencies(child.id)).parents[0].id == parent.id
+            assert (await jobq.set_queue_settings("a", max_running_per_key=1)).max_running_per_key
+            made = await jobq.set_schedule("s", queue="a", type="t", cron="@hourly")
+            assert [s.name for s in await jobq.list_schedules()] == [made.name]
+            await jobq.delete_schedule("s")
+
+    asyncio.run(main())
