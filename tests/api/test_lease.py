@@ -253,3 +253,15 @@ async def test_job_answers_are_exactly_what_their_schemas_serialize(
 
 def _lease_all() -> dict[str, Any]:
     return {"queues": ["default"], "max_jobs": 100, "worker_id": "w"}
+
+
+async def test_progress_percent_comes_back_as_sent(client: httpx.AsyncClient) -> None:
+    await enqueue(client)
+    (leased,) = await lease(client, "default")
+    third = 200 / 3  # 66.66666666666667: a float32 column made it 66.66666412353516
+    beat = {"progress": {"percent": third, "stage": "render"}}
+    assert (
+        await client.post(f"/v1/leases/{leased['lease_id']}/heartbeat", json=beat)
+    ).status_code == 200
+    job = (await client.get(f"/v1/jobs/{leased['job']['id']}")).json()
+    assert job["progress"]["percent"] == third

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from jobq_client import (
     Job,
     JobRecord,
     Permanent,
+    Retry,
     RetryPolicy,
     Unauthorized,
     Worker,
@@ -135,6 +137,32 @@ async def test_an_exception_fails_the_attempt_and_the_job_is_retried(jobq: Async
     assert "Traceback" in first_error.details["traceback"]
     assert (failed.state, failed.attempt) == ("failed", 1), "Permanent is not retried"
     assert failed.last_error is not None and failed.last_error.type == "Permanent"
+
+
+async def test_retry_after_sets_the_next_run_and_each_run_is_logged_with_its_duration(
+    jobq: AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = Worker(jobq, queues=["later"], concurrency=1, wait_seconds=1)
+
+    @worker.handler("busy")
+    async def busy(job: Job) -> str:
+        if job.attempt == 1:
+            raise Retry("provider busy", after=1)
+        return "done"
+
+    created = await jobq.enqueue("later", "busy")
+    with caplog.at_level(logging.INFO, logger="jobq_client.worker"):
+        async with running(worker):
+            done = await settled(jobq, created.id, timeout=20)
+    assert (done.state, done.attempt) == ("succeeded", 2)
+    first, second = done.attempts
+    assert first.finished_at is not None and second.started_at is not None
+    assert (second.started_at - first.finished_at).total_seconds() >= 0.9  # after=1, not 0
+    runs = [r for r in caplog.records if getattr(r, "event", "").startswith("job.")]
+    assert [r.event for r in runs] == ["job.failed", "job.finished"]  # type: ignore[attr-defined]
+    assert all(r.fields["job_id"] == created.id for r in runs)  # type: ignore[attr-defined]
+    assert all(r.fields["duration_ms"] >= 0 for r in runs)  # type: ignore[attr-defined]
+    assert runs[1].getMessage().startswith(f"job {created.id} (busy) succeeded in ")
 
 
 async def test_a_result_the_service_refuses_fails_the_job_for_good(jobq: AsyncClient) -> None:

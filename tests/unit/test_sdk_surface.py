@@ -19,7 +19,7 @@ def test_public_names_are_pinned() -> None:
             "ConfirmationMismatch", "InternalError", "KeyExists", "KeyNotFound", "LeaseForbidden",
             "MethodNotAllowed", "ReaperStalled", "ScheduleNotFound", "TooManyRequests",
             "Dependencies", "ErrorInfo", "Parent", "QueueSettings", "QueueStats", "RateLimit",
-            "Ref", "Related", "Schedule", "ScheduleRun",
+            "Ref", "Related", "Retry", "Schedule", "ScheduleRun",
             "__version__",
         ]
     )  # fmt: skip

@@ -69,7 +69,7 @@ from jobq_client._models import (
     Ref,
     Related,
 )
-from jobq_client._worker import Job, JobCancelled, Permanent, Worker
+from jobq_client._worker import Job, JobCancelled, Permanent, Retry, Worker
 
 __version__ = "0.1.0"
 
@@ -124,6 +124,7 @@ __all__ = [
     "ReaperStalled",
     "Ref",
     "Related",
+    "Retry",
     "RetryPolicy",
     "Schedule",
     "ScheduleNotFound",

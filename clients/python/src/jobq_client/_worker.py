@@ -35,11 +35,12 @@ import os
 import signal
 import socket
 import threading
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from jobq_client._client import AsyncClient, Client
 from jobq_client._errors import (
@@ -74,6 +75,38 @@ SHUTDOWN_ERROR_TYPE = "WorkerShutdown"
 # Answers to a lease request that no retry can fix: the worker's configuration is wrong.
 _FATAL = (BadRequest, Unauthorized, Forbidden, NotFound, ValidationError)
 
+
+def _fields(job: Job, event: str, started: float, **more: Any) -> dict[str, Any]:
+    """A log record's `extra`: its event and fields, as the service's JSON logs carry
+    them (`jobq worker` prints them so)."""
+    return {
+        "event": event,
+        "fields": {
+            "job_id": job.id,
+            "queue": job.queue,
+            "type": job.type,
+            "attempt": job.attempt,
+            "duration_ms": round((time.monotonic() - started) * 1000, 3),
+            **more,
+        },
+    }
+
+
+class Heartbeats(Protocol):
+    """What a `Job` reports its progress to: the worker's session, or a test's fake."""
+
+    loop: asyncio.AbstractEventLoop
+
+    async def beat(
+        self,
+        job: Job,
+        *,
+        percent: float | None = None,
+        stage: str | None = None,
+        message: str | None = None,
+    ) -> None: ...
+
+
 HandlerFunc = Callable[["Job"], Any]
 F = TypeVar("F", bound=HandlerFunc)
 
@@ -82,6 +115,20 @@ class Permanent(Exception):
     """Raise from a handler to fail the job for good: it is not retried."""
 
     retryable = False
+
+
+class Retry(Exception):
+    """Raise from a handler to fail this attempt and run the job again `after` seconds
+    from now (instead of the queue's backoff), while it has attempts left.
+
+        raise Retry(after=30, message="rate limited by the provider")
+    """
+
+    retryable = True
+
+    def __init__(self, message: str = "", *, after: float) -> None:
+        super().__init__(message or f"retry in {after:g}s")
+        self.retry_after_seconds = float(after)
 
 
 class JobCancelled(Permanent):
@@ -103,7 +150,7 @@ class Job:
         return {"ok": True}
     """
 
-    def __init__(self, lease: Lease, session: _Session) -> None:
+    def __init__(self, lease: Lease, session: Heartbeats) -> None:
         self.lease_id = lease.lease_id
         self.expires_at: datetime = lease.expires_at
         self.record: JobRecord = lease.job
@@ -447,8 +494,10 @@ class _Session:
             self.add_ack(outcome)
 
     async def outcome(self, job: Job) -> Ack | None:
-        """Run the handler: a completion, a failure, or None when the lease was lost."""
+        """Run the handler: a completion, a failure, or None when the lease was lost.
+        Each finished run is logged with its duration (`job.finished` / `job.failed`)."""
         handler = self.worker.handlers[job.type]
+        started = time.monotonic()
         try:
             if inspect.iscoroutinefunction(handler):
                 result = await handler(job)
@@ -460,7 +509,12 @@ class _Session:
             return None
         except Exception as exc:
             error_type, message, details, retryable, retry_after = _failure(exc)
-            log.warning("job %s (%s) failed: %s: %s", job.id, job.type, error_type, message)
+            log.warning(
+                "job %s (%s) failed after %.3fs: %s: %s",
+                job.id, job.type, time.monotonic() - started, error_type, message,
+                extra=_fields(job, "job.failed", started, error_type=error_type,
+                              retryable=retryable),
+            )  # fmt: skip
             return Fail(job.lease_id, error_type, message, details, retryable, retry_after)
         try:
             json.dumps(result, allow_nan=False)  # what the service would refuse
@@ -468,6 +522,11 @@ class _Session:
             message = f"the handler's result cannot be stored as JSON: {exc}"
             log.warning("job %s (%s) failed: %s", job.id, job.type, message)
             return Fail(job.lease_id, "InvalidResult", message, retryable=False)
+        log.info(
+            "job %s (%s) succeeded in %.3fs",
+            job.id, job.type, time.monotonic() - started,
+            extra=_fields(job, "job.finished", started),
+        )  # fmt: skip
         return Complete(job.lease_id, result)
 
     async def in_thread(self, handler: HandlerFunc, job: Job) -> Any:
