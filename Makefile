@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint openapi docs docs-serve docs-tables bench clean
+.PHONY: run test lint openapi docs docs-serve docs-tables bench screenshots ui-assets clean
 
 run: $(VENV)/.installed
 	$(BIN)/jobq serve
@@ -54,3 +54,17 @@ $(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml $(VENV)/.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
+
+# The dashboard's pictures in docs/screenshots (Debian's Chromium: apt-get install chromium).
+screenshots: $(VENV)/.installed-dev
+	$(BIN)/python -m tests.processes.dashboard_screenshots
+
+# Swagger UI's files for /docs, from npm, pinned (they ship in the package: no CDN).
+SWAGGER_UI_VERSION = 5.35.0
+ui-assets:
+	rm -rf /tmp/jobq-swagger-ui && mkdir -p /tmp/jobq-swagger-ui
+	cd /tmp/jobq-swagger-ui && npm pack --silent swagger-ui-dist@$(SWAGGER_UI_VERSION) \
+		&& tar xzf swagger-ui-dist-$(SWAGGER_UI_VERSION).tgz
+	cp /tmp/jobq-swagger-ui/package/swagger-ui-bundle.js /tmp/jobq-swagger-ui/package/swagger-ui.css \
+		/tmp/jobq-swagger-ui/package/LICENSE app/ui/static/swagger/
+

@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from app import __version__, health, jobs, keys, queues, schedules
+from app import __version__, health, jobs, keys, queues, schedules, ui
 from app.api import openapi, problems
 from app.api.body_limit import BodySizeLimit
 from app.api.middleware import RequestContext
@@ -158,6 +158,8 @@ def create_app(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served by app.ui, its assets from the package
+        redoc_url=None,
     )
     problems.install(app)
     # In the order the OpenAPI document has always listed them.
@@ -174,6 +176,7 @@ def create_app(
         health.metrics_router,
     ):
         app.include_router(router)
+    ui.mount(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(keys.KeyGate)  # a body without a valid key is never read
     app.add_middleware(RequestContext, access_log=settings.access_log)  # outermost: sees all

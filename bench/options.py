@@ -10,7 +10,9 @@ from typing import TypeVar
 
 from bench import database
 
-SCENARIOS = ("bare", "drain", "limited", "single", "latency", "lease-levels", "floor")
+SCENARIOS = (
+    "bare", "drain", "limited", "single", "latency", "lease-levels", "dashboard", "floor",
+)  # fmt: skip
 PROFILED_SCENARIOS = ("drain", "single")
 LEASE_BATCH = 100
 RUN_TIMEOUT_SECONDS = 3600.0
@@ -44,6 +46,7 @@ class Config:
     finished_rows: list[int] = field(default_factory=lambda: [0, 1_000_000, 5_000_000])
     lease_calls: int = 500
     lease_warmup: int = 50
+    dashboard_rows: int = 1_000_000
     bare_jobs: int = 500_000
     bare_single_jobs: int = 20_000
     bare_connections: int = 4
@@ -62,6 +65,7 @@ QUICK = {
     "latency_samples": 30,
     "latency_workers": 2,
     "finished_rows": [0, 20_000],
+    "dashboard_rows": 20_000,
     "lease_calls": 50,
     "lease_warmup": 10,
     "bare_jobs": 20_000,
@@ -203,6 +207,11 @@ def parser() -> argparse.ArgumentParser:
         help="finished-row levels for lease latency [default: 0,1000000,5000000; quick: 0,20000]",
     )
     a(
+        "--dashboard-rows",
+        type=_positive,
+        help=f"finished rows under the dashboard's calls [default: {defaults.dashboard_rows:,}]",
+    )
+    a(
         "--lease-calls",
         type=_positive,
         help=f"timed lease calls per level [default: {defaults.lease_calls}]",
@@ -254,6 +263,7 @@ _OPTIONS = (
     "latency_workers",
     "latency_interval_ms",
     "finished_rows",
+    "dashboard_rows",
     "lease_calls",
     "bare_jobs",
     "bare_single_jobs",

@@ -75,6 +75,14 @@ TARGETS = [
         _get("enqueue_to_lease", "p99_ms"),
     ),
     Target(
+        "dashboard_queue_page_p50",
+        "a queue's dashboard page (its 4 API calls, one after another), p50",
+        "<=",
+        300,
+        "ms",
+        _get("dashboard", "queue_page", "p50_ms"),
+    ),
+    Target(
         "lease_latency_ratio",
         "lease latency p50 at the most finished rows / on an empty table",
         "<=",
@@ -243,6 +251,14 @@ def render(report: dict[str, Any], console: Console) -> None:
             f"lease 1 job, {level['finished_rows']:,} finished rows",
             *(_num(level[k], 2) if k != "count" else _num(level[k]) for k in _LATENCY_KEYS),
         )
+    dashboard = scenarios.get("dashboard")
+    if dashboard:
+        for page in ("queues_page", "queue_page", "jobs_filtered", "jobs_next_page"):
+            figures = dashboard[page]
+            latency.add_row(
+                f"dashboard {page.replace('_', ' ')}, {dashboard['rows']:,} rows",
+                *(_num(figures[k], 2) if k != "count" else _num(figures[k]) for k in _LATENCY_KEYS),
+            )
     console.print(latency)
 
     cpu = Table(title="CPU per job (µs) and cores busy on average")

@@ -188,6 +188,7 @@ class Bench(Scenarios):
                     "single": self.single,
                     "latency": self.latency,
                     "lease-levels": self.lease_levels,
+                    "dashboard": self.dashboard,
                     "floor": self.floor,
                 }
                 try:

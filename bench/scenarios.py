@@ -20,6 +20,7 @@ from bench.options import LEASE_BATCH
 from bench.service import Service
 from bench.stats import latency_summary, ratio
 
+DASHBOARD_SAMPLES = 20
 LIMITED_MAX_RUNNING = 50
 LIMITED_WORKERS = 8
 LIMITED_HOLD_SECONDS = 0.02  # each leased batch is held this long, as if worked on
@@ -218,6 +219,39 @@ class Scenarios(BenchBase):
             f"{ideal:,.0f}); running {s['running_mean']} on average, at most "
             f"{s['running_max']} (limit {LIMITED_MAX_RUNNING})"
         )
+
+    def dashboard(self) -> None:
+        """The API calls behind the dashboard's queues page and a queue's page (stats, the
+        hour's series, failed groups, a page of jobs, filtered), on a table holding
+        `dashboard_rows` finished jobs: their latency, sequentially, p50/p95."""
+        c = self.config
+        rows = c.dashboard_rows
+        self.db(database.reset_jobs(self.url))
+        self.say(f"dashboard: filling {rows:,} finished rows, then its pages' calls")
+        self.db(database.fill_finished(self.url, "bench-ui", rows))
+        self.db(database.queue_jobs(self.url, "bench-ui", 1000))
+        self.db(database.vacuum_analyze(self.url))
+        calls = {
+            "queues_page": ["/v1/queues"],
+            "queue_page": [
+                "/v1/queues/bench-ui", "/v1/queues/bench-ui/series?minutes=60",
+                "/v1/queues/bench-ui/failed/groups", "/v1/jobs?queue=bench-ui&limit=50",
+            ],
+            "jobs_filtered": ["/v1/jobs?queue=bench-ui&state=queued&limit=50"],
+            "jobs_next_page": [f"/v1/jobs?queue=bench-ui&limit=50&after={rows // 2}"],
+        }  # fmt: skip
+        results: dict[str, Any] = {"rows": rows}
+        with httpx.Client(base_url=self.base_url, timeout=60) as http:
+            for name, paths in calls.items():
+                took: list[float] = []
+                for _ in range(DASHBOARD_SAMPLES):
+                    started = time.perf_counter()
+                    for path in paths:
+                        http.get(path).raise_for_status()
+                    took.append((time.perf_counter() - started) * 1000)
+                results[name] = latency_summary(took)
+                self.say(f"  {name}: p50 {results[name]['p50_ms']:.0f} ms")
+        self.scenarios["dashboard"] = results
 
     def run_drain(self, queue: str) -> GeneratorRun:
         """The drain load: workers lease 100 and ack each batch, until `queue` is empty."""

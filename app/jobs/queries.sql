@@ -212,7 +212,9 @@ SELECT paused
 -- each concurrency key, `max_running_per_key` less that key's running jobs. Keys are
 -- walked one by one along jobs_key_claim_idx, so a key at its limit never hides the
 -- next key's jobs. A lease of a rate-limited queue is logged in jobq.queue_rate_log,
--- whose rows older than the window go in the same statement.
+-- whose rows older than the window go in the same statement. Times are this statement's
+-- (statement_timestamp(), after the lock), not the transaction's, which began waiting
+-- for the lock: the leases of one queue take turns, so their times are in order.
 WITH RECURSIVE settings AS MATERIALIZED (
     SELECT q.max_running, q.max_running_per_key, q.rate_limit_jobs, q.rate_limit_seconds
       FROM jobq.queues q
@@ -232,7 +234,7 @@ room AS MATERIALIZED (
                    SELECT coalesce(sum(r.jobs), 0)
                      FROM jobq.queue_rate_log r
                     WHERE r.queue = :queue
-                      AND r.at > clock_timestamp()
+                      AND r.at > statement_timestamp()
                                  - make_interval(secs => s.rate_limit_seconds)))) AS n,
            s.max_running_per_key AS per_key
       FROM settings s
@@ -293,19 +295,19 @@ leased AS (
            attempt = j.attempt + 1,
            lease_id = gen_random_uuid(),
            current_lease_seconds = coalesce(:lease_seconds, j.lease_seconds),
-           lease_expires_at = now() + make_interval(
+           lease_expires_at = statement_timestamp() + make_interval(
                secs => coalesce(:lease_seconds, j.lease_seconds)),
            worker_id = :worker_id,
            lease_key_id = :key_id,
-           attempted_at = now(),
-           started_at = coalesce(j.started_at, now()),
-           updated_at = now()
+           attempted_at = statement_timestamp(),
+           started_at = coalesce(j.started_at, statement_timestamp()),
+           updated_at = statement_timestamp()
      WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.state = 'queued'
     RETURNING j.*
 ),
 logged AS (
     INSERT INTO jobq.queue_rate_log (queue, at, jobs)
-    SELECT :queue, clock_timestamp(), count(*)
+    SELECT :queue, statement_timestamp(), count(*)
       FROM leased
     HAVING count(*) > 0 AND (SELECT rate_limit_jobs FROM settings) IS NOT NULL
     RETURNING 1
@@ -314,7 +316,8 @@ forgotten AS (
     DELETE FROM jobq.queue_rate_log r
      USING settings s
      WHERE r.queue = :queue
-       AND r.at <= clock_timestamp() - make_interval(secs => coalesce(s.rate_limit_seconds, 0))
+       AND r.at <= statement_timestamp()
+                   - make_interval(secs => coalesce(s.rate_limit_seconds, 0))
     RETURNING 1
 )
 SELECT leased.*
@@ -555,11 +558,32 @@ SELECT *
  WHERE (CAST(:queue AS text) IS NULL OR queue = :queue)
    AND (CAST(:state AS jobq.job_state) IS NULL OR state = CAST(:state AS jobq.job_state))
    AND (CAST(:type AS text) IS NULL OR type = :type)
+   AND (CAST(:error_type AS text) IS NULL OR last_error->>'type' = :error_type)
    AND (CAST(:allowed_names AS text[]) IS NULL
         OR queue = ANY(CAST(:allowed_names AS text[]))
         OR queue LIKE ANY(CAST(:allowed_patterns AS text[])))
    AND id > :after
  ORDER BY id
+ LIMIT :limit;
+
+
+-- name: workers
+-- Who is leasing now: each worker holding running jobs (of the queues a key may read),
+-- how many, of which queues, the first of their ids, and its last sign of life (its
+-- latest lease or heartbeat that extended one).
+SELECT worker_id,
+       count(*) AS running,
+       array_agg(DISTINCT queue ORDER BY queue) AS queues,
+       (array_agg(id ORDER BY id))[1:20] AS job_ids,
+       max(lease_expires_at - make_interval(secs => current_lease_seconds)) AS last_seen,
+       min(lease_expires_at) AS next_expiry
+  FROM jobq.jobs
+ WHERE state = 'running'
+   AND (CAST(:allowed_names AS text[]) IS NULL
+        OR queue = ANY(CAST(:allowed_names AS text[]))
+        OR queue LIKE ANY(CAST(:allowed_patterns AS text[])))
+ GROUP BY worker_id
+ ORDER BY worker_id
  LIMIT :limit;
 
 

@@ -21,6 +21,7 @@ from app.jobs.rows import (
     LimitedState,
     Parent,
     Refused,
+    WorkerRow,
     job_at,
 )
 
@@ -39,6 +40,7 @@ FINISH_MANY = QUERIES["finish_many"]
 GET_JOB = QUERIES["get_job"]
 GET_JOBS = QUERIES["get_jobs"]
 LIST_JOBS = QUERIES["list_jobs"]
+WORKERS = QUERIES["workers"]
 CANCEL_JOB = QUERIES["cancel_job"]
 RETRY_JOB = QUERIES["retry_job"]
 DELETE_JOB = QUERIES["delete_job"]
@@ -206,6 +208,7 @@ class JobsRepository:
         after: int,
         limit: int,
         allowed: tuple[list[str], list[str]] | None = None,
+        error_type: str | None = None,
     ) -> list[JobRow]:
         """`allowed`: (queue names, LIKE patterns) to limit the page to; None: every queue."""
         names, patterns = allowed if allowed is not None else (None, None)
@@ -215,6 +218,7 @@ class JobsRepository:
                 "queue": queue,
                 "state": state,
                 "type": type_,
+                "error_type": error_type,
                 "after": after,
                 "limit": limit,
                 "allowed_names": names,
@@ -222,6 +226,17 @@ class JobsRepository:
             },
         )
         return [JobRow._make(record) for record in records]
+
+    async def workers(
+        self, allowed: tuple[list[str], list[str]] | None, limit: int
+    ) -> list[WorkerRow]:
+        """The workers holding running jobs (of the `allowed` queues; None: all)."""
+        names, patterns = allowed if allowed is not None else (None, None)
+        records = await self._db.fetch(
+            WORKERS,
+            {"allowed_names": names, "allowed_patterns": patterns, "limit": limit},
+        )
+        return [WorkerRow._make(record) for record in records]
 
     # ---- operators -----------------------------------------------------------------
 

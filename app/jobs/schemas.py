@@ -499,3 +499,20 @@ class RetryIn(Strict):
     run_at: Timestamp | None = Field(
         default=None, description=f"Due then ({timestamps.RANGE}); default now."
     )
+
+
+class WorkerOut(BaseModel):
+    """A worker holding running jobs."""
+
+    worker_id: str | None
+    running: int = Field(description="Jobs it holds now.")
+    queues: list[str]
+    job_ids: list[int] = Field(description="The first 20 of its jobs, by id.")
+    last_seen: datetime | None = Field(
+        description="Its latest lease or heartbeat that extended one."
+    )
+    next_expiry: datetime | None = Field(description="When its first lease ends, unless renewed.")
+
+
+class WorkersOut(BaseModel):
+    workers: list[WorkerOut]

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, cast
 from fastapi import Depends, FastAPI, Request
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.routing import Mount
 
 from app.core.errors import Unauthorized
 from app.keys.authenticator import Authenticator, is_loopback
@@ -160,6 +161,9 @@ def declared_access(app: FastAPI) -> dict[tuple[str, str], str | None]:
     framework = framework_paths(app)
     table: dict[tuple[str, str], str | None] = {}
     for route in served_routes(app):
+        if isinstance(route, Mount):  # static files (the dashboard's): public, no secrets
+            table[("GET", f"{route.path}/{{path}}")] = "public"
+            continue
         rules = access_of(route)
         if getattr(route, "dependant", None) is None and route.path in framework:
             need: str | None = "public"  # FastAPI's OpenAPI document and its viewers

@@ -297,6 +297,55 @@ SELECT q.name AS queue, q.max_running, q.max_running_per_key, q.rate_limit_jobs,
  ORDER BY q.name;
 
 
+-- name: failed_groups
+-- A queue's failed jobs grouped by type and error type: how many, and the latest one's
+-- message and time; the biggest groups first.
+SELECT type, last_error->>'type' AS error_type, count(*) AS jobs,
+       (array_agg(last_error->>'message' ORDER BY finished_at DESC))[1] AS latest_message,
+       max(finished_at) AS latest_failed_at
+  FROM jobq.jobs
+ WHERE queue = :queue AND state = 'failed'
+ GROUP BY type, last_error->>'type'
+ ORDER BY count(*) DESC, type, error_type
+ LIMIT :limit;
+
+
+-- name: queue_series
+-- A queue's last `minutes` minutes, minute by minute: jobs enqueued, succeeded and failed
+-- for good (from the jobs still stored; read along the finished and live-jobs indexes).
+WITH minutes AS (
+    SELECT generate_series(date_trunc('minute', now()) - make_interval(mins => :minutes - 1),
+                           date_trunc('minute', now()), interval '1 minute') AS minute
+),
+finished AS (
+    SELECT date_trunc('minute', finished_at) AS minute,
+           count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE state = 'failed') AS failed
+      FROM jobq.jobs
+     WHERE queue = :queue AND finished_at >= now() - make_interval(mins => :minutes)
+     GROUP BY 1
+),
+created AS (
+    -- a job created in the window is unfinished, or finished in the window: two index
+    -- reads, never the whole queue
+    SELECT date_trunc('minute', c.created_at) AS minute, count(*) AS enqueued
+      FROM (SELECT created_at FROM jobq.jobs
+             WHERE queue = :queue AND state IN ('waiting', 'queued', 'running')
+            UNION ALL
+            SELECT created_at FROM jobq.jobs
+             WHERE queue = :queue
+               AND finished_at >= now() - make_interval(mins => :minutes)) AS c
+     WHERE c.created_at >= now() - make_interval(mins => :minutes)
+     GROUP BY 1
+)
+SELECT m.minute, coalesce(c.enqueued, 0) AS enqueued, coalesce(f.succeeded, 0) AS succeeded,
+       coalesce(f.failed, 0) AS failed
+  FROM minutes m
+  LEFT JOIN created c USING (minute)
+  LEFT JOIN finished f USING (minute)
+ ORDER BY m.minute;
+
+
 -- name: running_jobs
 -- The longest-running jobs of each queue (at most `per_queue`), with their progress.
 SELECT id, queue, type, attempt, max_attempts, worker_id, attempted_at,

@@ -10,6 +10,8 @@ from app.db.database import Database
 from app.db.statement import Queries
 from app.queues.rows import (
     DatabaseHealth,
+    FailedGroup,
+    Minute,
     QueueActivity,
     QueueFigures,
     QueueLimits,
@@ -30,6 +32,8 @@ QUEUE_OVERVIEW = QUERIES["queue_overview"]
 QUEUE_STATS = QUERIES["queue_stats"]
 RUNNING_JOBS = QUERIES["running_jobs"]
 QUEUE_LIMITS = QUERIES["queue_limits"]
+FAILED_GROUPS = QUERIES["failed_groups"]
+QUEUE_SERIES = QUERIES["queue_series"]
 DATABASE_HEALTH = QUERIES["database_health"]
 
 
@@ -123,6 +127,14 @@ class QueuesRepository:
         """The limited queues' limits and use (one queue, or all)."""
         records = await self._db.fetch(QUEUE_LIMITS, {"queue": queue})
         return [QueueLimits._make(record) for record in records]
+
+    async def failed_groups(self, queue: str, limit: int) -> list[FailedGroup]:
+        records = await self._db.fetch(FAILED_GROUPS, {"queue": queue, "limit": limit})
+        return [FailedGroup._make(record) for record in records]
+
+    async def series(self, queue: str, minutes: int) -> list[Minute]:
+        records = await self._db.fetch(QUEUE_SERIES, {"queue": queue, "minutes": minutes})
+        return [Minute._make(record) for record in records]
 
     async def running_jobs(self, queue: str | None, per_queue: int) -> list[RunningJob]:
         records = await self._db.fetch(RUNNING_JOBS, {"queue": queue, "per_queue": per_queue})

@@ -118,3 +118,22 @@ class DatabaseHealth(NamedTuple):
     last_vacuum: datetime | None
     oldest_transaction_age_seconds: float | None
     oldest_xmin_age: int | None
+
+
+class FailedGroup(NamedTuple):
+    """Failed jobs of one type and error type."""
+
+    type: str
+    error_type: str | None
+    jobs: int
+    latest_message: str | None
+    latest_failed_at: datetime | None
+
+
+class Minute(NamedTuple):
+    """One minute of a queue's throughput."""
+
+    minute: datetime
+    enqueued: int
+    succeeded: int
+    failed: int

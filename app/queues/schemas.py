@@ -274,3 +274,30 @@ class QueuesStats(BaseModel):
 
     queues: list[QueueStats]
     database: DatabaseHealth
+
+
+class FailedGroupOut(BaseModel):
+    """Failed jobs of one type and error type."""
+
+    type: str
+    error_type: str | None
+    jobs: int
+    latest_message: str | None
+    latest_failed_at: datetime | None
+
+
+class FailedGroupsOut(BaseModel):
+    queue: str
+    groups: list[FailedGroupOut]
+
+
+class MinuteOut(BaseModel):
+    minute: datetime
+    enqueued: int
+    succeeded: int
+    failed: int
+
+
+class QueueSeriesOut(BaseModel):
+    queue: str
+    minutes: list[MinuteOut]

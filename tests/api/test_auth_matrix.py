@@ -44,7 +44,7 @@ KINDS = (
 REFUSED_KINDS = {"none", "malformed", "unknown", "wrong_secret", "revoked"}
 
 
-FILTERED = {("GET", "/v1/queues"), ("GET", "/v1/schedules")}
+FILTERED = {("GET", "/v1/queues"), ("GET", "/v1/schedules"), ("GET", "/v1/workers")}
 
 
 def expected(need: str, kind: str, route: tuple[str, str]) -> tuple[int, set[str]]:
@@ -173,6 +173,13 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/readyz"): lambda m, k: m.call(k, "GET", "/readyz"),
     ("GET", "/openapi.json"): lambda m, k: m.call(k, "GET", "/openapi.json"),
     ("GET", "/docs"): lambda m, k: m.call(k, "GET", "/docs"),
+    ("GET", "/"): lambda m, k: m.call(k, "GET", "/", follow_redirects=True),
+    ("GET", "/ui/{path}"): lambda m, k: m.call(k, "GET", "/ui/app.js"),
+    ("GET", "/v1/workers"): lambda m, k: m.call(k, "GET", "/v1/workers"),
+    ("GET", "/v1/queues/{queue}/failed/groups"): lambda m, k: m.call(
+        k, "GET", "/v1/queues/q/failed/groups"
+    ),
+    ("GET", "/v1/queues/{queue}/series"): lambda m, k: m.call(k, "GET", "/v1/queues/q/series"),
     ("GET", "/docs/oauth2-redirect"): lambda m, k: m.call(k, "GET", "/docs/oauth2-redirect"),
     ("GET", "/redoc"): lambda m, k: m.call(k, "GET", "/redoc"),
     ("POST", "/v1/queues/{queue}/jobs"): lambda m, k: m.call(

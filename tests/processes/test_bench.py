@@ -74,6 +74,7 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "single",
         "enqueue_to_lease",
         "lease_latency",
+        "dashboard",
         "floor",
     }
     for key in ("batch_enqueue", "drain", "single"):
@@ -116,6 +117,11 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     assert leases["levels"][1]["rows_in_table"] >= 20_000
     _positive(leases, "ratio_p50")
 
+    dashboard = scenarios["dashboard"]
+    assert dashboard["rows"] == 20_000
+    for page in ("queues_page", "queue_page", "jobs_filtered", "jobs_next_page"):
+        _positive(dashboard[page], "count", "p50_ms", "p95_ms")
+
     _positive(
         report["comparison"],
         "drain_vs_bare_batch",
@@ -133,6 +139,7 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "single",
         "wait_latency_p50",
         "wait_latency_p99",
+        "dashboard_queue_page_p50",
         "lease_latency_ratio",
     }
     for target in targets.values():

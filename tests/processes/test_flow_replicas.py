@@ -92,7 +92,8 @@ def test_limits_hold_on_two_processes_through_a_restart(database_url: str, tmp_p
                 deadline = time.monotonic() + 90
                 while time.monotonic() < deadline:
                     left = await conn.fetchval(
-                        "SELECT count(*) FROM jobq.jobs WHERE state <> 'succeeded'"
+                        "SELECT count(*) FROM jobq.jobs"
+                        " WHERE queue = 'limited' AND state <> 'succeeded'"
                     )
                     if left == 0:
                         break

@@ -25,8 +25,11 @@ from app.jobs.schemas import (
     JobOut,
     JobsPage,
     JobState,
+    WorkersOut,
 )
 from app.keys import EnqueueCaller, ReadCaller
+
+MAX_WORKERS_SHOWN = 500
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 
@@ -132,6 +135,9 @@ async def list_jobs(
     type: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
     after: Annotated[int, Query(ge=0, le=MAX_BIGINT, description="Last id seen.")] = 0,
+    error_type: Annotated[
+        str | None, Query(max_length=255, description="Only jobs whose last error has this type.")
+    ] = None,
 ) -> dict[str, Any]:
     """List jobs by id, filtered, a page at a time.
 
@@ -141,6 +147,26 @@ async def list_jobs(
         caller.require_queues([queue])
     allowed = caller.queues.sql() if caller.queues is not None else None
     rows = await jobs.reads.page(
-        queue=queue, state=state, type_=type, after=after, limit=limit, allowed=allowed
+        queue=queue,
+        state=state,
+        type_=type,
+        after=after,
+        limit=limit,
+        allowed=allowed,
+        error_type=error_type,
     )
     return views.page(rows, limit)
+
+
+@router.get(
+    "/workers",
+    operation_id="listWorkers",
+    response_model=WorkersOut,
+    responses=problems(401, 403, 422),
+)
+async def list_workers(caller: ReadCaller, jobs: JobsDep) -> dict[str, Any]:
+    """Who is leasing now: each worker holding running jobs, with their queues and its
+    last sign of life (a key limited to some queues sees only their jobs)."""
+    allowed = caller.queues.sql() if caller.queues is not None else None
+    rows = await jobs.reads.workers(allowed, MAX_WORKERS_SHOWN)
+    return {"workers": [row._asdict() for row in rows]}

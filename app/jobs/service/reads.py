@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from app.core.errors import JobNotFound
 from app.jobs.finishes import Finishes
 from app.jobs.repository import JobsRepository
-from app.jobs.rows import Dependency, JobRow
+from app.jobs.rows import Dependency, JobRow, WorkerRow
 
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 
@@ -65,9 +65,22 @@ class Reads:
         after: int,
         limit: int,
         allowed: tuple[list[str], list[str]] | None = None,
+        error_type: str | None = None,
     ) -> list[JobRow]:
         """Jobs by id after `after`; `allowed`: only these queues (names, LIKE patterns), for
         a key limited to some."""
         return await self._repo.page(
-            queue=queue, state=state, type_=type_, after=after, limit=limit, allowed=allowed
+            queue=queue,
+            state=state,
+            type_=type_,
+            after=after,
+            limit=limit,
+            allowed=allowed,
+            error_type=error_type,
         )
+
+    async def workers(
+        self, allowed: tuple[list[str], list[str]] | None, limit: int
+    ) -> list[WorkerRow]:
+        """Who is leasing now."""
+        return await self._repo.workers(allowed, limit)

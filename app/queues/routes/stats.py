@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from app.api.openapi import problems
 from app.api.params import QueuePath
 from app.keys import ReadCaller
 from app.queues import views
 from app.queues.routes.deps import QueuesDep
-from app.queues.schemas import QueuesStats, QueueStats
+from app.queues.schemas import FailedGroupsOut, QueueSeriesOut, QueuesStats, QueueStats
+
+MAX_SERIES_MINUTES = 1440
 
 router = APIRouter(prefix="/v1", tags=["queues"])
 
@@ -41,3 +43,36 @@ async def get_queue(caller: ReadCaller, queue: QueuePath, queues: QueuesDep) -> 
     """One queue's figures (all zero for a queue no job names)."""
     caller.require_queues([queue])
     return views.queue(await queues.stats.queue(queue))
+
+
+@router.get(
+    "/queues/{queue}/failed/groups",
+    operation_id="listFailedGroups",
+    response_model=FailedGroupsOut,
+    responses=problems(401, 403, 422, 503),
+)
+async def failed_groups(caller: ReadCaller, queue: QueuePath, queues: QueuesDep) -> dict[str, Any]:
+    """The queue's failed jobs grouped by type and error type, biggest first (at most 50),
+    with the latest failure's message: what to redrive (`POST .../failed/retry`)."""
+    caller.require_queues([queue])
+    rows = await queues.stats.failed_groups(queue)
+    return {"queue": queue, "groups": [row._asdict() for row in rows]}
+
+
+@router.get(
+    "/queues/{queue}/series",
+    operation_id="getQueueSeries",
+    response_model=QueueSeriesOut,
+    responses=problems(401, 403, 422, 503),
+)
+async def queue_series(
+    caller: ReadCaller,
+    queue: QueuePath,
+    queues: QueuesDep,
+    minutes: Annotated[int, Query(ge=1, le=MAX_SERIES_MINUTES)] = 60,
+) -> dict[str, Any]:
+    """The queue's last `minutes` minutes, minute by minute: jobs enqueued, succeeded and
+    failed (counted from the jobs still stored)."""
+    caller.require_queues([queue])
+    rows = await queues.stats.series(queue, minutes)
+    return {"queue": queue, "minutes": [row._asdict() for row in rows]}

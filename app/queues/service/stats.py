@@ -18,13 +18,16 @@ from app.core.errors import DatabaseUnavailable
 from app.queues.repository import QueuesRepository
 from app.queues.rows import (
     DatabaseHealth,
+    FailedGroup,
+    Minute,
     QueueFigures,
     QueueLimits,
     QueueOverview,
     RunningJob,
 )
 
-RUNNING_JOBS_SHOWN = 20  # per queue: the longest-running ones
+RUNNING_JOBS_SHOWN = 20
+FAILED_GROUPS_SHOWN = 50  # per queue: the longest-running ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,14 @@ class StatsService:
         running = await self._repo.running_jobs(queue, RUNNING_JOBS_SHOWN)
         limits = await self._repo.limits(queue)
         return QueueReport(queue, rows[0] if rows else None, running, next(iter(limits), None))
+
+    async def failed_groups(self, queue: str) -> list[FailedGroup]:
+        """The queue's failed jobs by type and error type, biggest groups first."""
+        return await self._repo.failed_groups(queue, FAILED_GROUPS_SHOWN)
+
+    async def series(self, queue: str, minutes: int) -> list[Minute]:
+        """The queue's last minutes, one row each."""
+        return await self._repo.series(queue, minutes)
 
     async def queues(self) -> QueuesReport:
         """Every known queue's figures, and the database's health."""

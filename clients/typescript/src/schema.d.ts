@@ -153,6 +153,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Workers
+         * @description Who is leasing now: each worker holding running jobs, with their queues and its
+         *     last sign of life (a key limited to some queues sees only their jobs).
+         */
+        get: operations["listWorkers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/leases": {
         parameters: {
             query?: never;
@@ -482,6 +503,48 @@ export interface paths {
          * @description One queue's figures (all zero for a queue no job names).
          */
         get: operations["getQueue"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/queues/{queue}/failed/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Failed Groups
+         * @description The queue's failed jobs grouped by type and error type, biggest first (at most 50),
+         *     with the latest failure's message: what to redrive (`POST .../failed/retry`).
+         */
+        get: operations["listFailedGroups"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/queues/{queue}/series": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Queue Series
+         * @description The queue's last `minutes` minutes, minute by minute: jobs enqueued, succeeded and
+         *     failed (counted from the jobs still stored).
+         */
+        get: operations["getQueueSeries"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1010,6 +1073,29 @@ export interface components {
             /** Retry After Seconds */
             retry_after_seconds?: number | null;
         };
+        /**
+         * FailedGroupOut
+         * @description Failed jobs of one type and error type.
+         */
+        FailedGroupOut: {
+            /** Type */
+            type: string;
+            /** Error Type */
+            error_type: string | null;
+            /** Jobs */
+            jobs: number;
+            /** Latest Message */
+            latest_message: string | null;
+            /** Latest Failed At */
+            latest_failed_at: string | null;
+        };
+        /** FailedGroupsOut */
+        FailedGroupsOut: {
+            /** Queue */
+            queue: string;
+            /** Groups */
+            groups: components["schemas"]["FailedGroupOut"][];
+        };
         /** Health */
         Health: {
             /**
@@ -1464,6 +1550,20 @@ export interface components {
             /** Leases */
             leases: components["schemas"]["LeaseOut"][];
         };
+        /** MinuteOut */
+        MinuteOut: {
+            /**
+             * Minute
+             * Format: date-time
+             */
+            minute: string;
+            /** Enqueued */
+            enqueued: number;
+            /** Succeeded */
+            succeeded: number;
+            /** Failed */
+            failed: number;
+        };
         /**
          * ParentOut
          * @description A job another depends on, as its dependent's worker sees it.
@@ -1569,6 +1669,13 @@ export interface components {
             max_running_per_key: number | null;
             rate_limit: components["schemas"]["RateUse"] | null;
             throttled: components["schemas"]["Throttled"];
+        };
+        /** QueueSeriesOut */
+        QueueSeriesOut: {
+            /** Queue */
+            queue: string;
+            /** Minutes */
+            minutes: components["schemas"]["MinuteOut"][];
         };
         /**
          * QueueSettingsIn
@@ -2035,6 +2142,41 @@ export interface components {
              * @description Jobs that ended `failed` (for good) in the window.
              */
             failed: number;
+        };
+        /**
+         * WorkerOut
+         * @description A worker holding running jobs.
+         */
+        WorkerOut: {
+            /** Worker Id */
+            worker_id: string | null;
+            /**
+             * Running
+             * @description Jobs it holds now.
+             */
+            running: number;
+            /** Queues */
+            queues: string[];
+            /**
+             * Job Ids
+             * @description The first 20 of its jobs, by id.
+             */
+            job_ids: number[];
+            /**
+             * Last Seen
+             * @description Its latest lease or heartbeat that extended one.
+             */
+            last_seen: string | null;
+            /**
+             * Next Expiry
+             * @description When its first lease ends, unless renewed.
+             */
+            next_expiry: string | null;
+        };
+        /** WorkersOut */
+        WorkersOut: {
+            /** Workers */
+            workers: components["schemas"]["WorkerOut"][];
         };
     };
     responses: never;
@@ -2536,6 +2678,8 @@ export interface operations {
                 limit?: number;
                 /** @description Last id seen. */
                 after?: number;
+                /** @description Only jobs whose last error has this type. */
+                error_type?: string | null;
             };
             header?: never;
             path?: never;
@@ -2550,6 +2694,62 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JobsPage"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listWorkers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkersOut"];
                 };
             };
             /** @description Unauthorized */
@@ -3997,6 +4197,126 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["QueueStats"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listFailedGroups: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Queue name. */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FailedGroupsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getQueueSeries: {
+        parameters: {
+            query?: {
+                minutes?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Queue name. */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueSeriesOut"];
                 };
             };
             /** @description Unauthorized */

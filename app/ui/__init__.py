@@ -1,0 +1,78 @@
+"""The dashboard (`/ui`) and the API's interactive docs (`/docs`), served from files in
+this package: nothing loads from the internet.
+
+The dashboard is a small single-page app in plain ES modules (`static/`): no framework
+and no build step, so what is committed is what runs. It talks only to the public API,
+with the API key the operator signs in with (kept in the browser's session storage), so
+the API's rules and scopes are the dashboard's. Its pages are served with a strict
+Content-Security-Policy (scripts and styles from this origin only) and
+`X-Frame-Options: DENY`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.keys import Anyone
+
+STATIC = Path(__file__).with_name("static")
+UI_PATH = "/ui"
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/")
+async def home(_anyone: Anyone) -> RedirectResponse:
+    """The dashboard."""
+    return RedirectResponse(f"{UI_PATH}/", status_code=307)
+
+
+@router.get("/docs")
+async def docs(_anyone: Anyone) -> HTMLResponse:
+    """Swagger UI on the OpenAPI document, its assets served from this package."""
+    return get_swagger_ui_html(
+        openapi_url="/openapi.json",
+        title="jobq API",
+        swagger_js_url=f"{UI_PATH}/swagger/swagger-ui-bundle.js",
+        swagger_css_url=f"{UI_PATH}/swagger/swagger-ui.css",
+        swagger_favicon_url=f"{UI_PATH}/favicon.svg",
+    )
+
+
+class _Guarded:
+    """The dashboard's files, with the security headers on every answer."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [
+                    (b"content-security-policy", CSP.encode()),
+                    (b"x-frame-options", b"DENY"),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                    (b"cache-control", b"no-cache"),
+                ]
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def mount(app: FastAPI) -> None:
+    """Serve the dashboard at /ui (and / redirects there) and the docs at /docs."""
+    app.include_router(router)
+    app.mount(UI_PATH, _Guarded(StaticFiles(directory=STATIC, html=True)), name="ui")

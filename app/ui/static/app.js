@@ -1,0 +1,395 @@
+// jobq's dashboard: a small single-page app on the public API, in plain ES modules.
+// Every value from the API reaches the page as text (textContent), never as HTML.
+// The API key lives in sessionStorage only: never in a URL, a cookie or a log.
+
+const KEY = "jobq.apiKey";
+const REFRESH_MS = 2000;
+const view = document.getElementById("view");
+const statusBar = document.getElementById("status");
+let canAct = false;
+let timer = null;
+
+// ---- talking to the API ------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, problem) {
+    super(problem.detail || problem.title || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { Accept: "application/json" };
+  const key = sessionStorage.getItem(KEY);
+  if (key) headers.Authorization = `Bearer ${key}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, {
+    method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (response.status === 204) return null;
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}
+
+// ---- building the page ---------------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, String(value));
+  for (const child of children) node.append(child);
+  return node;
+}
+
+const fmt = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en"));
+const link = (href, text) => el("a", { href }, text);
+const state = (s) => el("span", { class: `badge state-${s}` }, s);
+const queueHref = (q) => `#/queue/${encodeURIComponent(q)}`;
+const jobHref = (id) => `#/job/${id}`;
+
+function ago(iso) {
+  if (!iso) return "–";
+  const seconds = (Date.now() - Date.parse(iso)) / 1000;
+  const abs = Math.abs(seconds);
+  const text = abs < 60 ? `${abs.toFixed(0)}s` : abs < 3600 ? `${(abs / 60).toFixed(0)}m`
+    : abs < 172800 ? `${(abs / 3600).toFixed(1)}h` : `${(abs / 86400).toFixed(0)}d`;
+  return seconds >= 0 ? `${text} ago` : `in ${text}`;
+}
+
+function duration(seconds) {
+  if (seconds === null || seconds === undefined) return "–";
+  return seconds < 1 ? `${(seconds * 1000).toFixed(0)}ms`
+    : seconds < 60 ? `${seconds.toFixed(1)}s` : `${(seconds / 60).toFixed(1)}m`;
+}
+
+// `narrow`: the columns a phone-sized screen leaves out
+function table(headers, rows, numeric = [], narrow = []) {
+  const cls = (i) => [numeric.includes(i) ? "num" : "", narrow.includes(i) ? "hide-narrow" : ""]
+    .join(" ").trim() || null;
+  return el("div", { class: "scroll" }, el("table", {},
+    el("thead", {}, el("tr", {}, headers.map((h, i) => el("th", { class: cls(i) }, h)))),
+    el("tbody", {}, rows.map((cells) => el("tr", {}, cells.map((c, i) =>
+      el("td", { class: cls(i) }, c)))))));
+}
+
+function kv(rows) {
+  return el("div", { class: "scroll" }, el("table", { class: "kv" }, el("tbody", {},
+    rows.map(([name, value]) => el("tr", {}, el("th", {}, name), el("td", {}, value))))));
+}
+
+const MAX_SHOWN = 4000; // characters of a payload or result shown before folding
+
+function json(value) {
+  const text = JSON.stringify(value, null, 2) ?? "null";
+  if (text.length <= MAX_SHOWN) return el("pre", {}, text);
+  return el("details", {}, el("summary", {}, `${fmt(text.length)} characters: show all`),
+    el("pre", {}, text));
+}
+
+function say(message, error = false) {
+  statusBar.hidden = !message;
+  statusBar.className = error ? "error" : "";
+  statusBar.textContent = message || "";
+}
+
+// An action: confirmed when destructive, its answer (or the API's refusal) shown.
+// Whether the API did it; `then` runs only if it did, instead of showing the page again.
+async function act(label, method, path, body, { confirm: question, then } = {}) {
+  if (question && !window.confirm(question)) return false;
+  try {
+    const answer = await api(method, path, body);
+    say(`${label}: done${answer && answer.state ? ` (now ${answer.state})` : ""}`);
+  } catch (error) {
+    say(`${label}: ${error.status} ${error.problem?.code || ""}: ${error.message}`, true);
+    await render();
+    return false;
+  }
+  if (then) then(); else await render();
+  return true;
+}
+
+function button(label, onclick, danger = false) {
+  return canAct ? el("button", { class: danger ? "danger" : null, onclick }, label) : null;
+}
+
+// ---- charts ----------------------------------------------------------------------------------
+
+function chart(minutes, backlogNow) {
+  const w = 360, h = 100;
+  const enq = minutes.map((m) => m.enqueued);
+  const done = minutes.map((m) => m.succeeded + m.failed);
+  const failed = minutes.map((m) => m.failed);
+  // the backlog a minute ago was what it is now, less what came since, plus what left
+  const backlog = new Array(minutes.length).fill(0);
+  let level = backlogNow;
+  for (let i = minutes.length - 1; i >= 0; i--) {
+    backlog[i] = Math.max(level, 0);
+    level = level - enq[i] + done[i];
+  }
+  const top = Math.max(1, ...enq, ...done);
+  const topBacklog = Math.max(1, ...backlog);
+  const line = (values, max, color) => svg("polyline", {
+    fill: "none", stroke: color, "stroke-width": 1.5,
+    points: values.map((v, i) => `${(i / Math.max(values.length - 1, 1)) * w},${h - (v / max) * (h - 6) - 3}`).join(" "),
+  });
+  return el("div", {},
+    svg("svg", { class: "chart", viewBox: `0 0 ${w} ${h}`, preserveAspectRatio: "none",
+      role: "img", "aria-label": "throughput and backlog over the last hour" },
+    line(backlog, topBacklog, "#9a6700"), line(enq, top, "#8250df"),
+    line(done, top, "#1a7f37"), line(failed, top, "#cf222e")),
+    el("div", { class: "legend muted" },
+      el("span", { class: "enq" }, `■ enqueued/min (max ${fmt(Math.max(...enq))})`),
+      el("span", { class: "done" }, "■ finished/min"),
+      el("span", { class: "fail" }, "■ failed/min"),
+      el("span", { class: "backlog" }, `■ backlog (max ${fmt(topBacklog)})`)));
+}
+
+// ---- pages -----------------------------------------------------------------------------------
+
+async function queuesPage() {
+  const data = await api("GET", "/v1/queues");
+  const rows = data.queues.map((q) => [
+    link(queueHref(q.queue), q.queue),
+    q.paused ? el("span", { class: "badge" }, "paused") : "active",
+    fmt(q.counts.due), fmt(q.counts.queued - q.counts.due), fmt(q.counts.running),
+    fmt(q.counts.waiting), fmt(q.counts.failed), fmt(q.last_hour.succeeded),
+    duration(q.oldest_due_age_seconds),
+    `${fmt(q.last_minute.enqueued)} / ${fmt(q.last_minute.succeeded + q.last_minute.failed)}`,
+    `${duration(q.last_hour.wait_seconds.p50)} / ${duration(q.last_hour.wait_seconds.p95)}`,
+    `${duration(q.last_hour.run_seconds.p50)} / ${duration(q.last_hour.run_seconds.p95)}`,
+    limitsText(q.limits),
+  ]);
+  const db = data.database;
+  return [
+    el("h1", {}, "Queues"),
+    rows.length ? table(["queue", "state", "due", "scheduled", "running", "waiting", "failed",
+      "succeeded 1h", "oldest due", "in/out per min", "wait p50/p95", "run p50/p95", "limits"],
+    rows, [2, 3, 4, 5, 6, 7], [3, 5, 7, 9, 10, 11, 12])
+      : el("p", { class: "muted" }, "No queues yet: enqueue a job."),
+    el("h2", {}, "Database"),
+    el("div", { class: "cards" },
+      card("dead tuples", fmt(db.jobs_dead_tuples)), card("live tuples", fmt(db.jobs_live_tuples)),
+      card("last autovacuum", ago(db.jobs_last_autovacuum)),
+      card("oldest transaction", duration(db.oldest_transaction_age_seconds))),
+  ];
+}
+
+const card = (label, value) => el("div", { class: "card" }, el("b", {}, value), label);
+
+function limitsText(limits) {
+  if (!limits) return "–";
+  const parts = [];
+  if (limits.max_running !== null) parts.push(`max_running ${limits.max_running}`);
+  if (limits.max_running_per_key !== null) parts.push(`per key ${limits.max_running_per_key}`);
+  if (limits.rate_limit) parts.push(`rate ${limits.rate_limit.jobs}/${limits.rate_limit.per_seconds}s (${limits.rate_limit.used} used)`);
+  const held = Object.values(limits.throttled).reduce((a, b) => a + b, 0);
+  return `${parts.join(", ")}${held ? `; ${fmt(held)} held back` : ""}`;
+}
+
+async function queuePage(queue, params) {
+  const q = encodeURIComponent(queue);
+  const [stats, series, groups] = await Promise.all([
+    api("GET", `/v1/queues/${q}`), api("GET", `/v1/queues/${q}/series?minutes=60`),
+    api("GET", `/v1/queues/${q}/failed/groups`),
+  ]);
+  const c = stats.counts;
+  const filters = { state: params.get("state") || "", type: params.get("type") || "",
+    error_type: params.get("error_type") || "", after: params.get("after") || "0" };
+  const query = new URLSearchParams({ queue, limit: "50", after: filters.after });
+  for (const name of ["state", "type", "error_type"]) if (filters[name]) query.set(name, filters[name]);
+  const page = await api("GET", `/v1/jobs?${query}`);
+  const go = (changes) => {
+    const next = new URLSearchParams({ ...filters, ...changes });
+    for (const [k, v] of [...next]) if (!v || (k === "after" && v === "0")) next.delete(k);
+    location.hash = `${queueHref(queue)}${next.toString() ? `?${next}` : ""}`;
+  };
+  const form = el("form", { class: "filters", onsubmit: (event) => {
+    event.preventDefault();
+    const data = new FormData(event.target);
+    go({ state: data.get("state"), type: data.get("type").trim(),
+      error_type: data.get("error_type").trim(), after: "0" });
+  } },
+  el("select", { name: "state", "aria-label": "state" },
+    ["", "waiting", "queued", "running", "succeeded", "failed", "cancelled"].map((s) =>
+      el("option", { value: s, selected: s === filters.state }, s || "any state"))),
+  el("input", { name: "type", placeholder: "type", value: filters.type, "aria-label": "type" }),
+  el("input", { name: "error_type", placeholder: "error type", value: filters.error_type,
+    "aria-label": "error type" }),
+  el("button", { type: "submit" }, "Filter"));
+  const backlog = c.queued + c.running + c.waiting;
+  return [
+    el("h1", {}, `Queue ${queue} `, stats.paused ? el("span", { class: "badge" }, "paused") : null),
+    el("div", { class: "cards" }, card("due", fmt(c.due)), card("scheduled", fmt(c.queued - c.due)),
+      card("running", fmt(c.running)), card("waiting", fmt(c.waiting)), card("failed", fmt(c.failed)),
+      card("oldest due", duration(stats.oldest_due_age_seconds))),
+    stats.limits ? el("p", {}, `Limits: ${limitsText(stats.limits)}`) : null,
+    el("div", { class: "actions" },
+      stats.paused ? button("Resume", () => act("resume", "POST", `/v1/queues/${q}/resume`, {}))
+        : button("Pause", () => act("pause", "POST", `/v1/queues/${q}/pause`, {})),
+      button("Purge queued jobs", () => act("purge", "POST", `/v1/queues/${q}/purge`,
+        { confirm: queue }, { confirm: `Delete every queued job of ${queue}?` }), true),
+      button("Redrive all failed", () => act("redrive", "POST", `/v1/queues/${q}/failed/retry`,
+        {}, { confirm: `Run the failed jobs of ${queue} again?` }))),
+    el("h2", {}, "Last hour"), chart(series.minutes, backlog),
+    el("h2", {}, "Failed, by type and error"),
+    groups.groups.length ? table(["type", "error type", "jobs", "latest message", "latest", ""],
+      groups.groups.map((g) => [g.type, g.error_type || "–", fmt(g.jobs), g.latest_message || "",
+        ago(g.latest_failed_at),
+        button("Redrive", () => act("redrive", "POST", `/v1/queues/${q}/failed/retry`,
+          { type: g.type, ...(g.error_type ? { error_type: g.error_type } : {}) },
+          { confirm: `Run ${g.jobs} failed ${g.type} jobs (${g.error_type}) again?` }))]), [2])
+      : el("p", { class: "muted" }, "No failed jobs."),
+    el("h2", {}, "Jobs"), form,
+    table(["id", "type", "state", "attempt", "run at", "updated", "error"], page.jobs.map((j) => [
+      link(jobHref(j.id), String(j.id)), j.type, state(j.state), `${j.attempt}/${j.max_attempts}`,
+      ago(j.run_at), ago(j.updated_at), j.last_error ? j.last_error.type : ""]), [0]),
+    el("div", { class: "actions" },
+      filters.after !== "0" ? el("button", { onclick: () => go({ after: "0" }) }, "First page") : null,
+      page.next_after !== null ? el("button", { onclick: () => go({ after: String(page.next_after) }) },
+        "Next page") : null),
+  ];
+}
+
+async function jobPage(id) {
+  const [job, deps] = await Promise.all([
+    api("GET", `/v1/jobs/${id}`), api("GET", `/v1/jobs/${id}/dependencies`)]);
+  const p = job.progress;
+  const bar = el("div", { class: "progress", role: "progressbar",
+    "aria-valuenow": p && p.percent !== null ? p.percent : 0 }, el("span"));
+  if (p && p.percent !== null) bar.firstChild.style.width = `${Math.min(100, p.percent)}%`;
+  const related = (list) => list.length ? table(["id", "queue", "type", "state"],
+    list.map((r) => [link(jobHref(r.id), String(r.id)), r.queue, r.type, state(r.state)])) : "–";
+  return [
+    el("h1", {}, `Job ${job.id} `, state(job.state)),
+    el("div", { class: "actions" },
+      ["waiting", "queued", "running"].includes(job.state)
+        ? button("Cancel", () => act("cancel", "POST", `/v1/jobs/${id}/cancel`, {},
+          { confirm: `Cancel job ${id}?` }), true) : null,
+      ["failed", "cancelled"].includes(job.state)
+        ? button("Retry", () => act("retry", "POST", `/v1/jobs/${id}/retry`, {})) : null,
+      job.state !== "running" ? button("Delete", () => act("delete", "DELETE", `/v1/jobs/${id}`,
+        undefined, { confirm: `Delete job ${id}?`,
+          then: () => { location.hash = queueHref(job.queue); } }), true) : null),
+    kv([
+      ["queue", link(queueHref(job.queue), job.queue)], ["type", job.type],
+      ["attempt", `${job.attempt} of ${job.max_attempts}`], ["priority", String(job.priority)],
+      ["run at", `${job.run_at} (${ago(job.run_at)})`], ["created", job.created_at],
+      ["finished", job.finished_at || "–"], ["idempotency key", job.idempotency_key || "–"],
+      ["concurrency key", job.concurrency_key || "–"],
+      ["lease", job.worker_id ? `${job.worker_id}, ends ${ago(job.lease_expires_at)}` : "–"],
+      ["cancel requested", job.cancel_requested ? "yes" : "no"],
+    ]),
+    el("h2", {}, "Progress"),
+    p ? el("div", {}, bar, `${p.percent ?? "–"}% ${p.stage || ""} ${p.message || ""} (${ago(p.updated_at)})`)
+      : el("p", { class: "muted" }, "No progress reported."),
+    el("h2", {}, "Payload"), json(job.payload),
+    el("h2", {}, "Result"), json(job.result),
+    job.last_error ? [el("h2", {}, "Last error"), json(job.last_error)] : null,
+    el("h2", {}, "Attempts"),
+    table(["#", "worker", "started", "finished", "outcome", "error"], job.attempts.map((a) => [
+      String(a.attempt), a.worker_id || "–", a.started_at || "–", a.finished_at, a.outcome,
+      a.error ? `${a.error.type}: ${a.error.message || ""}` : ""]), [0]),
+    el("h2", {}, "Waits for"), related(deps.parents),
+    el("h2", {}, "Waited for by"), related(deps.children),
+  ];
+}
+
+async function workersPage() {
+  const data = await api("GET", "/v1/workers");
+  return [
+    el("h1", {}, "Workers"),
+    data.workers.length ? table(["worker", "running", "queues", "last seen", "next lease end", "jobs"],
+      data.workers.map((w) => [w.worker_id || "–", fmt(w.running), w.queues.join(", "),
+        ago(w.last_seen), ago(w.next_expiry),
+        el("span", {}, w.job_ids.map((id, i) => [i ? ", " : "", link(jobHref(id), String(id))]))]), [1])
+      : el("p", { class: "muted" }, "No worker holds a job now."),
+  ];
+}
+
+async function schedulesPage() {
+  const data = await api("GET", "/v1/schedules");
+  return [
+    el("h1", {}, "Schedules"),
+    data.schedules.length ? table(["name", "cron", "queue", "type", "state", "next runs", "last jobs"],
+      data.schedules.map((s) => [s.name, `${s.cron} ${s.timezone}`, link(queueHref(s.queue), s.queue),
+        s.type, s.paused ? "paused" : "active", s.next_runs.slice(0, 3).map(ago).join(", ") || "–",
+        el("span", {}, s.recent_runs.slice(0, 5).map((r, i) => [i ? ", " : "",
+          r.job_id ? link(jobHref(r.job_id), `${r.job_id}`) : (r.refused || "–")]))]))
+      : el("p", { class: "muted" }, "No schedules: PUT /v1/schedules/{name} makes one."),
+  ];
+}
+
+function signInPage(reason) {
+  return [
+    el("h1", {}, "Sign in"),
+    reason ? el("p", { class: "muted" }, reason) : null,
+    el("form", { class: "signin", onsubmit: async (event) => {
+      event.preventDefault();
+      sessionStorage.setItem(KEY, new FormData(event.target).get("key").trim());
+      say("");
+      await start();
+    } },
+    el("label", {}, "API key (kept in this tab's session storage only)"),
+    el("input", { name: "key", type: "password", autocomplete: "off", required: true,
+      "aria-label": "API key" }),
+    el("button", { type: "submit" }, "Sign in")),
+  ];
+}
+
+// ---- routing and refresh ---------------------------------------------------------------------
+
+async function render() {
+  const [path, query] = location.hash.replace(/^#/, "").split("?");
+  const params = new URLSearchParams(query || "");
+  const parts = (path || "/").split("/").filter(Boolean).map(decodeURIComponent);
+  let content;
+  try {
+    if (parts[0] === "queue" && parts[1]) content = await queuePage(parts[1], params);
+    else if (parts[0] === "job" && /^\d+$/.test(parts[1] || "")) content = await jobPage(parts[1]);
+    else if (parts[0] === "workers") content = await workersPage();
+    else if (parts[0] === "schedules") content = await schedulesPage();
+    else content = await queuesPage();
+  } catch (error) {
+    if (error.status === 401) content = signInPage("This service needs an API key.");
+    else if (error.status === 404) content = [el("h1", {}, "Not found"), el("p", {}, error.message)];
+    else content = [el("h1", {}, "Error"), el("p", {}, `${error.status || ""} ${error.message}`)];
+  }
+  view.replaceChildren(...[content].flat(2).filter(Boolean));
+}
+
+async function start() {
+  try {
+    await api("GET", "/v1/keys"); // admin keys (and an open service) may act
+    canAct = true;
+  } catch (error) {
+    canAct = false;
+  }
+  const key = sessionStorage.getItem(KEY);
+  document.getElementById("who").replaceChildren(
+    key ? `signed in (${canAct ? "admin" : "read only"}) ` : canAct ? "open service " : "",
+    key ? el("button", { onclick: () => { sessionStorage.removeItem(KEY); start(); } }, "Sign out") : "");
+  await render();
+}
+
+window.addEventListener("hashchange", () => { say(""); render(); });
+document.addEventListener("visibilitychange", () => { if (!document.hidden) render(); });
+timer = setInterval(() => {
+  const typing = document.activeElement && ["INPUT", "SELECT"].includes(document.activeElement.tagName);
+  if (!document.hidden && !typing) render();
+}, REFRESH_MS);
+start();

@@ -1,0 +1,243 @@
+"""The dashboard in a real browser (Debian's Chromium, driven by Playwright) against a real
+`jobq serve` on real PostgreSQL, with API keys: sign in, every page, filters and paging,
+each action and its confirmation, a refusal's reason, live refresh, an escaped payload,
+a `read` key that cannot act."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
+
+from tests.conftest import plain
+from tests.helpers import create_key
+from tests.processes.replicas import Replica
+
+CHROMIUM = os.environ.get("JOBQ_CHROMIUM", "/usr/bin/chromium")
+SCRIPT = "<script>window.pwned = true</script><img src=x onerror=alert(1)>"
+
+
+@pytest.fixture(scope="module")
+def keys(database_url: str) -> Iterator[dict[str, str]]:
+    """An admin and a read key; none left after (the other tests rely on open mode)."""
+
+    async def make() -> dict[str, str]:
+        return {
+            "admin": await create_key(database_url, "ui-admin", ["admin"]),
+            "read": await create_key(database_url, "ui-read", ["read"]),
+        }
+
+    async def forget() -> None:
+        conn = await asyncpg.connect(plain(database_url))
+        try:
+            await conn.execute("TRUNCATE jobq.api_keys RESTART IDENTITY")
+        finally:
+            await conn.close()
+
+    yield asyncio.run(make())
+    asyncio.run(forget())
+
+
+@pytest.fixture(scope="module")
+def service(
+    database_url: str, keys: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Replica]:
+    del keys  # made first: the service then asks for a key
+    replica = Replica(database_url, tmp_path_factory.mktemp("ui") / "serve.log")
+    yield replica
+    replica.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(service: Replica) -> Iterator[Browser]:
+    """Started after the service and its keys: Playwright's sync API runs an event loop
+    in this thread from here on."""
+    del service
+    if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium is needed at {CHROMIUM} (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    context.close()
+    assert errors == [], errors
+
+
+@pytest.fixture
+def admin(service: Replica, keys: dict[str, str]) -> Iterator[httpx.Client]:
+    """The API, with the admin key."""
+    headers = {"Authorization": f"Bearer {keys['admin']}"}
+    with httpx.Client(base_url=service.url, headers=headers, timeout=30) as client:
+        yield client
+
+
+def _sign_in(page: Page, service: Replica, key: str) -> None:
+    page.goto(f"{service.url}/")
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Queues")).to_be_visible()
+
+
+def _lease(api: httpx.Client, queue: str, max_jobs: int = 1) -> list[dict[str, Any]]:
+    body = {"queues": [queue], "max_jobs": max_jobs, "worker_id": "ui-worker"}
+    leases: list[dict[str, Any]] = api.post("/v1/leases", json=body).json()["leases"]
+    return leases
+
+
+def test_a_read_key_sees_every_page_and_cannot_act(
+    page: Page, service: Replica, keys: dict[str, str], admin: httpx.Client
+) -> None:
+    admin.post("/v1/queues/mail/jobs", json={"type": "send", "payload": {"body": SCRIPT}})
+    admin.post("/v1/queues/mail/jobs", json={"type": "send", "max_attempts": 1, "priority": 9})
+    (failing,) = _lease(admin, "mail")  # the one with priority 9
+    admin.post(
+        f"/v1/leases/{failing['lease_id']}/fail",
+        json={"error": {"type": "Bounce", "message": "mailbox full"}, "retryable": False},
+    )
+    admin.put(
+        "/v1/schedules/digest",
+        json={"queue": "mail", "type": "digest", "cron": "0 8 * * *"},
+    )
+    (running,) = _lease(admin, "mail")  # the script job is now running, held by ui-worker
+
+    _sign_in(page, service, keys["read"])
+    expect(page.locator("#who")).to_contain_text("read only")
+    row = page.locator("tr", has=page.get_by_role("link", name="mail", exact=True))
+    expect(row).to_contain_text("active")
+
+    page.get_by_role("link", name="mail", exact=True).click()
+    expect(page.get_by_role("heading", name="Queue mail")).to_be_visible()
+    expect(page.get_by_text("mailbox full")).to_be_visible()  # the failed group
+    expect(page.get_by_role("button", name="Pause")).to_have_count(0)
+    expect(page.get_by_role("button", name="Redrive")).to_have_count(0)
+
+    page.goto(f"{service.url}/ui/#/job/{running['job']['id']}")
+    expect(page.get_by_role("heading", name=f"Job {running['job']['id']}")).to_be_visible()
+    payload = page.locator("pre").first
+    expect(payload).to_contain_text("<script>window.pwned = true</script>")
+    assert page.evaluate("window.pwned") is None  # shown as text, never run
+    expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+    # the API refuses what the hidden button would do
+    status = page.evaluate(
+        """async (id) => (await fetch(`/v1/jobs/${id}/cancel`, {method: "POST",
+              headers: {Authorization: `Bearer ${sessionStorage.getItem("jobq.apiKey")}`,
+                        "Content-Type": "application/json"}, body: "{}"})).status""",
+        running["job"]["id"],
+    )
+    assert status == 403
+
+    page.get_by_role("link", name="Workers").click()
+    expect(page.get_by_role("cell", name="ui-worker")).to_be_visible()
+    page.get_by_role("link", name="Schedules").click()
+    expect(page.get_by_role("cell", name="0 8 * * * UTC")).to_be_visible()
+    # the key stays in this tab's session storage, never in the URL or a cookie
+    assert keys["read"] not in page.url
+    assert page.context.cookies() == []
+
+
+def test_an_admin_acts_with_confirmations_and_sees_answers(
+    page: Page, service: Replica, keys: dict[str, str], admin: httpx.Client
+) -> None:
+    for i in range(60):
+        admin.post("/v1/queues/work/jobs", json={"type": "t", "payload": i})
+    admin.post("/v1/queues/work/jobs", json={"type": "slow"})
+    leases = _lease(admin, "work", 61)
+    slow = next(x for x in leases if x["job"]["type"] == "slow")
+    dialogs: list[str] = []
+
+    def answer(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", answer)
+    page.clock.install()  # the 2-s refresh runs only when the test moves the clock
+    _sign_in(page, service, keys["admin"])
+    expect(page.locator("#who")).to_contain_text("admin")
+    page.goto(f"{service.url}/ui/#/queue/work")
+    expect(page.get_by_role("heading", name="Queue work")).to_be_visible()
+
+    # filters and keyset paging
+    page.get_by_label("state").select_option("running")
+    page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(f"{service.url}/ui/#/queue/work?state=running")
+    expect(page.locator("tbody tr", has_text="running").first).to_be_visible()
+    page.get_by_role("button", name="Next page").click()
+    expect(page).to_have_url(re.compile(r"/ui/#/queue/work\?state=running&after=\d+$"))
+    expect(page.get_by_role("button", name="First page")).to_be_visible()
+
+    # pause and resume
+    page.get_by_role("button", name="Pause").click()
+    expect(page.get_by_role("heading", name="Queue work paused")).to_be_visible()
+    assert admin.get("/v1/queues/work").json()["paused"] is True
+    page.get_by_role("button", name="Resume").click()
+    expect(page.get_by_role("button", name="Pause")).to_be_visible()
+
+    # a running job completes elsewhere: the next refresh shows it
+    page.goto(f"{service.url}/ui/#/job/{slow['job']['id']}")
+    expect(page.locator("h1")).to_contain_text("running")
+    admin.post(f"/v1/leases/{slow['lease_id']}/complete", json={"result": {"ok": 1}})
+    expect(page.locator("h1")).to_contain_text("running")  # no refresh yet
+    page.clock.run_for(2500)
+    expect(page.locator("h1")).to_contain_text("succeeded")
+
+    # a refusal's reason is shown: deleting a job that started running meanwhile
+    queued = admin.post("/v1/queues/late/jobs", json={"type": "t"}).json()
+    page.goto(f"{service.url}/ui/#/job/{queued['id']}")
+    expect(page.get_by_role("button", name="Delete")).to_be_visible()
+    _lease(admin, "late")
+    page.get_by_role("button", name="Delete").click()
+    expect(page.locator("#status")).to_contain_text("409 job_running")
+    assert any(message == f"Delete job {queued['id']}?" for message in dialogs)
+
+    # cancel, confirmed, on a queued job
+    other = admin.post("/v1/queues/late/jobs", json={"type": "t"}).json()
+    page.goto(f"{service.url}/ui/#/job/{other['id']}")
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator("h1")).to_contain_text("cancelled")
+    assert admin.get(f"/v1/jobs/{other['id']}").json()["state"] == "cancelled"
+
+    # a failed group is redriven, confirmed
+    admin.post("/v1/queues/redo/jobs", json={"type": "t", "max_attempts": 1})
+    (doomed,) = _lease(admin, "redo")
+    admin.post(
+        f"/v1/leases/{doomed['lease_id']}/fail",
+        json={"error": {"type": "Timeout", "message": "slow"}, "retryable": False},
+    )
+    page.goto(f"{service.url}/ui/#/queue/redo")
+    page.get_by_role("button", name="Redrive", exact=True).click()
+    expect(page.locator("#status")).to_contain_text("redrive: done")
+    assert admin.get(f"/v1/jobs/{doomed['job']['id']}").json()["state"] == "queued"
+    assert any("Timeout" in message for message in dialogs)
+
+
+def test_the_pages_are_served_locally_with_strict_headers(service: Replica) -> None:
+    home = httpx.get(f"{service.url}/", follow_redirects=False)
+    assert home.status_code == 307 and home.headers["location"] == "/ui/"
+    ui = httpx.get(f"{service.url}/ui/")
+    assert "script-src 'self'" in ui.headers["content-security-policy"]
+    assert ui.headers["x-frame-options"] == "DENY"
+    docs = httpx.get(f"{service.url}/docs").text
+    assert "/ui/swagger/swagger-ui-bundle.js" in docs and "cdn" not in docs.lower()
+    started = time.monotonic()
+    assert httpx.get(f"{service.url}/ui/swagger/swagger-ui-bundle.js").status_code == 200
+    assert time.monotonic() - started < 5
