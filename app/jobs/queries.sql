@@ -559,6 +559,10 @@ SELECT *
    AND (CAST(:state AS jobq.job_state) IS NULL OR state = CAST(:state AS jobq.job_state))
    AND (CAST(:type AS text) IS NULL OR type = :type)
    AND (CAST(:error_type AS text) IS NULL OR last_error->>'type' = :error_type)
+   AND (CAST(:created_after AS timestamptz) IS NULL OR created_at >= :created_after)
+   AND (CAST(:created_before AS timestamptz) IS NULL OR created_at < :created_before)
+   AND (CAST(:key_contains AS text) IS NULL
+        OR strpos(idempotency_key, CAST(:key_contains AS text)) > 0)
    AND (CAST(:allowed_names AS text[]) IS NULL
         OR queue = ANY(CAST(:allowed_names AS text[]))
         OR queue LIKE ANY(CAST(:allowed_patterns AS text[])))

@@ -209,6 +209,9 @@ class JobsRepository:
         limit: int,
         allowed: tuple[list[str], list[str]] | None = None,
         error_type: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        key_contains: str | None = None,
     ) -> list[JobRow]:
         """`allowed`: (queue names, LIKE patterns) to limit the page to; None: every queue."""
         names, patterns = allowed if allowed is not None else (None, None)
@@ -219,6 +222,9 @@ class JobsRepository:
                 "state": state,
                 "type": type_,
                 "error_type": error_type,
+                "created_after": created_after,
+                "created_before": created_before,
+                "key_contains": key_contains,
                 "after": after,
                 "limit": limit,
                 "allowed_names": names,

@@ -215,6 +215,29 @@ def test_an_admin_acts_with_confirmations_and_sees_answers(
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator("h1")).to_contain_text("cancelled")
     assert admin.get(f"/v1/jobs/{other['id']}").json()["state"] == "cancelled"
+    page.get_by_role("button", name="Retry").click()  # back to the queue
+    expect(page.locator("h1")).to_contain_text("queued")
+
+    # purge, confirmed: the queued jobs of `late` go
+    page.goto(f"{service.url}/ui/#/queue/late")
+    page.get_by_role("button", name="Purge queued jobs").click()
+    expect(page.locator("#status")).to_contain_text("purge: done")
+    assert admin.get("/v1/queues/late").json()["counts"]["queued"] == 0
+    assert "Delete every queued job of late?" in dialogs
+
+    # text in the idempotency key, and a time range
+    for key in ("order-1", "order-2", "invoice-1"):
+        admin.post("/v1/queues/keys/jobs", json={"type": "t", "idempotency_key": key})
+    page.goto(f"{service.url}/ui/#/queue/keys")
+    expect(page.locator("tbody tr", has_text="queued")).to_have_count(3)
+    page.get_by_label("idempotency key contains").fill("order")
+    page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(re.compile(r"key_contains=order"))
+    expect(page.locator("tbody tr", has_text="queued")).to_have_count(2)
+    page.get_by_label("created from").fill("2000-01-01T00:00")
+    page.get_by_label("created before").fill("2000-01-02T00:00")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("tbody tr", has_text="queued")).to_have_count(0)
 
     # a failed group is redriven, confirmed
     admin.post("/v1/queues/redo/jobs", json={"type": "t", "max_attempts": 1})

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 
 from app.api.openapi import problems
 from app.api.params import JobIdPath, QueuePath
+from app.api.types import Timestamp
 from app.core.names import MAX_BIGINT, MAX_NAME_LENGTH, NAME_PATTERN
 from app.jobs import views
 from app.jobs.routes.deps import JobsDep
@@ -138,6 +139,16 @@ async def list_jobs(
     error_type: Annotated[
         str | None, Query(max_length=255, description="Only jobs whose last error has this type.")
     ] = None,
+    created_after: Annotated[
+        Timestamp | None, Query(description="Only jobs created at or after this time.")
+    ] = None,
+    created_before: Annotated[
+        Timestamp | None, Query(description="Only jobs created before this time.")
+    ] = None,
+    key_contains: Annotated[
+        str | None,
+        Query(min_length=1, max_length=255, description="Text in the idempotency key."),
+    ] = None,
 ) -> dict[str, Any]:
     """List jobs by id, filtered, a page at a time.
 
@@ -154,6 +165,9 @@ async def list_jobs(
         limit=limit,
         allowed=allowed,
         error_type=error_type,
+        created_after=created_after,
+        created_before=created_before,
+        key_contains=key_contains,
     )
     return views.page(rows, limit)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 from app.core.errors import JobNotFound
 from app.jobs.finishes import Finishes
@@ -66,6 +67,9 @@ class Reads:
         limit: int,
         allowed: tuple[list[str], list[str]] | None = None,
         error_type: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        key_contains: str | None = None,
     ) -> list[JobRow]:
         """Jobs by id after `after`; `allowed`: only these queues (names, LIKE patterns), for
         a key limited to some."""
@@ -77,6 +81,9 @@ class Reads:
             limit=limit,
             allowed=allowed,
             error_type=error_type,
+            created_after=created_after,
+            created_before=created_before,
+            key_contains=key_contains,
         )
 
     async def workers(

@@ -208,10 +208,16 @@ async function queuePage(queue, params) {
     api("GET", `/v1/queues/${q}/failed/groups`),
   ]);
   const c = stats.counts;
-  const filters = { state: params.get("state") || "", type: params.get("type") || "",
-    error_type: params.get("error_type") || "", after: params.get("after") || "0" };
+  const FILTERS = ["state", "type", "error_type", "key_contains", "created_after", "created_before"];
+  const filters = {};
+  for (const name of FILTERS) filters[name] = params.get(name) || "";
+  filters.after = params.get("after") || "0";
   const query = new URLSearchParams({ queue, limit: "50", after: filters.after });
-  for (const name of ["state", "type", "error_type"]) if (filters[name]) query.set(name, filters[name]);
+  for (const name of FILTERS) {
+    if (!filters[name]) continue;
+    // a time picked in the browser is local: the API takes it with its offset
+    query.set(name, name.startsWith("created_") ? new Date(filters[name]).toISOString() : filters[name]);
+  }
   const page = await api("GET", `/v1/jobs?${query}`);
   const go = (changes) => {
     const next = new URLSearchParams({ ...filters, ...changes });
@@ -222,7 +228,9 @@ async function queuePage(queue, params) {
     event.preventDefault();
     const data = new FormData(event.target);
     go({ state: data.get("state"), type: data.get("type").trim(),
-      error_type: data.get("error_type").trim(), after: "0" });
+      error_type: data.get("error_type").trim(), key_contains: data.get("key_contains").trim(),
+      created_after: data.get("created_after"), created_before: data.get("created_before"),
+      after: "0" });
   } },
   el("select", { name: "state", "aria-label": "state" },
     ["", "waiting", "queued", "running", "succeeded", "failed", "cancelled"].map((s) =>
@@ -230,6 +238,12 @@ async function queuePage(queue, params) {
   el("input", { name: "type", placeholder: "type", value: filters.type, "aria-label": "type" }),
   el("input", { name: "error_type", placeholder: "error type", value: filters.error_type,
     "aria-label": "error type" }),
+  el("input", { name: "key_contains", placeholder: "text in idempotency key",
+    value: filters.key_contains, "aria-label": "idempotency key contains" }),
+  el("label", {}, "created from ", el("input", { name: "created_after", type: "datetime-local",
+    value: filters.created_after, "aria-label": "created from" })),
+  el("label", {}, "to ", el("input", { name: "created_before", type: "datetime-local",
+    value: filters.created_before, "aria-label": "created before" })),
   el("button", { type: "submit" }, "Filter"));
   const backlog = c.queued + c.running + c.waiting;
   return [

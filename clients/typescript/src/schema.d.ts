@@ -2680,6 +2680,12 @@ export interface operations {
                 after?: number;
                 /** @description Only jobs whose last error has this type. */
                 error_type?: string | null;
+                /** @description Only jobs created at or after this time. */
+                created_after?: string | null;
+                /** @description Only jobs created before this time. */
+                created_before?: string | null;
+                /** @description Text in the idempotency key. */
+                key_contains?: string | null;
             };
             header?: never;
             path?: never;
