@@ -232,7 +232,7 @@ class Scenarios(BenchBase):
         self.db(database.queue_jobs(self.url, "bench-ui", 1000))
         self.db(database.vacuum_analyze(self.url))
         calls = {
-            "queues_page": ["/v1/queues"],
+            "queues_page": ["/v1/queues", "/v1/queues/bench-ui/series?minutes=60"],
             "queue_page": [
                 "/v1/queues/bench-ui", "/v1/queues/bench-ui/series?minutes=60",
                 "/v1/queues/bench-ui/failed/groups", "/v1/jobs?queue=bench-ui&limit=50",

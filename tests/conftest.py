@@ -72,6 +72,7 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(plain(database_url))
     await conn.execute(
         "TRUNCATE jobq.jobs, jobq.queues, jobq.job_dependencies, jobq.schedules,"
+        " jobq.maintenance_runs, jobq.queue_rate_log,"
         " jobq.schedule_runs RESTART IDENTITY"
     )
     try:

@@ -8,6 +8,7 @@ checked by the services.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -52,9 +53,13 @@ def _json_number(value: Any) -> Any:
 JsonNumber = BeforeValidator(_json_number)
 
 
+_RFC3339_START = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
 def _json_timestamp(value: Any) -> Any:
-    """Times in bodies are RFC 3339 text: lax parsing would read a number as Unix time."""
-    if not isinstance(value, str):
+    """Times in requests are RFC 3339 text: lax parsing would read a number, or text of
+    one ("0.5" in a query string), as Unix time."""
+    if not isinstance(value, str) or not _RFC3339_START.match(value):
         raise PydanticCustomError("datetime_type", "Input should be an RFC 3339 timestamp")
     return value
 

@@ -125,6 +125,7 @@ def database_line(db: dict[str, Any]) -> str:
         f"jobs table: {tuples}, last autovacuum {ago(db['jobs_last_autovacuum'])}; "
         f"oldest open transaction: {transaction}"
         + ("" if xmin is None else f" (xmin age {count(xmin)} transactions)")
+        + f"; reaper's last pass {ago(db.get('reaper_last_pass'))}"
     )
 
 

@@ -5,7 +5,7 @@
 
 -- name: reap_expired
 -- Return up to `batch_size` expired leases' jobs to the queue (or `failed`, `cancelled`
--- when it ran out of attempts or its cancellation was requested).
+-- when it ran out of attempts or its cancellation was requested); note the pass.
 WITH expired AS (
     SELECT id,
            -- another try, unless its cancellation was requested
@@ -49,9 +49,18 @@ announced AS MATERIALIZED (
      WHERE state = 'queued'
         OR queue IN (SELECT name FROM jobq.queues WHERE limited)
      GROUP BY queue
+),
+noted AS (
+    -- the leader's last pass, for operators
+    INSERT INTO jobq.maintenance_runs (task, finished_at, jobs)
+    SELECT 'reaper', clock_timestamp(), count(*) FROM reaped
+    ON CONFLICT (task) DO UPDATE SET finished_at = excluded.finished_at, jobs = excluded.jobs
+    RETURNING 1
 )
 SELECT reaped.*
-  FROM reaped CROSS JOIN (SELECT count(*) FROM announced) AS announcements;
+  FROM reaped
+ CROSS JOIN (SELECT count(*) FROM announced) AS announcements
+ CROSS JOIN (SELECT count(*) FROM noted) AS notes;
 
 
 -- name: prune_finished

@@ -360,7 +360,8 @@ SELECT id, queue, type, attempt, max_attempts, worker_id, attempted_at,
 
 
 -- name: database_health
--- Dead tuples and vacuums of the jobs table; the oldest transaction holding back vacuum.
+-- Dead tuples and vacuums of the jobs table; the oldest transaction holding back vacuum;
+-- when the reaper (on whichever replica led) last finished a pass.
 SELECT t.n_live_tup AS live_tuples,
        t.n_dead_tup AS dead_tuples,
        t.last_autovacuum,
@@ -388,6 +389,8 @@ SELECT t.n_live_tup AS live_tuples,
             UNION ALL
             SELECT age(p.transaction) FROM pg_prepared_xacts p
              WHERE p.database = current_database()
-        ) held) AS oldest_xmin_age
+        ) held) AS oldest_xmin_age,
+       (SELECT finished_at FROM jobq.maintenance_runs WHERE task = 'reaper')
+           AS reaper_last_pass
   FROM (SELECT 1) one
   LEFT JOIN pg_stat_user_tables t ON t.relid = 'jobq.jobs'::regclass;

@@ -118,6 +118,7 @@ class DatabaseHealth(NamedTuple):
     last_vacuum: datetime | None
     oldest_transaction_age_seconds: float | None
     oldest_xmin_age: int | None
+    reaper_last_pass: datetime | None
 
 
 class FailedGroup(NamedTuple):

@@ -266,6 +266,10 @@ class DatabaseHealth(BaseModel):
         description="How many transactions old the oldest snapshot, replication slot or "
         "prepared transaction holding back vacuum is."
     )
+    reaper_last_pass: datetime | None = Field(
+        description="When the reaper last finished a pass as the maintenance leader, on "
+        "whichever replica led; null before the first."
+    )
 
 
 class QueuesStats(BaseModel):

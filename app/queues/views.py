@@ -131,6 +131,7 @@ def database(row: DatabaseHealth) -> dict[str, Any]:
         "jobs_last_vacuum": row.last_vacuum,
         "oldest_transaction_age_seconds": row.oldest_transaction_age_seconds,
         "oldest_xmin_age": row.oldest_xmin_age,
+        "reaper_last_pass": row.reaper_last_pass,
     }
 
 

@@ -45,6 +45,16 @@ async def test_expired_lease_is_requeued_with_backoff(
     assert before + timedelta(seconds=8) < run_at < before + timedelta(seconds=12)
 
 
+async def test_the_leaders_last_pass_is_shown_to_operators(
+    client: httpx.AsyncClient, reaper: Reaper
+) -> None:
+    assert (await client.get("/v1/queues")).json()["database"]["reaper_last_pass"] is None
+    before = datetime.now(UTC)
+    assert (await reaper.run_once()).leader  # nothing to reap: the pass still counts
+    shown = (await client.get("/v1/queues")).json()["database"]["reaper_last_pass"]
+    assert before - timedelta(seconds=1) <= datetime.fromisoformat(shown) <= datetime.now(UTC)
+
+
 async def test_live_leases_are_left_alone(client: httpx.AsyncClient, reaper: Reaper) -> None:
     await enqueue(client)
     await lease_one(client)

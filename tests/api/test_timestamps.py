@@ -57,3 +57,20 @@ async def test_the_range_ends_are_accepted_in_any_offset(client: httpx.AsyncClie
     late = await enqueue(client, "q", run_at="9999-12-30T09:59:59.999999-14:00")
     assert early["run_at"] == "1970-01-01T00:00:00Z"
     assert late["run_at"] == "9999-12-30T23:59:59.999999Z"
+
+
+@pytest.mark.parametrize("text", ["0.5", "1700000000", "2026-13", "now", "2026-11-24"])
+async def test_a_timestamp_is_rfc3339_text_not_a_number_in_a_string(
+    client: httpx.AsyncClient, text: str
+) -> None:
+    """Lax parsing would read "0.5" or "1700000000" as Unix time, in a body or a query."""
+    body = await client.post("/v1/queues/q/jobs", json={"type": "t", "run_at": text})
+    assert assert_problem(body, 422, "validation_error")["errors"][0]["loc"] == [
+        "body",
+        "run_at",
+    ]
+    query = await client.get("/v1/jobs", params={"created_before": text})
+    assert assert_problem(query, 422, "validation_error")["errors"][0]["loc"] == [
+        "query",
+        "created_before",
+    ]

@@ -161,10 +161,29 @@ function chart(minutes, backlogNow) {
 
 // ---- pages -----------------------------------------------------------------------------------
 
+const SPARKLINES = 20; // queues charted on the overview (each costs a call per refresh)
+
+function spark(minutes) {
+  const w = 120, h = 24;
+  const top = Math.max(1, ...minutes.map((m) => Math.max(m.enqueued, m.succeeded + m.failed)));
+  const line = (values, color) => svg("polyline", {
+    fill: "none", stroke: color, "stroke-width": 1.2,
+    points: values.map((v, i) => `${(i / Math.max(values.length - 1, 1)) * w},${h - (v / top) * (h - 2) - 1}`).join(" "),
+  });
+  return svg("svg", { class: "spark", viewBox: `0 0 ${w} ${h}`, preserveAspectRatio: "none",
+    role: "img", "aria-label": "jobs in and out per minute, last hour" },
+  line(minutes.map((m) => m.enqueued), "#8250df"),
+  line(minutes.map((m) => m.succeeded + m.failed), "#1a7f37"));
+}
+
 async function queuesPage() {
   const data = await api("GET", "/v1/queues");
+  const charted = data.queues.slice(0, SPARKLINES);
+  const series = await Promise.all(charted.map((q) =>
+    api("GET", `/v1/queues/${encodeURIComponent(q.queue)}/series?minutes=60`)));
+  const sparks = new Map(series.map((s) => [s.queue, spark(s.minutes)]));
   const rows = data.queues.map((q) => [
-    link(queueHref(q.queue), q.queue),
+    link(queueHref(q.queue), q.queue), sparks.get(q.queue) || "",
     q.paused ? el("span", { class: "badge" }, "paused") : "active",
     fmt(q.counts.due), fmt(q.counts.queued - q.counts.due), fmt(q.counts.running),
     fmt(q.counts.waiting), fmt(q.counts.failed), fmt(q.last_hour.succeeded),
@@ -177,15 +196,16 @@ async function queuesPage() {
   const db = data.database;
   return [
     el("h1", {}, "Queues"),
-    rows.length ? table(["queue", "state", "due", "scheduled", "running", "waiting", "failed",
-      "succeeded 1h", "oldest due", "in/out per min", "wait p50/p95", "run p50/p95", "limits"],
-    rows, [2, 3, 4, 5, 6, 7], [3, 5, 7, 9, 10, 11, 12])
+    rows.length ? table(["queue", "last hour", "state", "due", "scheduled", "running", "waiting",
+      "failed", "succeeded 1h", "oldest due", "in/out per min", "wait p50/p95", "run p50/p95",
+      "limits"], rows, [3, 4, 5, 6, 7, 8], [1, 4, 6, 8, 10, 11, 12, 13])
       : el("p", { class: "muted" }, "No queues yet: enqueue a job."),
     el("h2", {}, "Database"),
     el("div", { class: "cards" },
       card("dead tuples", fmt(db.jobs_dead_tuples)), card("live tuples", fmt(db.jobs_live_tuples)),
       card("last autovacuum", ago(db.jobs_last_autovacuum)),
-      card("oldest transaction", duration(db.oldest_transaction_age_seconds))),
+      card("oldest transaction", duration(db.oldest_transaction_age_seconds)),
+      card("reaper's last pass", ago(db.reaper_last_pass))),
   ];
 }
 

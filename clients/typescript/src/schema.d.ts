@@ -873,6 +873,11 @@ export interface components {
              * @description How many transactions old the oldest snapshot, replication slot or prepared transaction holding back vacuum is.
              */
             oldest_xmin_age: number | null;
+            /**
+             * Reaper Last Pass
+             * @description When the reaper last finished a pass as the maintenance leader, on whichever replica led; null before the first.
+             */
+            reaper_last_pass: string | null;
         };
         /**
          * DeduplicatedBrief
