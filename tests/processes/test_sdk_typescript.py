@@ -1,5 +1,6 @@
-"""The Node worker in clients/typescript, on a client generated from the committed
-OpenAPI document, runs real jobs against a real `jobq serve`.
+"""The TypeScript package in clients/typescript (a client generated from the committed
+OpenAPI document, and a Worker) runs real jobs against a real `jobq serve`; its README's
+examples typecheck; `npm pack` makes a package with its build and type declarations.
 
 Jobs are enqueued with plain HTTP (what curl would send); the worker leases them,
 reports progress in a heartbeat and completes or fails each; the outcome is read back
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -85,7 +88,7 @@ def test_generated_types_match_the_committed_spec(node_modules: None, tmp_path: 
     fresh = tmp_path / "schema.d.ts"
     _run(
         "node", "node_modules/.bin/openapi-typescript", "../../openapi/openapi.json",
-        "--output", str(fresh),
+        "--default-non-nullable", "false", "--output", str(fresh),
         timeout=NPM_TIMEOUT_SECONDS,
     )  # fmt: skip
     assert fresh.read_text() == GENERATED.read_text(), (
@@ -133,3 +136,61 @@ async def test_the_node_worker_leases_heartbeats_and_finishes_jobs(
     assert divided["last_error"]["type"] == "Permanent"
     assert divided["last_error"]["message"] == "cannot divide 1 by zero"
     assert "stopped after 3 jobs" in output
+
+
+def test_the_worker_passes_its_own_tests_against_the_service(
+    node_modules: None, service: Service
+) -> None:
+    """Node's test runner on src/test: concurrency, progress, heartbeats past a lease,
+    cancellation, Permanent and Retry, stopping."""
+    _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
+    output = _run(
+        "node", "--test", "dist/test/",
+        timeout=WORKER_TIMEOUT_SECONDS, env=clean_env(JOBQ_URL=service.url),
+    )  # fmt: skip
+    assert "# pass 3" in output and "# fail 0" in output, output
+
+
+def test_the_readme_examples_typecheck(node_modules: None) -> None:
+    """Each ```ts block of the README, compiled against the package as users import it."""
+    _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
+    blocks = re.findall(r"```ts\n(.*?)```", (CLIENT / "README.md").read_text(), re.S)
+    assert len(blocks) >= 2
+    check = CLIENT / ".readme-check"
+    shutil.rmtree(check, ignore_errors=True)
+    check.mkdir()
+    try:
+        for number, block in enumerate(blocks):
+            (check / f"example-{number}.ts").write_text(block)
+        config = {"extends": "../tsconfig.json", "compilerOptions": {"noEmit": True,
+                  "rootDir": "."}, "include": ["*.ts"]}  # fmt: skip
+        (check / "tsconfig.json").write_text(json.dumps(config))
+        _run("node", "node_modules/.bin/tsc", "-p", ".readme-check", timeout=NPM_TIMEOUT_SECONDS)
+        # a wrong field is caught: the check can fail
+        (check / "wrong.ts").write_text(
+            'import { createJobq } from "jobq-client";\n'
+            'await createJobq().POST("/v1/queues/{queue}/jobs", '
+            '{ params: { path: { queue: "q" } }, body: { typ: "x" } });\n'
+        )
+        wrong = subprocess.run(
+            ["node", "node_modules/.bin/tsc", "-p", ".readme-check"],
+            cwd=CLIENT, capture_output=True, text=True, timeout=NPM_TIMEOUT_SECONDS,
+            check=False,
+        )  # fmt: skip
+        assert wrong.returncode != 0 and "wrong.ts" in wrong.stdout, wrong.stdout
+    finally:
+        shutil.rmtree(check, ignore_errors=True)
+
+
+def test_npm_pack_ships_the_build_and_its_types(node_modules: None) -> None:
+    _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
+    packed = subprocess.run(
+        ["npm", "pack", "--dry-run", "--json"], cwd=CLIENT, env=clean_env(),
+        capture_output=True, text=True, timeout=NPM_TIMEOUT_SECONDS, check=False,
+    )  # fmt: skip
+    assert packed.returncode == 0, packed.stderr
+    listing = json.loads(packed.stdout)
+    files = {entry["path"] for entry in listing[0]["files"]}
+    assert {"dist/index.js", "dist/index.d.ts", "dist/schema.d.ts", "README.md"} <= files
+    assert listing[0]["name"] == "jobq-client"
+    assert not any(path.startswith(("src/", "dist/test/")) for path in files)

@@ -705,7 +705,7 @@ export interface components {
              * Retryable
              * @default true
              */
-            retryable: boolean;
+            retryable?: boolean;
             /** Retry After Seconds */
             retry_after_seconds?: number | null;
             /** Lease Id */
@@ -1053,7 +1053,7 @@ export interface components {
              * Message
              * @default
              */
-            message: string;
+            message?: string;
             /** Details */
             details?: unknown;
         };
@@ -1074,7 +1074,7 @@ export interface components {
              * Retryable
              * @default true
              */
-            retryable: boolean;
+            retryable?: boolean;
             /** Retry After Seconds */
             retry_after_seconds?: number | null;
         };
@@ -1190,7 +1190,7 @@ export interface components {
              * Priority
              * @default 0
              */
-            priority: number;
+            priority?: number;
             /**
              * Run At
              * @description Not before this time (from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z).
@@ -1228,7 +1228,7 @@ export interface components {
              * @default cancel
              * @enum {string}
              */
-            on_parent_failure: "cancel" | "run";
+            on_parent_failure?: "cancel" | "run";
             /**
              * Concurrency Key
              * @description Jobs with the same key (a customer id, say) run at most the queue's `max_running_per_key` at once; other keys' jobs flow meanwhile.
@@ -1484,7 +1484,7 @@ export interface components {
              * Max Jobs
              * @default 1
              */
-            max_jobs: number;
+            max_jobs?: number;
             /** Lease Seconds */
             lease_seconds?: number | null;
             /**
@@ -1492,7 +1492,7 @@ export interface components {
              * @description When no job is due, wait up to this long for one (long poll).
              * @default 0
              */
-            wait_seconds: number;
+            wait_seconds?: number;
             /** Worker Id */
             worker_id: string;
         };
@@ -1885,12 +1885,12 @@ export interface components {
              * Limit
              * @default 1000
              */
-            limit: number;
+            limit?: number;
             /**
              * Reset Attempts
              * @default false
              */
-            reset_attempts: boolean;
+            reset_attempts?: boolean;
         };
         /** RedriveOut */
         RedriveOut: {
@@ -1915,7 +1915,7 @@ export interface components {
              * @description Start counting attempts from 0 again (history is kept).
              * @default false
              */
-            reset_attempts: boolean;
+            reset_attempts?: boolean;
             /**
              * Run At
              * @description Due then (from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z); default now.
@@ -1978,12 +1978,12 @@ export interface components {
              * @description An IANA time zone. A tick that does not exist there (clocks going forward) is skipped; one that happens twice (clocks going back) runs once.
              * @default UTC
              */
-            timezone: string;
+            timezone?: string;
             /**
              * Priority
              * @default 0
              */
-            priority: number;
+            priority?: number;
             /** Max Attempts */
             max_attempts?: number | null;
             /** Lease Seconds */
@@ -1996,19 +1996,19 @@ export interface components {
              * Paused
              * @default false
              */
-            paused: boolean;
+            paused?: boolean;
             /**
              * Catch Up
              * @description After downtime: enqueue the most recent missed tick (`latest`), none (`none`), or every one up to `catch_up_limit` (`all`, the most recent ones).
              * @default latest
              * @enum {string}
              */
-            catch_up: "latest" | "none" | "all";
+            catch_up?: "latest" | "none" | "all";
             /**
              * Catch Up Limit
              * @default 100
              */
-            catch_up_limit: number;
+            catch_up_limit?: number;
         };
         /**
          * ScheduleOut

@@ -1,0 +1,98 @@
+// The Worker against a live jobq service (JOBQ_URL): concurrency, progress, heartbeats
+// past a lease, cancellation, Permanent and Retry, stopping. Run by
+// tests/processes/test_sdk_typescript.py.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { createJobq, Permanent, Retry, Worker, type Job } from "../index.js";
+
+const jobq = createJobq();
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const quiet = () => undefined;
+
+async function enqueue(queue: string, type: string, payload: unknown = null): Promise<number> {
+  const { data, error } = await jobq.POST("/v1/queues/{queue}/jobs", {
+    params: { path: { queue } },
+    body: { type, payload }, // every defaulted field may be left out
+  });
+  assert.equal(error, undefined);
+  return data!.id;
+}
+
+async function job(id: number): Promise<Job> {
+  const { data } = await jobq.GET("/v1/jobs/{job_id}", { params: { path: { job_id: id } } });
+  return data!;
+}
+
+async function until(check: () => Promise<boolean>, ms = 15000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    assert.ok(Date.now() < end, "not in time");
+    await sleep(50);
+  }
+}
+
+test("runs at most `concurrency` handlers at once, leasing as slots free up", async () => {
+  const ids = await Promise.all(Array.from({ length: 6 }, (_, i) => enqueue("ts-c", "nap", i)));
+  let now = 0;
+  let most = 0;
+  const worker = new Worker({ queues: ["ts-c"], concurrency: 3, waitSeconds: 1, log: quiet })
+    .handle("nap", async ({ job }) => {
+      most = Math.max(most, ++now);
+      await sleep(200);
+      now--;
+      return { slept: job.payload };
+    });
+  const running = worker.run();
+  await until(async () => (await Promise.all(ids.map(job))).every((j) => j.state === "succeeded"));
+  worker.stop();
+  await running;
+  assert.equal(most, 3);
+  assert.deepEqual((await job(ids[5]!)).result, { slept: 5 });
+});
+
+test("reports progress and keeps a job past its lease with heartbeats", async () => {
+  const id = await enqueue("ts-p", "long");
+  const worker = new Worker({ queues: ["ts-p"], leaseSeconds: 2, waitSeconds: 1, log: quiet })
+    .handle("long", async ({ progress }) => {
+      await progress(50, "half", "halfway");
+      await sleep(3500); // longer than the 2-s lease
+      return "done";
+    });
+  const running = worker.run();
+  await until(async () => (await job(id)).state === "succeeded");
+  worker.stop();
+  await running;
+  const done = await job(id);
+  assert.equal(done.attempt, 1);
+  assert.equal(done.progress?.stage, "half");
+  assert.equal(done.progress?.percent, 50);
+});
+
+test("honours cancellation, Permanent and Retry", async () => {
+  const cancelled = await enqueue("ts-f", "loop");
+  const permanent = await enqueue("ts-f", "bad");
+  const later = await enqueue("ts-f", "busy");
+  const worker = new Worker({ queues: ["ts-f"], leaseSeconds: 3, waitSeconds: 1, log: quiet })
+    .handle("loop", async ({ signal }) => {
+      while (!signal.aborted) await sleep(50);
+      throw new Error("cancelled");
+    })
+    .handle("bad", () => {
+      throw new Permanent("no such input");
+    })
+    .handle("busy", () => {
+      throw new Retry(60, "provider busy");
+    });
+  const running = worker.run();
+  await until(async () => (await job(cancelled)).state === "running");
+  await jobq.POST("/v1/jobs/{job_id}/cancel", { params: { path: { job_id: cancelled } } });
+  await until(async () => (await job(cancelled)).state === "cancelled");
+  await until(async () => (await job(permanent)).state === "failed");
+  await until(async () => (await job(later)).attempt === 1 && (await job(later)).state === "queued");
+  worker.stop();
+  await running;
+  assert.equal((await job(permanent)).last_error?.type, "Permanent");
+  const retried = await job(later);
+  assert.ok(Date.parse(retried.run_at) - Date.now() > 50_000, retried.run_at);
+});
