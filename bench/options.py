@@ -47,6 +47,7 @@ class Config:
     lease_calls: int = 500
     lease_warmup: int = 50
     dashboard_rows: int = 1_000_000
+    limited_hold_ms: float = 20.0  # the limited drain: each leased batch held this long
     bare_jobs: int = 500_000
     bare_single_jobs: int = 20_000
     bare_connections: int = 4
@@ -207,6 +208,11 @@ def parser() -> argparse.ArgumentParser:
         help="finished-row levels for lease latency [default: 0,1000000,5000000; quick: 0,20000]",
     )
     a(
+        "--limited-hold-ms",
+        type=float,
+        help=f"the limited drain's work per batch [default: {defaults.limited_hold_ms:g}]",
+    )
+    a(
         "--dashboard-rows",
         type=_positive,
         help=f"finished rows under the dashboard's calls [default: {defaults.dashboard_rows:,}]",
@@ -264,6 +270,7 @@ _OPTIONS = (
     "latency_interval_ms",
     "finished_rows",
     "dashboard_rows",
+    "limited_hold_ms",
     "lease_calls",
     "bare_jobs",
     "bare_single_jobs",

@@ -23,7 +23,6 @@ from bench.stats import latency_summary, ratio
 DASHBOARD_SAMPLES = 20
 LIMITED_MAX_RUNNING = 50
 LIMITED_WORKERS = 8
-LIMITED_HOLD_SECONDS = 0.02  # each leased batch is held this long, as if worked on
 
 
 class Scenarios(BenchBase):
@@ -165,7 +164,7 @@ class Scenarios(BenchBase):
         self.db(database.vacuum_analyze(self.url))
         self.say(
             f"limited drain: max_running {LIMITED_MAX_RUNNING}, {LIMITED_WORKERS} workers "
-            f"leasing {LEASE_BATCH}, each job held {LIMITED_HOLD_SECONDS * 1000:.0f} ms"
+            f"leasing {LEASE_BATCH}, each job held {c.limited_hold_ms:.0f} ms"
         )
         stop = threading.Event()
         samples: list[int] = []
@@ -181,7 +180,7 @@ class Scenarios(BenchBase):
                 "drain",
                 [
                     {"base_url": self.base_url, "queue": queue, "workers": share,
-                     "max_jobs": LEASE_BATCH, "hold_seconds": LIMITED_HOLD_SECONDS,
+                     "max_jobs": LEASE_BATCH, "hold_seconds": c.limited_hold_ms / 1000,
                      "wait_seconds": 1}
                     for share in split(LIMITED_WORKERS, generators)
                 ],
@@ -193,13 +192,13 @@ class Scenarios(BenchBase):
         if run.total("jobs") != jobs or states != {"succeeded": jobs}:
             raise RuntimeError(f"limited drain: acked {run.total('jobs')} of {jobs}; {states}")
         seconds = max(r["last_done"] for r in run.results) - run.started
-        ideal = LIMITED_MAX_RUNNING / LIMITED_HOLD_SECONDS
+        ideal = LIMITED_MAX_RUNNING / (c.limited_hold_ms / 1000)
         self.scenarios["limited"] = {
             "jobs": jobs,
             "max_running": LIMITED_MAX_RUNNING,
             "workers": LIMITED_WORKERS,
             "lease_batch": LEASE_BATCH,
-            "hold_ms": LIMITED_HOLD_SECONDS * 1000,
+            "hold_ms": c.limited_hold_ms,
             "lease_calls": run.total("lease_calls"),
             "seconds": round(seconds, 3),
             "jobs_per_s": round(jobs / seconds, 1),

