@@ -170,7 +170,9 @@ def test_an_admin_acts_with_confirmations_and_sees_answers(
         dialog.accept()
 
     page.on("dialog", answer)
-    page.clock.install()  # the 2-s refresh runs only when the test moves the clock
+    # the page's clock stands still: the 2-s refresh runs only when the test moves it
+    page.clock.install()
+    page.clock.pause_at(time.time() * 1000 + 1000)
     _sign_in(page, service, keys["admin"])
     expect(page.locator("#who")).to_contain_text("admin")
     page.goto(f"{service.url}/ui/#/queue/work")

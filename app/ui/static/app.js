@@ -387,7 +387,13 @@ function signInPage(reason) {
 
 // ---- routing and refresh ---------------------------------------------------------------------
 
-async function render() {
+let renders = 0; // renders started: only the latest may fill the view
+
+// a refresh never replaces a form the user is filling in
+const typing = () => document.activeElement && ["INPUT", "SELECT"].includes(document.activeElement.tagName);
+
+async function render({ refresh = false } = {}) {
+  const mine = ++renders;
   const [path, query] = location.hash.replace(/^#/, "").split("?");
   const params = new URLSearchParams(query || "");
   const parts = (path || "/").split("/").filter(Boolean).map(decodeURIComponent);
@@ -403,6 +409,8 @@ async function render() {
     else if (error.status === 404) content = [el("h1", {}, "Not found"), el("p", {}, error.message)];
     else content = [el("h1", {}, "Error"), el("p", {}, `${error.status || ""} ${error.message}`)];
   }
+  if (mine !== renders) return; // a later navigation or action answered (or will)
+  if (refresh && typing()) return; // the user started typing while this refresh was loading
   view.replaceChildren(...[content].flat(2).filter(Boolean));
 }
 
@@ -421,9 +429,10 @@ async function start() {
 }
 
 window.addEventListener("hashchange", () => { say(""); render(); });
-document.addEventListener("visibilitychange", () => { if (!document.hidden) render(); });
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden) render({ refresh: true });
+});
 timer = setInterval(() => {
-  const typing = document.activeElement && ["INPUT", "SELECT"].includes(document.activeElement.tagName);
-  if (!document.hidden && !typing) render();
+  if (!document.hidden && !typing()) render({ refresh: true });
 }, REFRESH_MS);
 start();
