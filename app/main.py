@@ -21,9 +21,9 @@ from app.core.errors import DatabaseUnavailable
 from app.core.retry import Backoff
 from app.core.signals import on_shutdown_signal
 from app.db.database import Database
-from app.db.engine import create_engine, resolve_database_url
+from app.db.engine import behind_pooler, create_engine, direct_url, resolve_database_url
 from app.db.listener import DueListener
-from app.maintenance import MaintenanceRepository, Pruner, Reaper, run_periodically
+from app.maintenance import MaintenanceRepository, Pruner, Reaper, Vacuumer, run_periodically
 
 log = logging.getLogger("jobq")
 
@@ -52,7 +52,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = database_url or await resolve_database_url(settings)
-        engine = create_engine(url, settings.db_pool_size)
+        engine = create_engine(url, settings.db_pool_size, pooler=behind_pooler(settings))
         metrics.watch_pool(engine)
         db = Database(engine)
         app.state.db = db
@@ -91,7 +91,7 @@ def create_app(
                 limited.forget()
 
         listener = DueListener(
-            url,
+            direct_url(settings, url),  # LISTEN holds its session: never through a pooler
             on_due=wakeups.announce,
             on_state=listening,
             on_keys=auth.notified,
@@ -119,6 +119,9 @@ def create_app(
             interval_seconds=settings.prune_interval_seconds,
             batch_size=settings.prune_batch_size,
         )
+        app.state.vacuumer = Vacuumer(
+            maintenance, interval_seconds=settings.vacuum_interval_seconds
+        )
         schedules_repo = schedules.SchedulesRepository(db)
         app.state.schedules = schedules.Schedules(schedules_repo)
         app.state.scheduler = schedules.Scheduler(
@@ -130,7 +133,10 @@ def create_app(
                 ("reaper", app.state.reaper),
                 ("pruner", app.state.pruner),
                 ("scheduler", app.state.scheduler),
+                ("vacuum", app.state.vacuumer),
             ):
+                if not service.interval_seconds:
+                    continue  # turned off (the vacuum's 0)
                 loop = run_periodically(name, service.run_once, service.interval_seconds)
                 tasks.append(asyncio.create_task(loop))
         try:

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core import logging as jobq_logging
 from app.core.config import get_settings
-from app.db.engine import create_engine, resolve_database_url
+from app.db.engine import behind_pooler, create_engine, direct_url, resolve_database_url
 from app.db.migrate import upgrade
 from app.db.url import redacted
 
@@ -26,10 +26,11 @@ def setup_logging() -> None:
 
 async def database_url(*, migrate: bool) -> str:
     """The configured database's URL, its schema brought up to date if `migrate`."""
-    url = await resolve_database_url(get_settings())
+    settings = get_settings()
+    url = await resolve_database_url(settings)
     log.info("database: %s", redacted(url))
     if migrate:
-        await upgrade(url)
+        await upgrade(direct_url(settings, url))  # its lock is a session's: past any pooler
         log.info("schema is up to date")
     return url
 
@@ -37,7 +38,9 @@ async def database_url(*, migrate: bool) -> str:
 @asynccontextmanager
 async def engine(*, migrate: bool) -> AsyncIterator[AsyncEngine]:
     """A one-connection pool on the configured database, disposed of afterwards."""
-    pool = create_engine(await database_url(migrate=migrate), 1)
+    pool = create_engine(
+        await database_url(migrate=migrate), 1, pooler=behind_pooler(get_settings())
+    )
     try:
         yield pool
     finally:

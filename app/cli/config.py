@@ -31,7 +31,7 @@ def _masked_key(key: str | None) -> str | None:
 def _shown(name: str, value: Any) -> Any:
     if isinstance(value, SecretStr):
         return _masked_key(value.get_secret_value())
-    if name == "database_url" and value:
+    if name in ("database_url", "database_direct_url") and value:
         return redacted(value)
     return str(value) if not isinstance(value, int | float | bool | type(None)) else value
 

@@ -22,7 +22,7 @@ from app.core.config import Settings, get_settings
 from app.core.errors import DatabaseUnavailable
 from app.core.metrics import MULTIPROC_ENV
 from app.db.database import Database
-from app.db.engine import create_engine
+from app.db.engine import behind_pooler, create_engine
 from app.keys import KeysRepository, is_loopback, open_network_refusal
 
 log = logging.getLogger("jobq")
@@ -121,7 +121,7 @@ def _refuse_open_network(settings: Settings, url: str) -> None:
     if settings.auth == "disabled" or is_loopback(settings.host):
         return
     try:
-        exists = asyncio.run(_any_key(url))
+        exists = asyncio.run(_any_key(url, pooler=behind_pooler(settings)))
     except DatabaseUnavailable:
         return
     if not exists:
@@ -129,8 +129,8 @@ def _refuse_open_network(settings: Settings, url: str) -> None:
         raise typer.Exit(1)
 
 
-async def _any_key(url: str) -> bool:
-    engine = create_engine(url, 1)
+async def _any_key(url: str, *, pooler: bool) -> bool:
+    engine = create_engine(url, 1, pooler=pooler)
     try:
         return await KeysRepository(Database(engine)).any()
     finally:

@@ -23,6 +23,7 @@ DEFAULT_REAPER_BATCH_SIZE = 1000
 DEFAULT_RETAIN_SUCCEEDED_SECONDS = 24 * 3600.0
 DEFAULT_RETAIN_FAILED_SECONDS = 7 * 24 * 3600.0
 DEFAULT_PRUNE_INTERVAL_SECONDS = 60.0
+DEFAULT_VACUUM_INTERVAL_SECONDS = 30.0
 DEFAULT_SCHEDULER_INTERVAL_SECONDS = 1.0
 DEFAULT_PRUNE_BATCH_SIZE = 1000
 
@@ -77,6 +78,13 @@ class Settings(BaseSettings):
         default=None,
         description="PostgreSQL URL; unset means an embedded server kept in data_dir.",
     )
+    database_direct_url: str | None = Field(
+        default=None,
+        description=(
+            "PostgreSQL itself when database_url is a transaction-mode pooler (PgBouncer):"
+            " LISTEN and migrations use it, and prepared statements are not cached."
+        ),
+    )
     host: str = DEFAULT_HOST
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     url: str | None = Field(
@@ -118,6 +126,12 @@ class Settings(BaseSettings):
         description="How often the maintenance leader looks for due schedule ticks.",
     )
     prune_batch_size: int = Field(default=DEFAULT_PRUNE_BATCH_SIZE, ge=1)
+    vacuum_interval_seconds: float = Field(
+        default=DEFAULT_VACUUM_INTERVAL_SECONDS,
+        ge=0,
+        description="Where autovacuum is off, the leader vacuums jobq's tables this often"
+        " (0: never).",
+    )
 
     default_max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
     default_lease_seconds: int = Field(default=DEFAULT_LEASE_SECONDS, ge=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pydantic_core
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -17,12 +18,37 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 PREPARED_STATEMENT_CACHE_SIZE = 256
 
 
-def create_engine(url: str, pool_size: int) -> AsyncEngine:
+def behind_pooler(settings: Settings) -> bool:
+    """Does `database_url` lead to a transaction-mode pooler (a direct URL is set beside it)?"""
+    return bool(settings.database_url and settings.database_direct_url)
+
+
+def direct_url(settings: Settings, url: str) -> str:
+    """Where sessions that outlive a transaction go (LISTEN, the migration lock): past
+    the pooler when there is one, else `url` itself."""
+    if behind_pooler(settings) and settings.database_direct_url:
+        return settings.database_direct_url
+    return url
+
+
+def create_engine(url: str, pool_size: int, *, pooler: bool = False) -> AsyncEngine:
     """A pool whose connections run each statement in its own transaction.
 
     Every hot-path state change is one statement, so autocommit saves the BEGIN and
     COMMIT round trips; code that needs a real transaction opens one explicitly.
+
+    `pooler`: the URL leads to PgBouncer in transaction mode, where one client
+    connection's transactions may run on different server connections. A statement
+    prepared by name on one is missing on the next, so nothing is cached: asyncpg then
+    sends each statement unnamed, its Parse and Describe flushed (not synced) ahead of
+    Bind and Execute, so the pooler keeps the server connection for the whole exchange.
     """
+    caches: dict[str, Any] = {"prepared_statement_cache_size": PREPARED_STATEMENT_CACHE_SIZE}
+    if pooler:
+        caches = {
+            "statement_cache_size": 0,
+            "prepared_statement_cache_size": 0,
+        }
     return create_async_engine(
         async_url(url),
         pool_size=pool_size,
@@ -34,7 +60,7 @@ def create_engine(url: str, pool_size: int) -> AsyncEngine:
         json_deserializer=pydantic_core.from_json,
         connect_args={
             "timeout": CONNECT_TIMEOUT_SECONDS,
-            "prepared_statement_cache_size": PREPARED_STATEMENT_CACHE_SIZE,
+            **caches,
             # No plan_cache_mode override: the statements are written so that the
             # generic plan PostgreSQL may cache after five runs is the right one (see
             # FINISH in queries.py); forcing a fresh plan per call cost the one-job

@@ -1,4 +1,5 @@
-"""Maintenance: what the elected leader does on its own (the reaper, retention).
+"""Maintenance: what the elected leader does on its own (the reaper, retention, vacuum
+where autovacuum is off).
 
 Each service does one pass in `run_once()`; `run_periodically` repeats it.
 """
@@ -8,6 +9,7 @@ from app.maintenance.loop import run_periodically
 from app.maintenance.pruner import Pruner, PruneResult
 from app.maintenance.reaper import Reaper, ReapResult
 from app.maintenance.repository import MaintenanceRepository
+from app.maintenance.vacuum import Vacuumer, VacuumResult
 
 __all__ = [
     "MAINTENANCE_LOCK_KEY",
@@ -16,5 +18,7 @@ __all__ = [
     "Pruner",
     "ReapResult",
     "Reaper",
+    "VacuumResult",
+    "Vacuumer",
     "run_periodically",
 ]

@@ -98,3 +98,17 @@ DELETE FROM jobq.jobs j
  USING doomed
  WHERE j.id = doomed.id
 RETURNING j.state;
+
+
+-- name: tables_to_vacuum
+-- jobq's tables that autovacuum leaves alone (off on the server, or for the table) and
+-- that hold more dead rows than `min_dead` plus `fraction` of their live ones; most first.
+SELECT format('%I.%I', s.schemaname, s.relname) AS name, s.n_dead_tup AS dead
+  FROM pg_stat_user_tables s
+  JOIN pg_class c ON c.oid = s.relid
+ WHERE s.schemaname = 'jobq'
+   AND (NOT current_setting('autovacuum')::boolean
+        OR EXISTS (SELECT FROM unnest(c.reloptions) AS o(option)
+                    WHERE o.option IN ('autovacuum_enabled=false', 'autovacuum_enabled=off')))
+   AND s.n_dead_tup > :min_dead + :fraction * s.n_live_tup
+ ORDER BY s.n_dead_tup DESC;

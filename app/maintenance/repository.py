@@ -12,11 +12,12 @@ from app.core.retry import Backoff
 from app.db.database import Database, fetch_in
 from app.db.leader import as_leader, clock
 from app.db.statement import Queries, Statement
-from app.maintenance.rows import LeaderBatch, Reaped
+from app.maintenance.rows import DeadRows, LeaderBatch, Reaped
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
 REAP_EXPIRED = QUERIES["reap_expired"]
 PRUNE_FINISHED = QUERIES["prune_finished"]
+TABLES_TO_VACUUM = QUERIES["tables_to_vacuum"]
 
 T = TypeVar("T")
 
@@ -59,3 +60,18 @@ class MaintenanceRepository:
             {"batch_size": batch_size, "succeeded_age": succeeded_age, "failed_age": failed_age},
             lambda record: str(record["state"]),
         )
+
+    async def tables_to_vacuum(
+        self, min_dead: int, fraction: float
+    ) -> LeaderBatch[DeadRows] | None:
+        """jobq's tables autovacuum will not clean, past the threshold; None when another
+        replica is maintaining."""
+        return await self._as_leader(
+            TABLES_TO_VACUUM, {"min_dead": min_dead, "fraction": fraction}, DeadRows._make
+        )
+
+    async def vacuum(self, table: str) -> None:
+        """`VACUUM (ANALYZE)` one table, named as `tables_to_vacuum` quoted it. It cannot
+        run in a transaction, so it runs on its own, after the leader's has committed."""
+        async with self._db.connection() as conn:
+            await conn.execute(f"VACUUM (ANALYZE) {table}")

@@ -19,6 +19,13 @@ class Reaped(NamedTuple):
     run_at: datetime
 
 
+class DeadRows(NamedTuple):
+    """A table autovacuum leaves alone, and its dead rows (PostgreSQL's estimate)."""
+
+    name: str
+    dead: int
+
+
 @dataclass(frozen=True, slots=True)
 class LeaderBatch(Generic[T]):
     """Rows a maintenance statement changed, and when (database clock, epoch seconds) the

@@ -1,0 +1,3 @@
+"""tests/api/test_finish.py through PgBouncer."""
+
+from tests.api.test_finish import *  # noqa: F403

@@ -1,0 +1,3 @@
+"""tests/api/test_pruner.py through PgBouncer."""
+
+from tests.api.test_pruner import *  # noqa: F403
