@@ -11,6 +11,7 @@ same shapes, so the very same generators drive it:
 
     GET  /healthz, /readyz
     POST /v1/queues/{queue}/jobs        insert one job                        201
+    POST /v1/queues/{queue}/jobs/batch  insert many in one statement          201
     POST /v1/leases                     claim up to max_jobs (SKIP LOCKED)    200
     POST /v1/leases/{lease_id}/complete mark one done                         200
     POST /v1/acks                       mark many done                        200
@@ -37,6 +38,7 @@ DSN_VARIABLE = "JOBQ_BENCH_FLOOR_DSN"
 POOL_SIZE = 10
 
 INSERT = "INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id"
+INSERT_MANY = "INSERT INTO bench_bare (payload) SELECT unnest($1::jsonb[]) RETURNING id"
 CLAIM = """
 WITH claimed AS (
     SELECT id FROM bench_bare WHERE state = 0 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
@@ -51,6 +53,10 @@ FINISH_MANY = "UPDATE bench_bare SET state = 2 WHERE id = ANY($1::bigint[]) AND 
 class JobIn(BaseModel):
     type: str = Field(max_length=128)
     payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobsIn(BaseModel):
+    jobs: list[JobIn] = Field(min_length=1, max_length=1000)
 
 
 class LeaseIn(BaseModel):
@@ -101,6 +107,19 @@ def create_app() -> FastAPI:
         async with _pool(request).acquire() as conn:
             job_id = await conn.fetchval(INSERT, json.dumps(job.payload))
         return {"id": job_id, "queue": queue, "type": job.type, "state": "queued"}
+
+    @app.post("/v1/queues/{queue}/jobs/batch", status_code=201)
+    async def enqueue_many(
+        queue: Annotated[str, Path(max_length=128)], body: JobsIn, request: Request
+    ) -> dict[str, Any]:
+        async with _pool(request).acquire() as conn:
+            rows = await conn.fetch(INSERT_MANY, [json.dumps(job.payload) for job in body.jobs])
+        return {
+            "jobs": [
+                {"id": job_id, "queue": queue, "type": job.type, "state": "queued"}
+                for (job_id,), job in zip(rows, body.jobs, strict=True)
+            ]
+        }
 
     @app.post("/v1/leases")
     async def lease(body: LeaseIn, request: Request) -> dict[str, Any]:

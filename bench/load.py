@@ -36,6 +36,7 @@ from bench.bare import Bare
 from bench.cpu import Meters, Sample
 from bench.generators import SETUP_TIMEOUT_SECONDS, Load, LoadError
 from bench.http_loads import Drain, Enqueue, LeaseLatency, Single, WaitLatency
+from bench.soak_load import SoakLoad
 
 # ---- the orchestrating side ------------------------------------------------------------
 
@@ -194,4 +195,5 @@ LOADS: dict[str, Callable[[int, dict[str, Any]], Load]] = {
     "wait_latency": WaitLatency,
     "lease_latency": LeaseLatency,
     "bare": Bare,
+    "soak": SoakLoad,
 }

@@ -12,7 +12,9 @@ from bench import database
 
 SCENARIOS = (
     "bare", "drain", "limited", "single", "latency", "lease-levels", "dashboard", "floor",
+    "soak",
 )  # fmt: skip
+DEFAULT_SCENARIOS = SCENARIOS[:-1]  # the soak runs when --soak gives it minutes
 PROFILED_SCENARIOS = ("drain", "single")
 LEASE_BATCH = 100
 RUN_TIMEOUT_SECONDS = 3600.0
@@ -52,7 +54,11 @@ class Config:
     bare_single_jobs: int = 20_000
     bare_connections: int = 4
     warmup: bool = True
-    scenarios: list[str] = field(default_factory=lambda: list(SCENARIOS))
+    soak_minutes: float = 0.0
+    soak_rate: float = 200.0
+    soak_workers: int = 4
+    soak_fail_every: int = 20
+    scenarios: list[str] = field(default_factory=lambda: list(DEFAULT_SCENARIOS))
     database_name: str = database.DEFAULT_DATABASE
     service_env: dict[str, str] = field(default_factory=dict)
 
@@ -144,7 +150,7 @@ def parser() -> argparse.ArgumentParser:
         type=_scenarios,
         dest="scenarios",
         metavar="LIST",
-        help=f"comma-separated subset of: {','.join(SCENARIOS)} [default: all]",
+        help=f"comma-separated subset of: {','.join(SCENARIOS)} [default: all but soak]",
     )
     a(
         "--workers",
@@ -237,6 +243,21 @@ def parser() -> argparse.ArgumentParser:
         type=_positive,
         help=f"asyncpg connections of the bare loop [default: {defaults.bare_connections}]",
     )
+    a(
+        "--soak",
+        type=float,
+        metavar="MINUTES",
+        dest="soak_minutes",
+        help="run the soak for MINUTES (alone, unless --only names more): a steady load "
+        "with retention on, sampling sizes, dead tuples, latency and memory",
+    )
+    a("--soak-rate", type=float, help="the soak's enqueues per second [default: 200]")
+    a("--soak-workers", type=_positive, help="the soak's long-polling workers [default: 4]")
+    a(
+        "--soak-fail-every",
+        type=_positive,
+        help="1 in N of the soak's jobs fails once, then succeeds [default: 20]",
+    )
     a("--no-warmup", action="store_true", help="skip the untimed warm-up round")
     a(
         "--service-env",
@@ -277,6 +298,10 @@ _OPTIONS = (
     "bare_connections",
     "scenarios",
     "database_name",
+    "soak_minutes",
+    "soak_rate",
+    "soak_workers",
+    "soak_fail_every",
 )
 
 
@@ -291,6 +316,13 @@ def config_from(args: argparse.Namespace) -> Config:
         config.warmup = False
     config.enqueue_batch = min(config.enqueue_batch, 1000)
     config.service_env = dict(args.service_env)
+    if config.soak_minutes:
+        if args.scenarios is None:
+            config.scenarios = ["soak"]
+        elif "soak" not in config.scenarios:
+            config.scenarios.append("soak")
+    elif "soak" in config.scenarios:
+        raise SystemExit("the soak needs its length: --soak MINUTES")
     return config
 
 

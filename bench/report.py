@@ -10,6 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bench.soak import BOUNDS, render_soak
+
 
 @dataclass(frozen=True)
 class Target:
@@ -33,14 +35,64 @@ def _get(*path: str) -> Callable[[dict[str, Any]], float | None]:
     return read
 
 
+def _ratio(
+    numerator: Callable[[dict[str, Any]], float | None],
+    denominator: Callable[[dict[str, Any]], float | None],
+) -> Callable[[dict[str, Any]], float | None]:
+    def read(scenarios: dict[str, Any]) -> float | None:
+        top, bottom = numerator(scenarios), denominator(scenarios)
+        return None if top is None or not bottom else round(top / bottom, 3)
+
+    return read
+
+
+def _soak(key: str) -> Callable[[dict[str, Any]], float | None]:
+    return _get("soak", "summary", key, "late_vs_early")
+
+
 TARGETS = [
     Target(
-        "drain",
-        "batched drain through HTTP (lease 100 + one /v1/acks call)",
+        "drain_vs_floor",
+        "drain (lease 100 + one /v1/acks call): jobq / framework floor",
         ">=",
-        15_000,
-        "jobs/s",
-        _get("drain", "jobs_per_s"),
+        0.8,
+        "x",
+        _ratio(_get("drain", "jobs_per_s"), _get("floor", "drain", "jobs_per_s")),
+    ),
+    Target(
+        "single_vs_floor",
+        "single-job path (enqueue, lease, complete): jobq / framework floor",
+        ">=",
+        0.9,
+        "x",
+        _ratio(_get("single", "jobs_per_s"), _get("floor", "single", "jobs_per_s")),
+    ),
+    Target(
+        "sql_postgres_cpu_vs_bare",
+        "PostgreSQL CPU per job: jobq's LEASE 100 + FINISH / bare claim 100 + finish",
+        "<=",
+        1.5,
+        "x",
+        _ratio(
+            _get("bare", "jobq_sql_batch", "cpu", "postgres_us_per_job"),
+            _get("bare", "batch_with_finish", "cpu", "postgres_us_per_job"),
+        ),
+    ),
+    Target(
+        "wait_latency_p50",
+        "enqueue-to-lease latency with workers waiting, p50",
+        "<=",
+        2,
+        "ms",
+        _get("enqueue_to_lease", "p50_ms"),
+    ),
+    Target(
+        "wait_latency_p99",
+        "enqueue-to-lease latency with workers waiting, p99",
+        "<=",
+        10,
+        "ms",
+        _get("enqueue_to_lease", "p99_ms"),
     ),
     Target(
         "batch_enqueue",
@@ -51,28 +103,12 @@ TARGETS = [
         _get("batch_enqueue", "jobs_per_s"),
     ),
     Target(
-        "single",
-        "single-job path (enqueue, lease, complete: 3 calls per job)",
+        "drain",
+        "batched drain through HTTP",
         ">=",
-        1_000,
+        15_000,
         "jobs/s",
-        _get("single", "jobs_per_s"),
-    ),
-    Target(
-        "wait_latency_p50",
-        "enqueue-to-lease latency with workers waiting, p50",
-        "<=",
-        5,
-        "ms",
-        _get("enqueue_to_lease", "p50_ms"),
-    ),
-    Target(
-        "wait_latency_p99",
-        "enqueue-to-lease latency with workers waiting, p99",
-        "<=",
-        25,
-        "ms",
-        _get("enqueue_to_lease", "p99_ms"),
+        _get("drain", "jobs_per_s"),
     ),
     Target(
         "dashboard_queue_page_p50",
@@ -89,6 +125,17 @@ TARGETS = [
         1.5,
         "x",
         _get("lease_latency", "ratio_p50"),
+    ),
+    *(
+        Target(
+            f"soak_{bound.key}",
+            f"soak: {bound.what}, late / early after warm-up",
+            "<=",
+            bound.most,
+            "x",
+            _soak(bound.key),
+        )
+        for bound in BOUNDS
     ),
 ]
 
@@ -156,7 +203,7 @@ def render(report: dict[str, Any], console: Console) -> None:
         )
     comparison = report.get("comparison", {})
     rows = [
-        ("batch enqueue", "batch_enqueue", None, "requests"),
+        ("batch enqueue (1000 per call)", "batch_enqueue", None, "requests"),
         ("drain (lease 100 + ack)", "drain", "drain_vs_bare_batch", "calls"),
         ("single (3 calls/job)", "single", "single_vs_bare_single", "calls"),
     ]
@@ -223,14 +270,19 @@ def render(report: dict[str, Any], console: Console) -> None:
                 f"{s['connections']} asyncpg connections; {note}".rstrip("; "),
             )
     floor = scenarios.get("floor", {})
-    for key, versus in (("drain", "drain_vs_floor_drain"), ("single", "single_vs_floor_single")):
+    for key, versus in (
+        ("batch_enqueue", "batch_enqueue_vs_floor"),
+        ("drain", "drain_vs_floor_drain"),
+        ("single", "single_vs_floor_single"),
+    ):
         reference(
-            f"floor: {key}",
+            f"floor: {key.replace('_', ' ')}",
             floor.get(key),
             "",
             f"FastAPI + one bare statement per call; jobq/floor {_num(comparison.get(versus), 3)}",
         )
-    console.print(throughput)
+    if throughput.row_count:
+        console.print(throughput)
 
     latency = Table(title="Latency (ms)")
     for column in ("what", "count", "p50", "p95", "p99", "mean", "max"):
@@ -259,7 +311,8 @@ def render(report: dict[str, Any], console: Console) -> None:
                 f"dashboard {page.replace('_', ' ')}, {dashboard['rows']:,} rows",
                 *(_num(figures[k], 2) if k != "count" else _num(figures[k]) for k in _LATENCY_KEYS),
             )
-    console.print(latency)
+    if latency.row_count:
+        console.print(latency)
 
     cpu = Table(title="CPU per job (µs) and cores busy on average")
     for column in (
@@ -284,7 +337,10 @@ def render(report: dict[str, Any], console: Console) -> None:
             _num(c["generator_cores"], 2),
             _num(c["other_cores"], 2),
         )
-    console.print(cpu)
+    if cpu.row_count:
+        console.print(cpu)
+    if "soak" in scenarios:
+        render_soak(scenarios["soak"], console)
     for name, profile in report.get("profiles", {}).items():
         _render_profile(name, profile, console)
     for note in report.get("notes", []):
@@ -316,7 +372,7 @@ def _cpu_rows(scenarios: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     ):
         if key in scenarios.get("bare", {}):
             rows.append((label, scenarios["bare"][key]["cpu"]))
-    for key in ("drain", "single"):
+    for key in ("batch_enqueue", "drain", "single"):
         if key in scenarios.get("floor", {}):
             rows.append((f"floor {key}", scenarios["floor"][key]["cpu"]))
     return rows

@@ -58,10 +58,11 @@ from bench.options import (
 )
 from bench.scenarios import Scenarios
 from bench.service import REPO, Service
+from bench.soak import Soak
 from bench.stats import ratio
 
 
-class Bench(Scenarios):
+class Bench(Scenarios, Soak):
     """One run: its scenarios in order, each retried after a database outage, then the report."""
 
     def attempt(self, name: str, scenario: Callable[[], None]) -> None:
@@ -190,6 +191,7 @@ class Bench(Scenarios):
                     "lease-levels": self.lease_levels,
                     "dashboard": self.dashboard,
                     "floor": self.floor,
+                    "soak": self.soak,
                 }
                 try:
                     for name in c.scenarios:
@@ -225,6 +227,9 @@ class Bench(Scenarios):
                 single, jobs_per_s(bare.get("single_with_insert"))
             ),
             # the HTTP stack's own ceiling: FastAPI + one bare statement per call
+            "batch_enqueue_vs_floor": ratio(
+                jobs_per_s(scenarios.get("batch_enqueue")), jobs_per_s(floor.get("batch_enqueue"))
+            ),
             "drain_vs_floor_drain": ratio(drain, jobs_per_s(floor.get("drain"))),
             "single_vs_floor_single": ratio(single, jobs_per_s(floor.get("single"))),
         }

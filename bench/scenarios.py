@@ -84,42 +84,16 @@ class Scenarios(BenchBase):
         c = self.config
         self.db(database.reset_jobs(self.url))
         queue = "bench-drain"
-        batches = [
-            (first, min(c.enqueue_batch, c.jobs - first))
-            for first in range(0, c.jobs, c.enqueue_batch)
-        ]
-        generators = min(c.generators, c.enqueue_concurrency, len(batches))
         self.say(
             f"batch enqueue: {c.jobs:,} jobs, {c.enqueue_batch} per call, "
             f"{c.enqueue_concurrency} concurrent"
         )
         with self.profiled("enqueue"):
-            run = self.generate(
-                "enqueue",
-                [
-                    {
-                        "base_url": self.base_url,
-                        "queue": queue,
-                        "batches": batches[g::generators],
-                        "concurrency": share,
-                    }
-                    for g, share in enumerate(split(c.enqueue_concurrency, generators))
-                ],
-            )
+            run = self.run_enqueue(queue)
         states = self.db(database.job_states(self.url))
         if states != {"queued": c.jobs}:
             raise RuntimeError(f"batch enqueue: expected {c.jobs} queued jobs, found {states}")
-        seconds = max(r["t1"] for r in run.results) - run.started
-        self.scenarios["batch_enqueue"] = {
-            "jobs": c.jobs,
-            "batch": c.enqueue_batch,
-            "concurrency": c.enqueue_concurrency,
-            "requests": run.total("requests"),
-            "seconds": round(seconds, 3),
-            "jobs_per_s": round(c.jobs / seconds, 1),
-            "request_latency": latency_summary(run.merged("request_ms")),
-            "cpu": self.cpu(run, c.jobs),
-        }
+        self.scenarios["batch_enqueue"] = self.enqueue_figures(run)
         self.say(f"  {self.scenarios['batch_enqueue']['jobs_per_s']:,.0f} jobs/s")
 
         self.db(database.vacuum_analyze(self.url))
@@ -251,6 +225,41 @@ class Scenarios(BenchBase):
                 results[name] = latency_summary(took)
                 self.say(f"  {name}: p50 {results[name]['p50_ms']:.0f} ms")
         self.scenarios["dashboard"] = results
+
+    def run_enqueue(self, queue: str) -> GeneratorRun:
+        """The batch enqueue load: `--jobs` jobs in batches, from concurrent producers."""
+        c = self.config
+        batches = [
+            (first, min(c.enqueue_batch, c.jobs - first))
+            for first in range(0, c.jobs, c.enqueue_batch)
+        ]
+        generators = min(c.generators, c.enqueue_concurrency, len(batches))
+        return self.generate(
+            "enqueue",
+            [
+                {
+                    "base_url": self.base_url,
+                    "queue": queue,
+                    "batches": batches[g::generators],
+                    "concurrency": share,
+                }
+                for g, share in enumerate(split(c.enqueue_concurrency, generators))
+            ],
+        )
+
+    def enqueue_figures(self, run: GeneratorRun) -> dict[str, Any]:
+        c = self.config
+        seconds = max(r["t1"] for r in run.results) - run.started
+        return {
+            "jobs": c.jobs,
+            "batch": c.enqueue_batch,
+            "concurrency": c.enqueue_concurrency,
+            "requests": run.total("requests"),
+            "seconds": round(seconds, 3),
+            "jobs_per_s": round(c.jobs / seconds, 1),
+            "request_latency": latency_summary(run.merged("request_ms")),
+            "cpu": self.cpu(run, c.jobs),
+        }
 
     def run_drain(self, queue: str) -> GeneratorRun:
         """The drain load: workers lease 100 and ack each batch, until `queue` is empty."""
@@ -407,7 +416,14 @@ class Scenarios(BenchBase):
         self.say(f"framework floor: FastAPI + one bare statement per call, --workers {c.workers}")
         results: dict[str, Any] = {}
         with floor, self.serving(floor):
-            self.db(database.prepare_bare(self.url, c.jobs))
+            self.db(database.prepare_bare(self.url, 0))
+            self.say(f"  batch enqueue: {c.jobs:,} jobs, {c.enqueue_batch} per call")
+            run = self.run_enqueue("bench-floor")
+            queued = self.db(database.bare_states(self.url)).get(0, 0)
+            if queued != c.jobs:
+                raise RuntimeError(f"floor batch enqueue: {queued} of {c.jobs} jobs inserted")
+            results["batch_enqueue"] = self.enqueue_figures(run)
+            self.say(f"    {results['batch_enqueue']['jobs_per_s']:,.0f} jobs/s")
             self.say(f"  drain: {c.jobs:,} jobs, {c.drain_workers} workers, lease {LEASE_BATCH}")
             run = self.run_drain("bench-floor")
             self._check_bare("floor drain", run.total("jobs"), c.jobs)

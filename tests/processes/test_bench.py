@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.soak import BOUNDS
 from tests.conftest import _drop
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,22 +33,17 @@ def _cpu_reported(cpu: dict[str, Any]) -> None:
     assert isinstance(cpu["postgres_us_per_job"], int | float), cpu
 
 
-def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path) -> None:
-    output = tmp_path / "bench.json"
-    name = f"jobq_bench_test_{os.getpid()}"
+BENCH_DATABASE = f"jobq_bench_test_{os.getpid()}"
+
+
+def _bench(database_url: str, output: Path, *args: str) -> str:
+    """Run `python -m bench ARGS` on a database of its own; its printed report."""
+    name = BENCH_DATABASE
     env = {**os.environ, "JOBQ_DATABASE_URL": database_url}
+    command = [sys.executable, "-m", "bench", *args, "--json", str(output)]
     try:
         run = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "bench",
-                "--quick",
-                "--json",
-                str(output),
-                "--database-name",
-                name,
-            ],
+            [*command, "--database-name", name],
             cwd=REPO,
             env=env,
             capture_output=True,
@@ -57,10 +53,16 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     finally:
         asyncio.run(_drop(database_url, name))
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "Targets" in run.stdout  # the readable table
+    return run.stdout
+
+
+def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path) -> None:
+    output = tmp_path / "bench.json"
+    printed = _bench(database_url, output, "--quick")
+    assert "Targets" in printed  # the readable table
 
     report = json.loads(output.read_text())
-    assert report["database"]["database"] == name
+    assert report["database"]["database"] == BENCH_DATABASE
     assert report["database"]["version"]
     _positive(report["machine"], "cores", "memory_gib")
     assert report["service"]["exit_code"] == 0  # stopped cleanly with SIGTERM
@@ -99,9 +101,10 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     _cpu_reported(limited["cpu"])
 
     # the same loads against FastAPI + one bare statement per call, every job done
-    for key in ("drain", "single"):
+    for key in ("batch_enqueue", "drain", "single"):
         _positive(scenarios["floor"][key], "jobs", "seconds", "jobs_per_s")
         _cpu_reported(scenarios["floor"][key]["cpu"])
+    assert scenarios["floor"]["batch_enqueue"]["jobs"] == scenarios["batch_enqueue"]["jobs"]
     assert scenarios["floor"]["drain"]["jobs"] == scenarios["drain"]["jobs"]
     assert scenarios["floor"]["single"]["jobs"] == scenarios["single"]["jobs"]
 
@@ -129,19 +132,55 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "drain_vs_jobq_sql_batch",
         "single_vs_bare_single",
         "single_vs_bare_single_with_insert",
+        "batch_enqueue_vs_floor",
         "drain_vs_floor_drain",
         "single_vs_floor_single",
     )
     targets = {t["key"]: t for t in report["targets"]}
-    assert set(targets) == {
+    measured = {
+        "drain_vs_floor",
+        "single_vs_floor",
+        "sql_postgres_cpu_vs_bare",
         "drain",
         "batch_enqueue",
-        "single",
         "wait_latency_p50",
         "wait_latency_p99",
         "dashboard_queue_page_p50",
         "lease_latency_ratio",
     }
-    for target in targets.values():
+    assert set(targets) == measured | {f"soak_{bound.key}" for bound in BOUNDS}
+    for key in measured:
+        target = targets[key]
         assert isinstance(target["measured"], int | float) and target["measured"] > 0, target
         assert isinstance(target["pass"], bool), target
+    assert all(targets[key]["pass"] is None for key in set(targets) - measured)  # no soak
+
+
+def test_the_soak_samples_sizes_latency_and_memory(database_url: str, tmp_path: Path) -> None:
+    output = tmp_path / "soak.json"
+    printed = _bench(
+        database_url, output, "--soak", "0.25", "--soak-rate", "100", "--soak-fail-every", "5"
+    )
+    assert "Soak after warm-up" in printed
+
+    report = json.loads(output.read_text())
+    assert set(report["scenarios"]) == {"soak"}  # alone, with no --only
+    soak = report["scenarios"]["soak"]
+    assert soak["enqueued"] == 1500  # 100 jobs/s for 15 s
+    assert 0 < soak["leased"] <= soak["enqueued"] + soak["failed_once"]
+    assert soak["failed_once"] > 0  # 1 in 5 failed once, to be leased again
+    samples = soak["samples"]
+    assert len(samples) >= 8  # every 1.5 s
+    assert [s["t_s"] for s in samples] == sorted(s["t_s"] for s in samples)
+    for sample in samples:
+        _positive(sample, "table_mb", "index_mb", "rss_mb")
+        assert sample["dead_tuples"] >= 0 and sample["live_tuples"] >= 0
+    assert sum(s["leased"] for s in samples) > 0
+    assert any(s["latency_p99_ms"] for s in samples)
+    assert set(soak["summary"]) == {bound.key for bound in BOUNDS}
+    for figure in soak["summary"].values():
+        assert isinstance(figure["flat"], bool), figure
+        assert figure["late_vs_early"] >= 0, figure
+    soak_targets = [t for t in report["targets"] if t["key"].startswith("soak_")]
+    assert len(soak_targets) == len(BOUNDS)
+    assert all(isinstance(t["pass"], bool) for t in soak_targets)

@@ -1,0 +1,88 @@
+"""The soak's load: a steady producer and long-polling workers, for as long as asked.
+
+One producer enqueues single jobs at a fixed rate, each carrying the time it was sent;
+`workers` long-poll (up to `max_jobs` each, `wait_seconds` 5), record each first
+attempt's enqueue-to-lease latency with the time it arrived, and ack each batch with one
+`/v1/acks` call: every `fail_every`-th job fails once (retried after the backoff),
+the rest complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+from bench.generators import HttpClient, HttpLoad, expect, job_body, lease_body
+
+WAIT_SECONDS = 5.0
+
+
+def _acks(leases: list[dict[str, Any]], fail_every: int) -> bytes:
+    acks = []
+    for lease in leases:
+        job = lease["job"]
+        if fail_every and job["attempt"] == 1 and job["payload"]["i"] % fail_every == 0:
+            acks.append(
+                {"lease_id": lease["lease_id"], "outcome": "fail", "error": {"type": "Soak"}}
+            )
+        else:
+            acks.append({"lease_id": lease["lease_id"], "outcome": "complete"})
+    return json.dumps({"acks": acks}).encode()
+
+
+class SoakLoad(HttpLoad):
+    """A fixed rate of enqueues for `seconds`, leased and acked by long-polling workers."""
+
+    clients_param = "clients"
+
+    async def setup(self, stack: contextlib.AsyncExitStack) -> None:
+        self.params["clients"] = int(self.params["workers"]) + 1  # the producer's is the first
+        await super().setup(stack)
+
+    async def run(self) -> dict[str, Any]:
+        queue, rate = self.params["queue"], float(self.params["rate"])
+        seconds, fail_every = float(self.params["seconds"]), int(self.params["fail_every"])
+        max_jobs = int(self.params["max_jobs"])
+        samples: list[tuple[float, float]] = []  # (arrived, enqueue-to-lease ms)
+        counts = {"enqueued": 0, "leased": 0, "failed": 0, "late_enqueues": 0}
+        path = f"/v1/queues/{queue}/jobs"
+        started = time.time()
+        ends = started + seconds
+
+        async def producer() -> None:
+            for i in range(int(rate * seconds)):
+                due = started + i / rate
+                pause = due - time.time()
+                if pause > 0:
+                    await asyncio.sleep(pause)
+                elif pause < -1:
+                    counts["late_enqueues"] += 1  # the service fell a second behind the rate
+                body = json.dumps(job_body({"i": i, "sent": time.time()})).encode()
+                expect(await self.client.post(path, content=body), 201)
+                counts["enqueued"] += 1
+
+        async def worker(number: int, client: HttpClient) -> None:
+            body = lease_body(queue, f"soak-{number}", max_jobs, wait_seconds=WAIT_SECONDS)
+            while time.time() < ends:
+                leased = expect(await client.post("/v1/leases", content=body), 200)
+                arrived = time.time()
+                leases = leased.json()["leases"]
+                if not leases:
+                    continue
+                for lease in leases:
+                    job = lease["job"]
+                    if job["attempt"] == 1:
+                        samples.append((arrived, (arrived - job["payload"]["sent"]) * 1000))
+                counts["leased"] += len(leases)
+                acked = expect(
+                    await client.post("/v1/acks", content=_acks(leases, fail_every)), 200
+                )
+                counts["failed"] += sum(
+                    1 for result in acked.json()["results"] if result.get("state") == "queued"
+                )
+
+        await asyncio.gather(producer(), *(worker(n, c) for n, c in enumerate(self.clients[1:])))
+        return {**counts, "jobs": counts["leased"], "samples": samples}
