@@ -81,7 +81,9 @@ def test_wait_and_run_return_the_finished_job(jobq: Client, service: Service) ->
             (leased,) = other.lease(["thumbs"], worker_id="w", wait_seconds=5)
             other.ack([Complete(leased.lease_id, {"ok": leased.job.payload})])
 
-    threading.Thread(target=worker).start()
+    # joined before the test ends: a thread still logging then writes to a closed capture
+    first = threading.Thread(target=worker)
+    first.start()
     started = time.monotonic()
     done = jobq.wait(created.id, timeout=10)
     assert done.finished and done.state == "succeeded" and done.result == {"ok": {"w": 1}}
@@ -90,9 +92,13 @@ def test_wait_and_run_return_the_finished_job(jobq: Client, service: Service) ->
     unfinished = jobq.wait(jobq.enqueue("idle", "t").id, timeout=0.3)
     assert not unfinished.finished and unfinished.state == "queued"
 
-    threading.Thread(target=worker).start()
+    second = threading.Thread(target=worker)
+    second.start()
     ran = jobq.run("thumbs", "resize", {"w": 2}, timeout=10)
     assert ran.result == {"ok": {"w": 2}}
+    for thread in (first, second):
+        thread.join(timeout=10)
+        assert not thread.is_alive()
 
 
 def test_schedules_round_trip(jobq: Client) -> None:
