@@ -421,49 +421,34 @@ WITH input AS (
            CAST(:error AS jsonb) AS error, CAST(:retryable AS boolean) AS retryable,
            CAST(:retry_after AS double precision) AS retry_after, CAST(1 AS bigint) AS ord
 ),
-live AS (
-    -- The ack locks its job, found by primary key, and keeps it if the lease is still
-    -- live (FOR UPDATE reads the row's latest version). The LATERAL lookup, with the
-    -- state tested outside it (OFFSET 0 keeps the test from being pushed in), pins
-    -- that plan whatever the statistics say: a plain join let a cached generic plan
-    -- walk every running job once per ack.
-    SELECT i.*,
-           -- another try, or a final state (a job whose cancellation was requested
-           -- is not retried: it ends `cancelled`)
-           i.outcome = 'fail' AND i.retryable AND held.attempt < held.max_attempts
-               AND NOT held.cancel_requested AS retry
-      FROM input i
-     CROSS JOIN LATERAL (
-            SELECT state, attempt, max_attempts, cancel_requested
-              FROM jobq.jobs
-             WHERE id = i.job_id AND lease_id = i.lease_id
-               AND (CAST(:key_id AS bigint) IS NULL OR lease_key_id = CAST(:key_id AS bigint))
-            OFFSET 0
-               FOR UPDATE
-           ) held
-     WHERE held.state = 'running'
-),
 finished AS (
+    -- As in finish_many.
     UPDATE jobq.jobs j
-       SET state = CASE WHEN i.retry THEN 'queued'
-                        WHEN i.outcome = 'complete' THEN 'succeeded'
+       SET state = CASE WHEN i.outcome = 'complete' THEN 'succeeded'
+                        WHEN i.retryable AND j.attempt < j.max_attempts
+                             AND NOT j.cancel_requested THEN 'queued'
                         WHEN j.cancel_requested THEN 'cancelled'
                         ELSE 'failed' END::jobq.job_state,
-           run_at = CASE WHEN i.retry
+           run_at = CASE WHEN i.outcome = 'fail' AND i.retryable
+                              AND j.attempt < j.max_attempts AND NOT j.cancel_requested
                THEN jobq.queue_retry_at(j.queue, j.attempt, i.retry_after,
                                         :backoff_base, :backoff_cap, :backoff_jitter)
                ELSE j.run_at END,
-           finished_at = CASE WHEN i.retry THEN NULL ELSE now() END,
+           finished_at = CASE WHEN i.outcome = 'fail' AND i.retryable
+                                   AND j.attempt < j.max_attempts AND NOT j.cancel_requested
+               THEN NULL ELSE now() END,
            last_error = CASE WHEN i.outcome = 'fail' THEN i.error ELSE j.last_error END,
            result = CASE WHEN i.outcome = 'complete' THEN i.result ELSE j.result END,
            lease_expires_at = NULL,
-           worker_id = NULL,
-           attempts = j.attempts || jobq.attempt_record(
-               j.attempt, j.lease_id, j.worker_id, j.lease_key_id, j.attempted_at,
-               CASE WHEN i.outcome = 'complete' THEN 'succeeded' ELSE 'failed' END, i.error),
+           worker_id = CASE WHEN i.outcome = 'complete' THEN j.worker_id END,
+           attempts = CASE WHEN i.outcome = 'complete' THEN j.attempts
+               ELSE j.attempts || jobq.attempt_record(j.attempt, j.lease_id, j.worker_id,
+                                                      j.lease_key_id, j.attempted_at,
+                                                      'failed', i.error) END,
            updated_at = now()
-      FROM live i
-     WHERE j.id = i.job_id  -- locked above with its lease checked, in this statement
+      FROM input i
+     WHERE j.id = i.job_id AND j.lease_id = i.lease_id AND j.state::text = 'running'
+       AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
     RETURNING i.ord, j.*
 ),
 announced AS MATERIALIZED (
@@ -489,43 +474,44 @@ WITH input AS (
            WITH ORDINALITY AS i(job_id, lease_id, outcome, result, error, retryable,
                                 retry_after, ord)
 ),
-live AS (
-    -- As in finish_one: each ack locks its job by primary key, lease checked.
-    SELECT i.*,
-           i.outcome = 'fail' AND i.retryable AND held.attempt < held.max_attempts
-               AND NOT held.cancel_requested AS retry
-      FROM input i
-     CROSS JOIN LATERAL (
-            SELECT state, attempt, max_attempts, cancel_requested
-              FROM jobq.jobs
-             WHERE id = i.job_id AND lease_id = i.lease_id
-               AND (CAST(:key_id AS bigint) IS NULL OR lease_key_id = CAST(:key_id AS bigint))
-            OFFSET 0
-               FOR UPDATE
-           ) held
-     WHERE held.state = 'running'
-),
 finished AS (
+    -- One UPDATE, each ack finding its job by primary key with the lease checked in the
+    -- WHERE; when a heartbeat, a cancel or the reaper changed the row meanwhile,
+    -- PostgreSQL checks the WHERE again on the newest version, and the SET reads that
+    -- version's attempt and cancel flag (no row lock taken beforehand).
+    -- - `state::text`: a state test the partial index of running jobs cannot serve, so
+    --   that no cached generic plan walks every running job instead of the primary key.
+    -- - A fail is tried again while attempts remain, unless its cancellation was asked
+    --   for (the same test thrice: a SET cannot read another's new value).
+    -- - A succeeded job's last attempt is recorded by its own columns (lease_id,
+    --   worker_id, attempted_at, finished_at: jobq.attempts_of), not appended to
+    --   `attempts`: a complete writes no history.
     UPDATE jobq.jobs j
-       SET state = CASE WHEN i.retry THEN 'queued'
-                        WHEN i.outcome = 'complete' THEN 'succeeded'
+       SET state = CASE WHEN i.outcome = 'complete' THEN 'succeeded'
+                        WHEN i.retryable AND j.attempt < j.max_attempts
+                             AND NOT j.cancel_requested THEN 'queued'
                         WHEN j.cancel_requested THEN 'cancelled'
                         ELSE 'failed' END::jobq.job_state,
-           run_at = CASE WHEN i.retry
+           run_at = CASE WHEN i.outcome = 'fail' AND i.retryable
+                              AND j.attempt < j.max_attempts AND NOT j.cancel_requested
                THEN jobq.queue_retry_at(j.queue, j.attempt, i.retry_after,
                                         :backoff_base, :backoff_cap, :backoff_jitter)
                ELSE j.run_at END,
-           finished_at = CASE WHEN i.retry THEN NULL ELSE now() END,
+           finished_at = CASE WHEN i.outcome = 'fail' AND i.retryable
+                                   AND j.attempt < j.max_attempts AND NOT j.cancel_requested
+               THEN NULL ELSE now() END,
            last_error = CASE WHEN i.outcome = 'fail' THEN i.error ELSE j.last_error END,
            result = CASE WHEN i.outcome = 'complete' THEN i.result ELSE j.result END,
            lease_expires_at = NULL,
-           worker_id = NULL,
-           attempts = j.attempts || jobq.attempt_record(
-               j.attempt, j.lease_id, j.worker_id, j.lease_key_id, j.attempted_at,
-               CASE WHEN i.outcome = 'complete' THEN 'succeeded' ELSE 'failed' END, i.error),
+           worker_id = CASE WHEN i.outcome = 'complete' THEN j.worker_id END,
+           attempts = CASE WHEN i.outcome = 'complete' THEN j.attempts
+               ELSE j.attempts || jobq.attempt_record(j.attempt, j.lease_id, j.worker_id,
+                                                      j.lease_key_id, j.attempted_at,
+                                                      'failed', i.error) END,
            updated_at = now()
-      FROM live i
-     WHERE j.id = i.job_id
+      FROM input i
+     WHERE j.id = i.job_id AND j.lease_id = i.lease_id AND j.state::text = 'running'
+       AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
     RETURNING i.ord, j.id, j.queue, j.state, j.attempt, j.attempted_at, j.updated_at,
               j.run_at, j.last_error
 ),

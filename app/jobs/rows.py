@@ -57,6 +57,27 @@ class JobRow(NamedTuple):
     concurrency_key: str | None
 
     @property
+    def history(self) -> list[dict[str, Any]]:
+        """Every ended attempt, as the API shows them (jobq.attempts_of in SQL).
+
+        A succeeded job's last attempt is not in `attempts`: a complete writes no record,
+        the job's own columns are it (migration 0016).
+        """
+        if self.state != "succeeded" or self.lease_id is None:
+            return self.attempts
+        last = {
+            "attempt": self.attempt,
+            "lease_id": str(self.lease_id),
+            "worker_id": self.worker_id,
+            "key_id": self.lease_key_id,
+            "started_at": self.attempted_at,
+            "finished_at": self.finished_at,
+            "outcome": "succeeded",
+            "error": None,
+        }
+        return [*self.attempts, last]
+
+    @property
     def on_parent_failure(self) -> str:
         """What becomes of the job if a parent fails: `run` it anyway, or `cancel` it."""
         return "run" if self.run_on_parent_failure else "cancel"

@@ -69,7 +69,9 @@ def job(row: JobRow) -> dict[str, Any]:
     view["progress"] = progress(row)
     for name in _AFTER_PROGRESS:
         view[name] = getattr(row, name)
-    view["attempts"] = [_attempt(record) for record in row.attempts]
+    if row.state != "running":  # a succeeded job keeps its last worker for its history
+        view["worker_id"] = None
+    view["attempts"] = [_attempt(record) for record in row.history]
     return view
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.core.config import DEFAULT_MAX_JSON_DEPTH
-from app.jobs.schemas import AcksOut
+from app.jobs.schemas import AcksOut, AttemptOut
 from tests.helpers import assert_problem, enqueue, lease, lease_one
 
 BOOM = {"error": {"type": "ValueError", "message": "boom", "details": {"line": 3}}}
@@ -284,3 +285,44 @@ async def test_acks_batch_limit_is_a_setting(
         await client.post("/v1/acks", json={"acks": acks}), 422, "validation_error"
     )
     assert body["errors"][0]["loc"] == ["body", "acks"]
+
+
+async def test_a_complete_writes_no_history_and_sql_shows_what_the_api_shows(
+    client: httpx.AsyncClient, db: asyncpg.Connection
+) -> None:
+    # A job failed once then succeeded, and one that failed for good: the API's history
+    # and jobq.attempts_of agree, and only the failures are stored in `attempts`.
+    twice = await enqueue(client, max_attempts=2)
+    first = await lease_one(client, worker="w1")
+    await client.post(
+        f"/v1/leases/{first['lease_id']}/fail", json={**BOOM, "retry_after_seconds": 0}
+    )
+    second = await lease_one(client, worker="w2")
+    await client.post(f"/v1/leases/{second['lease_id']}/complete", json={"result": 1})
+    dead = await enqueue(client, max_attempts=1)
+    held = await lease_one(client, worker="w3")
+    await client.post(f"/v1/leases/{held['lease_id']}/fail", json=BOOM)
+
+    shown = {j: (await client.get(f"/v1/jobs/{j}")).json() for j in (twice["id"], dead["id"])}
+    assert [(a["worker_id"], a["outcome"]) for a in shown[twice["id"]]["attempts"]] == [
+        ("w1", "failed"),
+        ("w2", "succeeded"),
+    ]
+    assert shown[twice["id"]]["worker_id"] is None, "no worker holds a finished job"
+    rows = await db.fetch(
+        "SELECT id, attempts, jobq.attempts_of(j) AS full FROM jobq.jobs j ORDER BY id"
+    )
+    stored = {row["id"]: json.loads(row["attempts"]) for row in rows}
+    assert [a["outcome"] for a in stored[twice["id"]]] == ["failed"]
+    assert [a["outcome"] for a in stored[dead["id"]]] == ["failed"]
+    for row in rows:  # the API leaves out the lease token and the key
+        in_sql = [{k: a[k] for k in AttemptOut.model_fields} for a in json.loads(row["full"])]
+        assert _parsed(in_sql) == _parsed(shown[row["id"]]["attempts"])
+
+
+def _parsed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Attempt records with their times as datetimes (SQL and JSON write them apart)."""
+    times = ("started_at", "finished_at")
+    return [
+        {k: datetime.fromisoformat(v) if k in times else v for k, v in a.items()} for a in records
+    ]

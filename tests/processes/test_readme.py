@@ -336,9 +336,10 @@ async def test_the_curl_walkthrough_runs_a_job_through_its_life(
     # And the database agrees: three jobs, in the states the README shows.
     rows = await db.fetch(
         """
-        SELECT id, state::text AS state, attempt, result, last_error, attempts,
+        SELECT id, state::text AS state, attempt, result, last_error,
+               jobq.attempts_of(j) AS attempts,
                progress_percent, progress_stage, idempotency_key, run_at > now() AS later
-          FROM jobq.jobs ORDER BY id
+          FROM jobq.jobs j ORDER BY id
         """
     )
     jobs = {row["id"]: row for row in rows}

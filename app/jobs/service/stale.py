@@ -24,7 +24,7 @@ def explain_stale(
     """
     if job is None:
         return LeaseNotFound("no lease with this id was ever issued")
-    record = next((a for a in reversed(job.attempts) if a.get("lease_id") == str(lease)), None)
+    record = next((a for a in reversed(job.history) if a.get("lease_id") == str(lease)), None)
     if record is None and str(job.lease_id) != str(lease):
         return LeaseNotFound("no lease with this id was ever issued")
     owner = record.get("key_id") if record is not None else job.lease_key_id

@@ -110,10 +110,11 @@ async def load_jobs(db: Db) -> dict[int, Job]:
     rows = await db.fetch(
         """
         SELECT id, queue, state::text AS state, attempt, payload::text AS payload,
-               idempotency_key, result::text AS result, attempts::text AS attempts,
+               idempotency_key, result::text AS result,
+               jobq.attempts_of(j)::text AS attempts,
                extract(epoch FROM created_at)::float8 AS created,
                extract(epoch FROM finished_at)::float8 AS finished
-          FROM jobq.jobs WHERE queue <> ALL($1) ORDER BY id
+          FROM jobq.jobs j WHERE queue <> ALL($1) ORDER BY id
         """,
         SIDE_QUEUES,
     )
