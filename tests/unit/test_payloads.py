@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -43,3 +44,8 @@ def test_truncation_never_splits_a_character() -> None:
     assert truncate_utf8("abc", 3) == "abc"
     assert truncate_utf8("aé", 2) == "a"
     assert truncate_utf8("€€", 5) == "€"
+
+
+@pytest.mark.parametrize("value", [None, {}, [], 0, "", {"a": [1, None]}])
+def test_every_value_is_written_as_the_json_encoder_writes_it(value: Any) -> None:
+    assert encode(value, field=LOC, max_bytes=1000) == json.dumps(value, separators=(",", ":"))
