@@ -15,6 +15,7 @@ from tests.helpers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 60
+STOP_TIMEOUT_SECONDS = 30
 
 
 class Replica:
@@ -53,6 +54,25 @@ class Replica:
         self.process.wait(30)
 
     def stop(self) -> None:
+        """SIGTERM, and the exit it must lead to; one that hangs is killed (never left
+        running after its test) and reported with its log."""
         if self.process.poll() is None:
             self.process.terminate()
-        self.process.wait(30)
+        try:
+            self.process.wait(STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            tail = self.log.read_text()[-4000:]
+            raise AssertionError(f"jobq serve ignored SIGTERM; its log ends:\n{tail}") from None
+
+
+def stop_all(replicas: list[Replica]) -> None:
+    """Stop every replica, even when one hangs (the first such failure is raised after)."""
+    failures: list[AssertionError] = []
+    for replica in replicas:
+        try:
+            replica.stop()
+        except AssertionError as failure:
+            failures.append(failure)
+    if failures:
+        raise failures[0]

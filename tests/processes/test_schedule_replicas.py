@@ -13,7 +13,7 @@ import asyncpg
 import httpx
 
 from tests.conftest import plain
-from tests.processes.replicas import Replica
+from tests.processes.replicas import Replica, stop_all
 
 REPO = Path(__file__).resolve().parents[2]
 REPLICAS = 3
@@ -124,8 +124,7 @@ def test_every_tick_once_while_replicas_race_and_die(database_url: str, tmp_path
                 break
             time.sleep(0.2)
     finally:
-        for running in replicas:
-            running.stop()
+        stop_all(replicas)
 
     jobs, schedules = asyncio.run(_made(database_url))
     assert any(unfinished), "no kill came in the middle of a catch-up"
