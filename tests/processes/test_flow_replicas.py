@@ -12,7 +12,7 @@ import asyncpg
 import httpx
 
 from tests.conftest import plain
-from tests.processes.replicas import Replica
+from tests.processes.replicas import Replica, stop_all
 
 JOBS = 400
 MAX_RUNNING = 6
@@ -107,8 +107,7 @@ def test_limits_hold_on_two_processes_through_a_restart(database_url: str, tmp_p
 
         done, (most, most_per_key, samples), left = asyncio.run(run())
     finally:
-        first.stop()
-        second.stop()
+        stop_all([first, second])
     assert samples > 100
     assert most == MAX_RUNNING, most  # reached, never exceeded
     assert most_per_key <= 2
