@@ -226,7 +226,14 @@ class FaultInjection(RunState):
             )
 
     async def restart_postgres(self) -> None:
-        """Restart PostgreSQL while probing every service's /v1/jobs and /readyz."""
+        """Restart PostgreSQL while probing every service's /v1/jobs and /readyz; the
+        producers' last jobs wait for it to be over (the restart falls inside the load)."""
+        try:
+            await self._restart_postgres()
+        finally:
+            self.producers_gate.touch()
+
+    async def _restart_postgres(self) -> None:
         assert self.database is not None
         stop_probing = asyncio.Event()
         probing = asyncio.create_task(self.probe(stop_probing))

@@ -1,13 +1,15 @@
 """A chaos producer process: enqueues its share of the run's jobs, each with its own key.
 
     python -m tests.processes.chaos.producer --services URL[,URL...] --events PATH \
-        --run RUN --seed SEED --first I --count N --duration SECONDS
+        --run RUN --seed SEED --first I --count N --duration SECONDS [--gate PATH]
 
 Job number i gets the idempotency key `<run>-<i>` and the script `Script.for_index`.
 Jobs go out one at a time (key in the `Idempotency-Key` header) or in batches of 2 to
 100 (key in each job), paced so the last one leaves after about `duration` seconds.
 A call that fails with a connection error, timeout or 5xx is sent again, identical,
 with the same keys, to any service. Every answer 200/201 is logged as key → id.
+With `--gate`, the last chunk waits until that file exists: the harness makes it once its
+PostgreSQL restart is over, so on a slow machine the restart still falls inside the load.
 """
 
 from __future__ import annotations
@@ -100,7 +102,9 @@ class Producer:
                     dedup=item["deduplicated"],
                 )
 
-    async def produce(self, first: int, count: int, duration: float) -> None:
+    async def produce(
+        self, first: int, count: int, duration: float, gate: Path | None = None
+    ) -> None:
         rng = random.Random(f"{self.seed}:producer:{first}")
         began = time.monotonic()
         done = 0
@@ -108,6 +112,9 @@ class Producer:
             size = 1 if rng.random() < SINGLE_SHARE else rng.randint(2, MAX_BATCH)
             chunk = list(range(first + done, first + min(count, done + size)))
             await asyncio.sleep(max(0.0, began + duration * done / count - time.monotonic()))
+            if gate is not None and done + len(chunk) == count:
+                while not gate.exists():
+                    await asyncio.sleep(0.05)
             if len(chunk) == 1:
                 await self.enqueue_one(chunk[0])
             else:
@@ -121,7 +128,7 @@ async def main_async(args: argparse.Namespace) -> int:
     events.write("hello", first=args.first, count=args.count)
     try:
         await Producer(api, events, args.run, args.seed).produce(
-            args.first, args.count, args.duration
+            args.first, args.count, args.duration, args.gate
         )
     finally:
         await api.aclose()
@@ -139,6 +146,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--first", type=int, required=True)
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--duration", type=float, required=True)
+    parser.add_argument("--gate", type=Path, help="a file the last chunk waits for")
     return parser.parse_args(argv)
 
 

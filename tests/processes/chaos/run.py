@@ -90,6 +90,8 @@ class Run(FaultInjection):
                 str(count),
                 "--duration",
                 str(opts.produce_seconds),
+                "--gate",
+                str(self.producers_gate),
             ]
             self.producers.append(
                 Client(

@@ -50,6 +50,8 @@ class RunState:
         for sub in ("logs", "events"):
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
         self.events = EventLog(run_dir / "events" / "harness.jsonl")
+        # the producers' last chunks wait for it: made when the PostgreSQL restart is over
+        self.producers_gate = run_dir / "postgres-restarted"
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(15.0, connect=2.0))
         self.api: Api | None = None
 
