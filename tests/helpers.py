@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +24,20 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+@contextlib.contextmanager
+def exclusive(directory: Path) -> Iterator[None]:
+    """Hold `directory` alone among the test runs on this machine (CI runs both database
+    modes at once): for the tests that build into the repository (npm, the SDK's wheel,
+    mypy's cache). The lock file lives in the temporary directory, not the repository."""
+    digest = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"jobq-tests-{digest}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 async def enqueue(client: httpx.AsyncClient, queue: str = "default", **job: Any) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import venv
 import zipfile
 from pathlib import Path
 
+from tests.helpers import exclusive
+
 REPO = Path(__file__).resolve().parents[2]
 SDK = REPO / "clients" / "python"
 
@@ -37,13 +39,14 @@ SMOKE = textwrap.dedent(
 
 def test_the_wheel_installs_in_a_fresh_venv_and_works(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
-    built = subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--sdist", "--outdir", str(dist), str(SDK)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    with exclusive(SDK):  # the build writes its egg-info into the source tree
+        built = subprocess.run(
+            [sys.executable, "-m", "build", "--wheel", "--sdist", "--outdir", str(dist), str(SDK)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     (wheel,) = dist.glob("jobq_client-*.whl")
     (sdist,) = dist.glob("jobq_client-*.tar.gz")

@@ -27,6 +27,7 @@ import asyncpg
 import httpx
 import pytest
 
+from tests.helpers import exclusive
 from tests.sdk_support import REPO, Service, clean_env, running_service
 
 CLIENT = REPO / "clients" / "typescript"
@@ -53,8 +54,15 @@ def _run(*command: str, timeout: float, env: dict[str, str] | None = None) -> st
     return output
 
 
+@pytest.fixture(scope="module", autouse=True)
+def alone() -> Iterator[None]:
+    """The client's directory to this module alone while it installs, builds and packs."""
+    with exclusive(CLIENT):
+        yield
+
+
 @pytest.fixture(scope="module")
-def node_modules() -> None:
+def node_modules(alone: None) -> None:
     """`npm ci`, unless node_modules was installed from this very lock file."""
     missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
     if missing:
