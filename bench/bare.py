@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import time
 from typing import Any
 
@@ -140,3 +141,47 @@ class Bare(Load):
         else:
             await asyncio.gather(*(drain(c) for c in self.connections))
         return {**counts, "last_done": last}
+
+
+BARE_INSERT_NOTIFY = """
+WITH inserted AS (INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id)
+SELECT pg_notify('bench_bare_due', '') FROM inserted
+"""
+
+
+class BareWake(Load):
+    """Enqueue-to-claim with a waiting claimer, straight on asyncpg: the reference for
+    jobq's enqueue-to-lease latency (what PostgreSQL's commit, NOTIFY and LISTEN allow).
+
+    A producer inserts one row and notifies in one autocommitted statement (a durable
+    commit, as jobq's enqueue), every ~`interval_s`; a listening connection hears it and
+    a claimer connection claims one row (SKIP LOCKED) and marks it done. Each sample is
+    the time from before the insert to the claim's answer, and the insert's own time.
+    """
+
+    async def setup(self, stack: contextlib.AsyncExitStack) -> None:
+        dsn = self.params["dsn"]
+        self.producer, self.listener, self.claimer = [await asyncpg.connect(dsn) for _ in range(3)]
+        for conn in (self.producer, self.listener, self.claimer):
+            stack.push_async_callback(conn.close)
+        self.due = asyncio.Event()
+        await self.listener.add_listener("bench_bare_due", lambda *_: self.due.set())
+        await self.claimer.execute("SELECT 1")
+
+    async def run(self) -> dict[str, Any]:
+        samples, interval = int(self.params["samples"]), float(self.params["interval_s"])
+        latencies: list[float] = []
+        insert_ms: list[float] = []
+        for i in range(samples):
+            self.due.clear()
+            sent = time.perf_counter()
+            await self.producer.execute(BARE_INSERT_NOTIFY, json.dumps({"i": i}))
+            insert_ms.append((time.perf_counter() - sent) * 1000)
+            await asyncio.wait_for(self.due.wait(), 10)
+            rows = await self.claimer.fetch(BARE_CLAIM, 1)
+            latencies.append((time.perf_counter() - sent) * 1000)
+            if len(rows) != 1:
+                raise LoadError("a notified claim found no row")
+            await self.claimer.execute(BARE_FINISH_ONE, rows[0]["id"])
+            await asyncio.sleep(interval * random.uniform(0.5, 1.5))
+        return {"jobs": len(latencies), "latency_ms": latencies, "insert_ms": insert_ms}

@@ -12,16 +12,23 @@ same shapes, so the very same generators drive it:
     GET  /healthz, /readyz
     POST /v1/queues/{queue}/jobs        insert one job                        201
     POST /v1/queues/{queue}/jobs/batch  insert many in one statement          201
-    POST /v1/leases                     claim up to max_jobs (SKIP LOCKED)    200
+    POST /v1/leases                     claim up to max_jobs (SKIP LOCKED),   200
+                                        waiting up to wait_seconds for one
     POST /v1/leases/{lease_id}/complete mark one done                         200
     POST /v1/acks                       mark many done                        200
 
-The lease id is the job id. Run: `uvicorn bench.floor:create_app --factory` with
-`JOBQ_BENCH_FLOOR_DSN` naming the benchmark's database.
+A single enqueue notifies (`pg_notify`, in its statement) and a lease with
+`wait_seconds` waits for that, woken through one LISTEN connection per process (one
+waiter per notification), as jobq's long-poll does. The lease id is the job id.
+
+Run: `uvicorn bench.floor:create_app --factory` with `JOBQ_BENCH_FLOOR_DSN` naming the
+benchmark's database.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -37,7 +44,11 @@ from bench.database import BARE_SCHEMA
 DSN_VARIABLE = "JOBQ_BENCH_FLOOR_DSN"
 POOL_SIZE = 10
 
-INSERT = "INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id"
+CHANNEL = "bench_floor_due"
+INSERT = f"""
+WITH inserted AS (INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id)
+SELECT id, pg_notify('{CHANNEL}', '') FROM inserted
+"""
 INSERT_MANY = "INSERT INTO bench_bare (payload) SELECT unnest($1::jsonb[]) RETURNING id"
 CLAIM = """
 WITH claimed AS (
@@ -63,6 +74,7 @@ class LeaseIn(BaseModel):
     queues: list[str] = Field(min_length=1, max_length=100)
     max_jobs: int = Field(default=1, ge=1, le=1000)
     worker_id: str = Field(max_length=200)
+    wait_seconds: float = Field(default=0, ge=0, le=60)
 
 
 class AckIn(BaseModel):
@@ -79,6 +91,43 @@ def _pool(request: Request) -> asyncpg.Pool:
     return pool
 
 
+class Waiters:
+    """Long-polling leases of this process; a notification wakes the one waiting longest."""
+
+    def __init__(self) -> None:
+        self.queue: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def wake_one(self, *_: object) -> None:
+        while self.queue:
+            waiter = self.queue.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def claim(self, pool: asyncpg.Pool, max_jobs: int, wait: float) -> list[Any]:
+        """Claim; when nothing is due, wait for a notification (registered before each
+        claim, so none is missed) and claim again, until `wait` seconds have passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            woken: asyncio.Future[None] = loop.create_future()
+            self.queue.append(woken)
+            rows: list[Any] = []
+            try:
+                async with pool.acquire() as conn:
+                    rows = await conn.fetch(CLAIM, max_jobs)
+                left = deadline - loop.time()
+                if rows or left <= 0:
+                    return rows
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken, left)
+            finally:
+                with contextlib.suppress(ValueError):
+                    self.queue.remove(woken)
+                if rows and woken.done() and not woken.cancelled():
+                    self.wake_one()  # woken while it claimed: the wake-up goes on
+
+
 def create_app() -> FastAPI:
     """The floor app on the database `JOBQ_BENCH_FLOOR_DSN` names."""
     dsn = os.environ[DSN_VARIABLE]
@@ -88,11 +137,15 @@ def create_app() -> FastAPI:
         app.state.pool = await asyncpg.create_pool(dsn, min_size=POOL_SIZE, max_size=POOL_SIZE)
         async with app.state.pool.acquire() as conn:
             await conn.execute(BARE_SCHEMA)
+        listener = await asyncpg.connect(dsn)
+        await listener.add_listener(CHANNEL, waiters.wake_one)
         try:
             yield
         finally:
+            await listener.close()
             await app.state.pool.close()
 
+    waiters = Waiters()
     app = FastAPI(title="jobq benchmark floor", lifespan=lifespan)
 
     @app.get("/healthz")
@@ -123,8 +176,7 @@ def create_app() -> FastAPI:
 
     @app.post("/v1/leases")
     async def lease(body: LeaseIn, request: Request) -> dict[str, Any]:
-        async with _pool(request).acquire() as conn:
-            rows = await conn.fetch(CLAIM, body.max_jobs)
+        rows = await waiters.claim(_pool(request), body.max_jobs, body.wait_seconds)
         return {
             "leases": [
                 {"lease_id": str(job_id), "job": {"id": job_id, "payload": json.loads(payload)}}

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from multiprocessing.synchronize import Event
 from typing import Any
 
-from bench.bare import Bare
+from bench.bare import Bare, BareWake
 from bench.cpu import Meters, Sample
 from bench.generators import SETUP_TIMEOUT_SECONDS, Load, LoadError
 from bench.http_loads import Drain, Enqueue, LeaseLatency, Single, WaitLatency
@@ -195,5 +195,6 @@ LOADS: dict[str, Callable[[int, dict[str, Any]], Load]] = {
     "wait_latency": WaitLatency,
     "lease_latency": LeaseLatency,
     "bare": Bare,
+    "bare_wake": BareWake,
     "soak": SoakLoad,
 }

@@ -15,7 +15,7 @@ SCENARIOS = (
     "soak",
 )  # fmt: skip
 DEFAULT_SCENARIOS = SCENARIOS[:-1]  # the soak runs when --soak gives it minutes
-PROFILED_SCENARIOS = ("drain", "single")
+PROFILED_SCENARIOS = ("drain", "single", "latency")
 LEASE_BATCH = 100
 RUN_TIMEOUT_SECONDS = 3600.0
 OUTAGE_RETRIES = 2

@@ -87,6 +87,14 @@ TARGETS = [
         _get("enqueue_to_lease", "p50_ms"),
     ),
     Target(
+        "wait_latency_p50_vs_floor",
+        "enqueue-to-lease p50: jobq / framework floor (the same calls, LISTEN)",
+        "<=",
+        1.2,
+        "x",
+        _ratio(_get("enqueue_to_lease", "p50_ms"), _get("floor", "enqueue_to_lease", "p50_ms")),
+    ),
+    Target(
         "wait_latency_p99",
         "enqueue-to-lease latency with workers waiting, p99",
         "<=",
@@ -287,30 +295,31 @@ def render(report: dict[str, Any], console: Console) -> None:
     latency = Table(title="Latency (ms)")
     for column in ("what", "count", "p50", "p95", "p99", "mean", "max"):
         latency.add_column(column, justify="left" if column == "what" else "right")
+
+    def row(label: str, summary: dict[str, Any]) -> None:
+        latency.add_row(
+            label,
+            *(_num(summary[k], 2) if k != "count" else _num(summary[k]) for k in _LATENCY_KEYS),
+        )
+
     wait = scenarios.get("enqueue_to_lease")
     if wait:
-        latency.add_row(
-            f"enqueue-to-lease, {wait['waiting_workers']} workers long-polling",
-            *(_num(wait[k], 2) if k != "count" else _num(wait[k]) for k in _LATENCY_KEYS),
-        )
-        e = wait["enqueue_request"]
-        latency.add_row(
-            "  of which the enqueue call",
-            *(_num(e[k], 2) if k != "count" else _num(e[k]) for k in _LATENCY_KEYS),
-        )
+        row(f"enqueue-to-lease, {wait['waiting_workers']} workers long-polling", wait)
+        row("  of which the enqueue call", wait["enqueue_request"])
+        floor_wait = scenarios.get("floor", {}).get("enqueue_to_lease")
+        if floor_wait:
+            row("framework floor: the same calls, LISTEN", floor_wait)
+            row("  of which the enqueue call", floor_wait["enqueue_request"])
+        bare = wait.get("bare")
+        if bare:
+            row("bare: INSERT + NOTIFY -> LISTEN -> claim", bare)
+            row("  of which the durable INSERT", bare["insert_commit"])
     for level in scenarios.get("lease_latency", {}).get("levels", []):
-        latency.add_row(
-            f"lease 1 job, {level['finished_rows']:,} finished rows",
-            *(_num(level[k], 2) if k != "count" else _num(level[k]) for k in _LATENCY_KEYS),
-        )
+        row(f"lease 1 job, {level['finished_rows']:,} finished rows", level)
     dashboard = scenarios.get("dashboard")
     if dashboard:
         for page in ("queues_page", "queue_page", "jobs_filtered", "jobs_next_page"):
-            figures = dashboard[page]
-            latency.add_row(
-                f"dashboard {page.replace('_', ' ')}, {dashboard['rows']:,} rows",
-                *(_num(figures[k], 2) if k != "count" else _num(figures[k]) for k in _LATENCY_KEYS),
-            )
+            row(f"dashboard {page.replace('_', ' ')}, {dashboard['rows']:,} rows", dashboard[page])
     if latency.row_count:
         console.print(latency)
 

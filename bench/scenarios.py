@@ -321,12 +321,44 @@ class Scenarios(BenchBase):
             f"enqueue-to-lease latency: {c.latency_workers} workers waiting (wait_seconds 20), "
             f"{c.latency_samples} jobs one at a time every ~{c.latency_interval_ms:g} ms"
         )
-        run = self.generate(
+        with self.profiled("latency"):
+            run = self.run_wait_latency("bench-wait")
+        self.scenarios["enqueue_to_lease"] = {
+            "waiting_workers": c.latency_workers,
+            "interval_ms": c.latency_interval_ms,
+            **self.wait_latency_figures(run),
+        }
+        s = self.scenarios["enqueue_to_lease"]
+        self.say(f"  p50 {s['p50_ms']:.2f} ms, p95 {s['p95_ms']:.2f} ms, p99 {s['p99_ms']:.2f} ms")
+
+        # the same, bare: what PostgreSQL's durable commit, NOTIFY and LISTEN allow
+        self.db(database.prepare_bare(self.url, 0))
+        self.say("  bare: INSERT + NOTIFY (durable commit) -> LISTEN -> claim 1, asyncpg")
+        bare = self.generate(
+            "bare_wake",
+            [
+                {
+                    "dsn": database.dsn(self.url),
+                    "samples": c.latency_samples,
+                    "interval_s": c.latency_interval_ms / 1000,
+                }
+            ],
+        )
+        s["bare"] = {
+            **latency_summary(bare.merged("latency_ms")),
+            "insert_commit": latency_summary(bare.merged("insert_ms")),
+        }
+        b = s["bare"]
+        self.say(f"  bare p50 {b['p50_ms']:.2f} ms, p99 {b['p99_ms']:.2f} ms")
+
+    def run_wait_latency(self, queue: str) -> GeneratorRun:
+        c = self.config
+        return self.generate(
             "wait_latency",
             [
                 {
                     "base_url": self.base_url,
-                    "queue": "bench-wait",
+                    "queue": queue,
                     "workers": c.latency_workers,
                     "samples": c.latency_samples,
                     "interval_s": c.latency_interval_ms / 1000,
@@ -334,18 +366,17 @@ class Scenarios(BenchBase):
                 }
             ],
         )
+
+    def wait_latency_figures(self, run: GeneratorRun) -> dict[str, Any]:
         latencies = run.merged("latency_ms")
-        if len(latencies) != c.latency_samples:
-            raise RuntimeError(f"latency: {len(latencies)} of {c.latency_samples} jobs arrived")
-        self.scenarios["enqueue_to_lease"] = {
-            "waiting_workers": c.latency_workers,
-            "interval_ms": c.latency_interval_ms,
+        expected = self.config.latency_samples
+        if len(latencies) != expected:
+            raise RuntimeError(f"latency: {len(latencies)} of {expected} jobs arrived")
+        return {
             **latency_summary(latencies),
             "enqueue_request": latency_summary(run.merged("enqueue_ms")),
             "cpu": self.cpu(run, len(latencies)),
         }
-        s = self.scenarios["enqueue_to_lease"]
-        self.say(f"  p50 {s['p50_ms']:.2f} ms, p95 {s['p95_ms']:.2f} ms, p99 {s['p99_ms']:.2f} ms")
 
     def _fill_progress(self, base: int) -> Callable[[int], None]:
         return lambda n: self.say(f"  {base + n:,} finished rows")
@@ -449,4 +480,11 @@ class Scenarios(BenchBase):
                 "cpu": self.cpu(run, c.single_jobs),
             }
             self.say(f"    {results['single']['jobs_per_s']:,.0f} jobs/s")
+            self.db(database.prepare_bare(self.url, 0))
+            self.say(f"  enqueue-to-lease: {c.latency_workers} workers long-polling")
+            results["enqueue_to_lease"] = self.wait_latency_figures(
+                self.run_wait_latency("bench-floor")
+            )
+            w = results["enqueue_to_lease"]
+            self.say(f"    p50 {w['p50_ms']:.2f} ms, p99 {w['p99_ms']:.2f} ms")
         self.scenarios["floor"] = results

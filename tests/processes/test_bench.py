@@ -107,10 +107,18 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     assert scenarios["floor"]["batch_enqueue"]["jobs"] == scenarios["batch_enqueue"]["jobs"]
     assert scenarios["floor"]["drain"]["jobs"] == scenarios["drain"]["jobs"]
     assert scenarios["floor"]["single"]["jobs"] == scenarios["single"]["jobs"]
+    floor_wait = scenarios["floor"]["enqueue_to_lease"]  # the floor long-polls too
+    _positive(floor_wait, "count", "p50_ms", "p99_ms")
+    assert floor_wait["count"] == scenarios["enqueue_to_lease"]["count"]
 
     waited = scenarios["enqueue_to_lease"]
     _positive(waited, "count", "p50_ms", "p95_ms", "p99_ms")
     _cpu_reported(waited["cpu"])
+    # its bare reference in the same run: as many samples, the durable insert within each
+    bare = waited["bare"]
+    _positive(bare, "count", "p50_ms", "p99_ms")
+    assert bare["count"] == waited["count"]
+    assert 0 < bare["insert_commit"]["p50_ms"] <= bare["p50_ms"]
 
     leases = scenarios["lease_latency"]
     assert [level["finished_rows"] for level in leases["levels"]] == [0, 20_000]
@@ -144,6 +152,7 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "drain",
         "batch_enqueue",
         "wait_latency_p50",
+        "wait_latency_p50_vs_floor",
         "wait_latency_p99",
         "dashboard_queue_page_p50",
         "lease_latency_ratio",
