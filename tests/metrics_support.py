@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 from prometheus_client.metrics_core import Metric
@@ -22,6 +21,8 @@ def value(families: dict[str, Metric], sample: str, **labels: str) -> float:
     return 0.0
 
 
-def metrics_dirs() -> set[str]:
-    """The shared metrics folders `jobq serve --workers N` made and has not removed."""
-    return {p.name for p in Path(tempfile.gettempdir()).glob("jobq-metrics-*")}
+def metrics_dirs(under: Path) -> set[str]:
+    """The shared metrics folders a `jobq serve --workers N` run with `TMPDIR=under`
+    made there and has not removed (its own temporary directory: another service on the
+    machine, such as a test run beside this one, makes and removes its own)."""
+    return {p.name for p in under.glob("jobq-metrics-*")}

@@ -23,13 +23,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_workers_answer_scrapes_with_the_sum_and_log_alike(
-    database_url: str, db: asyncpg.Connection
+    database_url: str, db: asyncpg.Connection, tmp_path: Path
 ) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    env |= {"JOBQ_DATABASE_URL": database_url, "JOBQ_MIGRATE_ON_START": "false"}
-    dirs = metrics_dirs()
+    env |= {
+        "JOBQ_DATABASE_URL": database_url,
+        "JOBQ_MIGRATE_ON_START": "false",
+        "TMPDIR": str(tmp_path),  # its metrics folder, apart from any other service's
+    }
     service = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--port", str(port), "--workers", "2"],
         cwd=REPO,
@@ -46,6 +49,7 @@ def test_workers_answer_scrapes_with_the_sum_and_log_alike(
                 if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
                     break
             time.sleep(0.2)
+        assert len(metrics_dirs(tmp_path)) == 1  # the workers' shared metrics folder
         for _ in range(6):  # new connections: spread over the workers
             created = httpx.post(f"{base}/v1/queues/{q}/jobs", json={"type": "t"})
             assert created.status_code == 201
@@ -61,4 +65,4 @@ def test_workers_answer_scrapes_with_the_sum_and_log_alike(
     assert len(requests) == 6, output
     assert all(e["status"] == 201 and len(e["request_id"]) == 32 for e in requests)
     assert any(e["message"] == "Application startup complete." for e in lines), output
-    assert metrics_dirs() <= dirs  # the shared metrics folder went with the service
+    assert metrics_dirs(tmp_path) == set()  # the shared metrics folder went with the service

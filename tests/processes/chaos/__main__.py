@@ -37,9 +37,10 @@ and the services' logs (`Checks`):
   409 lease_lost and the job's row is unchanged;
 - reaper: at least one batch logged; batches of two replicas never overlap in time;
   every lease_expired record is a logged reap, except one stamped during a service
-  SIGKILL, a SIGTERM restart or the PostgreSQL restart (± `STOP_SLACK_SECONDS`): a reap
-  committed just before its process stopped may lose its log line, even on a graceful
-  stop;
+  SIGKILL, a SIGTERM restart or the PostgreSQL restart (± `STOP_SLACK_SECONDS`, and up
+  to `REAP_LOG_SECONDS` before it: the record carries the reap's transaction start): a
+  reap committed just before its process stopped may lose its log line, even on a
+  graceful stop;
 - HTTP: no 500, every 5xx a 503 problem+json `database_unavailable` (`/readyz` may also
   say `reaper_stalled`), no request hung; while PostgreSQL was down, each service
   answered both `/v1/jobs` and `/readyz` probes 503 `database_unavailable` at least once

@@ -35,9 +35,15 @@ class Verdict:
         ]
 
 
-def near(t: float, faults: Iterable[Fault], slack: float = FAULT_SLACK_SECONDS) -> Fault | None:
-    """A fault whose span (± slack) contains `t`."""
-    return next((f for f in faults if f.started - slack <= t <= f.ended + slack), None)
+def near(
+    t: float,
+    faults: Iterable[Fault],
+    slack: float = FAULT_SLACK_SECONDS,
+    before: float | None = None,
+) -> Fault | None:
+    """A fault whose span (± slack; `before` it, when given) contains `t`."""
+    lead = slack if before is None else before
+    return next((f for f in faults if f.started - lead <= t <= f.ended + slack), None)
 
 
 class CheckBase:
