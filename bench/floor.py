@@ -17,9 +17,11 @@ same shapes, so the very same generators drive it:
     POST /v1/leases/{lease_id}/complete mark one done                         200
     POST /v1/acks                       mark many done                        200
 
-A single enqueue notifies (`pg_notify`, in its statement) and a lease with
-`wait_seconds` waits for that, woken through one LISTEN connection per process (one
-waiter per notification), as jobq's long-poll does. The lease id is the job id.
+A single enqueue with `?notify=true` (the latency scenario's) notifies (`pg_notify`,
+in its statement; the other scenarios' enqueues keep the plain insert, as this floor
+always had) and a lease with `wait_seconds` waits for that, woken through one LISTEN
+connection per process (one waiter per notification), as jobq's long-poll does. The
+lease id is the job id.
 
 Run: `uvicorn bench.floor:create_app --factory` with `JOBQ_BENCH_FLOOR_DSN` naming the
 benchmark's database.
@@ -45,7 +47,8 @@ DSN_VARIABLE = "JOBQ_BENCH_FLOOR_DSN"
 POOL_SIZE = 10
 
 CHANNEL = "bench_floor_due"
-INSERT = f"""
+INSERT = "INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id"
+INSERT_NOTIFY = f"""
 WITH inserted AS (INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id)
 SELECT id, pg_notify('{CHANNEL}', '') FROM inserted
 """
@@ -155,10 +158,15 @@ def create_app() -> FastAPI:
 
     @app.post("/v1/queues/{queue}/jobs", status_code=201)
     async def enqueue(
-        queue: Annotated[str, Path(max_length=128)], job: JobIn, request: Request
+        queue: Annotated[str, Path(max_length=128)],
+        job: JobIn,
+        request: Request,
+        notify: bool = False,
     ) -> dict[str, Any]:
         async with _pool(request).acquire() as conn:
-            job_id = await conn.fetchval(INSERT, json.dumps(job.payload))
+            job_id = await conn.fetchval(
+                INSERT_NOTIFY if notify else INSERT, json.dumps(job.payload)
+            )
         return {"id": job_id, "queue": queue, "type": job.type, "state": "queued"}
 
     @app.post("/v1/queues/{queue}/jobs/batch", status_code=201)

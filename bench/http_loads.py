@@ -158,6 +158,8 @@ class WaitLatency(HttpLoad):
         latencies: list[float] = []
         enqueue_ms: list[float] = []
         path = f"/v1/queues/{queue}/jobs"
+        if self.params.get("notify"):
+            path += "?notify=true"  # the framework floor notifies only when asked
         all_arrived = asyncio.Event()
 
         async def worker(number: int, client: HttpClient) -> None:

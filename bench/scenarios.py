@@ -351,7 +351,7 @@ class Scenarios(BenchBase):
         b = s["bare"]
         self.say(f"  bare p50 {b['p50_ms']:.2f} ms, p99 {b['p99_ms']:.2f} ms")
 
-    def run_wait_latency(self, queue: str) -> GeneratorRun:
+    def run_wait_latency(self, queue: str, *, floor: bool = False) -> GeneratorRun:
         c = self.config
         return self.generate(
             "wait_latency",
@@ -363,6 +363,7 @@ class Scenarios(BenchBase):
                     "samples": c.latency_samples,
                     "interval_s": c.latency_interval_ms / 1000,
                     "settle_s": 1.0,
+                    "notify": floor,
                 }
             ],
         )
@@ -483,7 +484,7 @@ class Scenarios(BenchBase):
             self.db(database.prepare_bare(self.url, 0))
             self.say(f"  enqueue-to-lease: {c.latency_workers} workers long-polling")
             results["enqueue_to_lease"] = self.wait_latency_figures(
-                self.run_wait_latency("bench-floor")
+                self.run_wait_latency("bench-floor", floor=True)
             )
             w = results["enqueue_to_lease"]
             self.say(f"    p50 {w['p50_ms']:.2f} ms, p99 {w['p99_ms']:.2f} ms")
