@@ -15,7 +15,7 @@ from app import __version__, health, jobs, keys, queues, schedules, ui
 from app.api import openapi, problems
 from app.api.body_limit import BodySizeLimit
 from app.api.middleware import RequestContext
-from app.core import metrics
+from app.core import metrics, shutdown
 from app.core.config import Settings, get_settings
 from app.core.errors import DatabaseUnavailable
 from app.core.retry import Backoff
@@ -98,7 +98,7 @@ def create_app(
             on_finished=finishes.announce,
             on_settings=lambda _queue: limited.forget(),
         )
-        tasks = [asyncio.create_task(listener.run())]
+        tasks = [asyncio.create_task(listener.run(), name="listener")]
         app.state.jobs = jobs.JobServices.build(jobs_repo, settings, wakeups, finishes, limited)
         with contextlib.suppress(DatabaseUnavailable):  # the SQL functions use what it can
             await jobs_repo.record_limits(jobs.enqueue_limits(settings))
@@ -138,7 +138,7 @@ def create_app(
                 if not service.interval_seconds:
                     continue  # turned off (the vacuum's 0)
                 loop = run_periodically(name, service.run_once, service.interval_seconds)
-                tasks.append(asyncio.create_task(loop))
+                tasks.append(asyncio.create_task(loop, name=name))
         try:
             # Long-polling requests would hold shutdown up to their wait: release them
             # as soon as the signal arrives, before the server waits for requests.
@@ -151,12 +151,8 @@ def create_app(
         finally:
             wakeups.close()
             finishes.close()
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            await engine.dispose()
+            await shutdown.stop_tasks(tasks)
+            await shutdown.within(engine.dispose(), "closing the database pool")
             metrics.process_exited()
 
     app = FastAPI(

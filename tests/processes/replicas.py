@@ -55,7 +55,8 @@ class Replica:
 
     def stop(self) -> None:
         """SIGTERM, and the exit it must lead to; one that hangs is killed (never left
-        running after its test) and reported with its log."""
+        running after its test) and reported with its log, and so is a shutdown step
+        that had to be left behind (jobq serve logs it and exits anyway)."""
         if self.process.poll() is None:
             self.process.terminate()
         try:
@@ -64,6 +65,9 @@ class Replica:
             self.kill()
             tail = self.log.read_text()[-4000:]
             raise AssertionError(f"jobq serve ignored SIGTERM; its log ends:\n{tail}") from None
+        output = self.log.read_text()
+        if "shutdown_step_late" in output or "left behind" in output:
+            raise AssertionError(f"a shutdown step hung; the log ends:\n{output[-4000:]}")
 
 
 def stop_all(replicas: list[Replica]) -> None:
