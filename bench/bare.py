@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from bench.database import BARE_DUE_CHANNEL, BARE_INSERT_NOTIFY
 from bench.generators import EMPTY_LEASES_BEFORE_DONE, Load, LoadError, split
 
 BARE_CLAIM = """
@@ -143,12 +144,6 @@ class Bare(Load):
         return {**counts, "last_done": last}
 
 
-BARE_INSERT_NOTIFY = """
-WITH inserted AS (INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id)
-SELECT pg_notify('bench_bare_due', '') FROM inserted
-"""
-
-
 class BareWake(Load):
     """Enqueue-to-claim with a waiting claimer, straight on asyncpg: the reference for
     jobq's enqueue-to-lease latency (what PostgreSQL's commit, NOTIFY and LISTEN allow).
@@ -165,7 +160,7 @@ class BareWake(Load):
         for conn in (self.producer, self.listener, self.claimer):
             stack.push_async_callback(conn.close)
         self.due = asyncio.Event()
-        await self.listener.add_listener("bench_bare_due", lambda *_: self.due.set())
+        await self.listener.add_listener(BARE_DUE_CHANNEL, lambda *_: self.due.set())
         await self.claimer.execute("SELECT 1")
 
     async def run(self) -> dict[str, Any]:

@@ -36,6 +36,14 @@ CREATE INDEX IF NOT EXISTS bench_bare_queued_idx ON bench_bare (id) WHERE state 
 """
 """The bare reference's minimal job table: 0 queued, 1 running, 2 done."""
 
+# One job inserted and announced in one statement (its commit delivers the NOTIFY): the
+# bare latency loop's enqueue and the framework floor's when it long-polls.
+BARE_DUE_CHANNEL = "bench_bare_due"
+BARE_INSERT_NOTIFY = f"""
+WITH inserted AS (INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id)
+SELECT id, pg_notify('{BARE_DUE_CHANNEL}', '') FROM inserted
+"""
+
 
 def dsn(url: str) -> str:
     """The URL as asyncpg takes it (no SQLAlchemy driver name)."""

@@ -41,17 +41,12 @@ import asyncpg
 from fastapi import FastAPI, Path, Request
 from pydantic import BaseModel, Field
 
-from bench.database import BARE_SCHEMA
+from bench.database import BARE_DUE_CHANNEL, BARE_INSERT_NOTIFY, BARE_SCHEMA
 
 DSN_VARIABLE = "JOBQ_BENCH_FLOOR_DSN"
 POOL_SIZE = 10
 
-CHANNEL = "bench_floor_due"
 INSERT = "INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id"
-INSERT_NOTIFY = f"""
-WITH inserted AS (INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id)
-SELECT id, pg_notify('{CHANNEL}', '') FROM inserted
-"""
 INSERT_MANY = "INSERT INTO bench_bare (payload) SELECT unnest($1::jsonb[]) RETURNING id"
 CLAIM = """
 WITH claimed AS (
@@ -141,7 +136,7 @@ def create_app() -> FastAPI:
         async with app.state.pool.acquire() as conn:
             await conn.execute(BARE_SCHEMA)
         listener = await asyncpg.connect(dsn)
-        await listener.add_listener(CHANNEL, waiters.wake_one)
+        await listener.add_listener(BARE_DUE_CHANNEL, waiters.wake_one)
         try:
             yield
         finally:
@@ -165,7 +160,7 @@ def create_app() -> FastAPI:
     ) -> dict[str, Any]:
         async with _pool(request).acquire() as conn:
             job_id = await conn.fetchval(
-                INSERT_NOTIFY if notify else INSERT, json.dumps(job.payload)
+                BARE_INSERT_NOTIFY if notify else INSERT, json.dumps(job.payload)
             )
         return {"id": job_id, "queue": queue, "type": job.type, "state": "queued"}
 
