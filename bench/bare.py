@@ -8,10 +8,12 @@ import contextlib
 import json
 import random
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
 
+from bench import floor_whole
 from bench.database import BARE_DUE_CHANNEL, BARE_INSERT_NOTIFY
 from bench.generators import EMPTY_LEASES_BEFORE_DONE, Load, LoadError, split
 
@@ -44,7 +46,9 @@ class Bare(Load):
     - `claim_finish`: the same, then one statement marks the claimed jobs done;
     - `insert`: insert one job, claim one, mark it done (jobq's single path, bare);
     - `jobq_sql`: jobq's own LEASE and FINISH statements on its table (complete each
-      batch), as the service runs them minus HTTP, FastAPI and SQLAlchemy.
+      batch), as the service runs them minus HTTP, FastAPI and SQLAlchemy;
+    - `wide_sql`: the minimal claim and fenced finish of `bench.floor_whole` on its table
+      shaped like jobq's: what jobq's row and answer cost without jobq's logic.
     """
 
     async def setup(self, stack: contextlib.AsyncExitStack) -> None:
@@ -60,31 +64,42 @@ class Bare(Load):
         counts = {"jobs": 0, "statements": 0}
         last = 0.0
 
-        async def drain(conn: asyncpg.Connection) -> None:
+        async def claim_loop(
+            claim: Callable[[], Awaitable[list[asyncpg.Record]]],
+            finish: Callable[[list[asyncpg.Record]], Awaitable[None]] | None,
+        ) -> None:
+            """Claim until the table is empty, finishing each claim when asked to."""
             nonlocal last
             empty = 0
             while empty < EMPTY_LEASES_BEFORE_DONE:
-                rows = await conn.fetch(BARE_CLAIM, batch)
+                rows = await claim()
                 counts["statements"] += 1
                 if not rows:
                     empty += 1
                     await asyncio.sleep(0.005)
                     continue
                 empty = 0
-                if mode == "claim_finish":
-                    if batch == 1:
-                        await conn.execute(BARE_FINISH_ONE, rows[0]["id"])
-                    else:
-                        await conn.execute(BARE_FINISH_MANY, [row["id"] for row in rows])
+                if finish is not None:
+                    await finish(rows)
                     counts["statements"] += 1
                 counts["jobs"] += len(rows)
                 last = time.time()
 
+        def bare(conn: asyncpg.Connection) -> Awaitable[None]:
+            async def finish(rows: list[asyncpg.Record]) -> None:
+                if batch == 1:
+                    await conn.execute(BARE_FINISH_ONE, rows[0]["id"])
+                else:
+                    await conn.execute(BARE_FINISH_MANY, [row["id"] for row in rows])
+
+            return claim_loop(
+                lambda: conn.fetch(BARE_CLAIM, batch), finish if mode == "claim_finish" else None
+            )
+
         lease_sql, lease_names = jobq_statement("LEASE")
         finish_sql, finish_names = jobq_statement("FINISH_MANY")
 
-        async def jobq_sql(conn: asyncpg.Connection, number: int) -> None:
-            nonlocal last
+        def jobq_sql(conn: asyncpg.Connection, number: int) -> Awaitable[None]:
             lease = {
                 "queues": [self.params["queue"]],
                 "types": [],
@@ -94,16 +109,9 @@ class Bare(Load):
                 "key_id": None,  # no API key: authentication is off
             }
             backoff = {"backoff_base": 10.0, "backoff_cap": 3600.0, "backoff_jitter": 0.1}
-            empty = 0
-            while empty < EMPTY_LEASES_BEFORE_DONE:
-                rows = await conn.fetch(lease_sql, *(lease[n] for n in lease_names))
-                counts["statements"] += 1
-                if not rows:
-                    empty += 1
-                    await asyncio.sleep(0.005)
-                    continue
-                empty = 0
-                finish = {
+
+            async def finish(rows: list[asyncpg.Record]) -> None:
+                params = {
                     "job_ids": [row["id"] for row in rows],
                     "lease_ids": [row["lease_id"] for row in rows],
                     "outcomes": ["complete"] * len(rows),
@@ -114,12 +122,23 @@ class Bare(Load):
                     "key_id": None,
                     **backoff,
                 }
-                done = await conn.fetch(finish_sql, *(finish[n] for n in finish_names))
+                done = await conn.fetch(finish_sql, *(params[n] for n in finish_names))
                 if len(done) != len(rows):
                     raise LoadError(f"FINISH matched {len(done)} of {len(rows)} leases")
-                counts["statements"] += 1
-                counts["jobs"] += len(rows)
-                last = time.time()
+
+            args = [lease[n] for n in lease_names]
+            return claim_loop(lambda: conn.fetch(lease_sql, *args), finish)
+
+        def wide_sql(conn: asyncpg.Connection, number: int) -> Awaitable[None]:
+            queues, worker = [self.params["queue"]], f"bench-wide-{number}"
+
+            async def finish(rows: list[asyncpg.Record]) -> None:
+                ids, leases = [row["id"] for row in rows], [row["lease_id"] for row in rows]
+                done = await conn.fetch(floor_whole.FINISH_MANY, ids, leases, [None] * len(rows))
+                if len(done) != len(rows):
+                    raise LoadError(f"wide finish matched {len(done)} of {len(rows)} leases")
+
+            return claim_loop(lambda: conn.fetch(floor_whole.CLAIM, queues, batch, worker), finish)
 
         async def insert_claim_finish(conn: asyncpg.Connection, jobs: int) -> None:
             nonlocal last
@@ -139,8 +158,10 @@ class Bare(Load):
             )
         elif mode == "jobq_sql":
             await asyncio.gather(*(jobq_sql(c, n) for n, c in enumerate(self.connections)))
+        elif mode == "wide_sql":
+            await asyncio.gather(*(wide_sql(c, n) for n, c in enumerate(self.connections)))
         else:
-            await asyncio.gather(*(drain(c) for c in self.connections))
+            await asyncio.gather(*(bare(c) for c in self.connections))
         return {**counts, "last_done": last}
 
 

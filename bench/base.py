@@ -116,3 +116,8 @@ class BenchBase:
         done = self.db(database.bare_states(self.url)).get(2, 0)
         if acked != expected or done != expected:
             raise RuntimeError(f"{what}: {acked} acked, {done} done, {expected} expected")
+
+    def _check_wide(self, what: str, acked: int, expected: int) -> None:
+        done = self.db(database.wide_states(self.url)).get("succeeded", 0)
+        if acked != expected or done != expected:
+            raise RuntimeError(f"{what}: {acked} acked, {done} done, {expected} expected")

@@ -22,6 +22,7 @@ from app.db import embedded
 from app.db.embedded import quote_ident
 from app.db.migrate import upgrade
 from app.db.url import with_database
+from bench.floor_whole import WIDE_SCHEMA
 
 DEFAULT_DATABASE = "jobq_bench"
 FILL_CHUNK_ROWS = 250_000
@@ -235,6 +236,32 @@ async def queue_jobs(url: str, queue: str, count: int) -> None:
         )
         await conn.execute("VACUUM (ANALYZE) jobq.jobs")
         await _checkpoint(conn)
+
+
+async def prepare_wide(url: str, queue: str = "", rows: int = 0) -> None:
+    """Empty the table shaped like jobq's (`bench.floor_whole`), made first if need be,
+    and queue `rows` jobs in `queue` in it."""
+    async with connect(url) as conn:
+        await conn.execute(WIDE_SCHEMA)
+        await conn.execute("TRUNCATE bench_wide RESTART IDENTITY")
+        if rows:
+            await conn.execute(
+                """
+                INSERT INTO bench_wide (queue, type, payload, max_attempts, lease_seconds)
+                SELECT $1, 'bench', jsonb_build_object('i', g), 5, 60
+                  FROM generate_series(1, $2) AS g
+                """,
+                queue,
+                rows,
+            )
+        await conn.execute("VACUUM (ANALYZE) bench_wide")
+        await _checkpoint(conn)
+
+
+async def wide_states(url: str) -> dict[str, int]:
+    async with connect(url) as conn:
+        rows = await conn.fetch("SELECT state::text, count(*) FROM bench_wide GROUP BY state")
+    return {row[0]: row[1] for row in rows}
 
 
 async def bare_states(url: str) -> dict[int, int]:

@@ -68,6 +68,22 @@ TARGETS = [
         _ratio(_get("single", "jobs_per_s"), _get("floor", "single", "jobs_per_s")),
     ),
     Target(
+        "drain_vs_floor_whole",
+        "drain: jobq / the floor answering whole jobs as jobq does",
+        ">=",
+        0.8,
+        "x",
+        _ratio(_get("drain", "jobs_per_s"), _get("floor", "whole", "drain", "jobs_per_s")),
+    ),
+    Target(
+        "single_vs_floor_whole",
+        "single-job path: jobq / the floor answering whole jobs as jobq does",
+        ">=",
+        0.9,
+        "x",
+        _ratio(_get("single", "jobs_per_s"), _get("floor", "whole", "single", "jobs_per_s")),
+    ),
+    Target(
         "sql_postgres_cpu_vs_bare",
         "PostgreSQL CPU per job: jobq's LEASE 100 + FINISH / bare claim 100 + finish",
         "<=",
@@ -265,6 +281,7 @@ def render(report: dict[str, Any], console: Console) -> None:
         ("batch", "bare: claim 100", "the reference for the drain"),
         ("batch_with_finish", "bare: claim 100 + finish", ""),
         ("jobq_sql_batch", "jobq SQL: LEASE 100 + FINISH", "jobq's statements, no HTTP"),
+        ("wide_batch", "bare, jobq's row: claim 100 + finish", "minimal, fenced, whole rows"),
         ("single", "bare: claim 1", "the reference for single"),
         ("single_with_finish", "bare: claim 1 + finish", ""),
         ("single_with_insert", "bare: insert + claim 1 + finish", ""),
@@ -288,6 +305,16 @@ def render(report: dict[str, Any], console: Console) -> None:
             floor.get(key),
             "",
             f"FastAPI + one bare statement per call; jobq/floor {_num(comparison.get(versus), 3)}",
+        )
+    whole = floor.get("whole", {})
+    for key in ("drain", "single"):
+        reference(
+            f"floor, whole jobs: {key}",
+            whole.get(key),
+            "",
+            "jobq's answers on a table like jobq's; floor/floor"
+            f" {_num(comparison.get(f'floor_whole_vs_floor_{key}'), 3)},"
+            f" jobq/this {_num(comparison.get(f'{key}_vs_floor_whole_{key}'), 3)}",
         )
     if throughput.row_count:
         console.print(throughput)
@@ -375,6 +402,7 @@ def _cpu_rows(scenarios: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         ("batch", "bare claim 100"),
         ("batch_with_finish", "bare claim 100 + finish"),
         ("jobq_sql_batch", "jobq SQL lease 100 + finish"),
+        ("wide_batch", "bare on jobq's row, 100 + finish"),
         ("single", "bare claim 1"),
         ("single_with_finish", "bare claim 1 + finish"),
         ("single_with_insert", "bare insert + claim 1 + finish"),
@@ -384,6 +412,9 @@ def _cpu_rows(scenarios: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     for key in ("batch_enqueue", "drain", "single"):
         if key in scenarios.get("floor", {}):
             rows.append((f"floor {key}", scenarios["floor"][key]["cpu"]))
+    for key in ("drain", "single"):
+        if key in scenarios.get("floor", {}).get("whole", {}):
+            rows.append((f"floor, whole jobs: {key}", scenarios["floor"]["whole"][key]["cpu"]))
     return rows
 
 

@@ -17,7 +17,9 @@
    - latency: enqueue-to-lease latency with workers already long-polling;
    - lease-levels: single lease calls with 0 / 1M / 5M finished rows in the table;
    - floor: the drain and single-job loads, unchanged, against `bench.floor` (FastAPI
-     and one bare statement per call, served like jobq): what the HTTP stack allows.
+     and one bare statement per call, served like jobq): what the HTTP stack allows;
+     then again against the floor answering whole jobs as jobq does (`bench.floor_whole`):
+     what the API's answer itself costs.
 4. A table on stdout, JSON with `--json PATH` (`-` for stdout, the table then goes to
    stderr); `--check` makes a missed target exit 1.
 """
@@ -209,6 +211,12 @@ class Bench(Scenarios, Soak):
         scenarios = self.scenarios
         bare = scenarios.get("bare", {})
         floor = scenarios.get("floor", {})
+        whole = floor.get("whole", {})
+
+        def pg_us(key: str) -> float | None:
+            cpu = bare.get(key, {}).get("cpu", {})
+            value = cpu.get("postgres_us_per_job")
+            return float(value) if isinstance(value, int | float) else None
 
         def jobs_per_s(node: dict[str, Any] | None) -> float | None:
             return None if not node else float(node["jobs_per_s"])
@@ -223,6 +231,11 @@ class Bench(Scenarios, Soak):
                 drain, jobs_per_s(bare.get("batch_with_finish"))
             ),
             "drain_vs_jobq_sql_batch": ratio(drain, jobs_per_s(bare.get("jobq_sql_batch"))),
+            # PostgreSQL's CPU per job: jobq's statements, and the minimal ones on a row
+            # like jobq's, against the bare claim + finish; jobq's against the latter
+            "sql_postgres_cpu_vs_bare": ratio(pg_us("jobq_sql_batch"), pg_us("batch_with_finish")),
+            "wide_postgres_cpu_vs_bare": ratio(pg_us("wide_batch"), pg_us("batch_with_finish")),
+            "sql_postgres_cpu_vs_wide": ratio(pg_us("jobq_sql_batch"), pg_us("wide_batch")),
             "single_vs_bare_single_with_insert": ratio(
                 single, jobs_per_s(bare.get("single_with_insert"))
             ),
@@ -232,6 +245,16 @@ class Bench(Scenarios, Soak):
             ),
             "drain_vs_floor_drain": ratio(drain, jobs_per_s(floor.get("drain"))),
             "single_vs_floor_single": ratio(single, jobs_per_s(floor.get("single"))),
+            # what the API's answer itself costs: the floor answering whole jobs, and jobq
+            # against that floor
+            "floor_whole_vs_floor_drain": ratio(
+                jobs_per_s(whole.get("drain")), jobs_per_s(floor.get("drain"))
+            ),
+            "floor_whole_vs_floor_single": ratio(
+                jobs_per_s(whole.get("single")), jobs_per_s(floor.get("single"))
+            ),
+            "drain_vs_floor_whole_drain": ratio(drain, jobs_per_s(whole.get("drain"))),
+            "single_vs_floor_whole_single": ratio(single, jobs_per_s(whole.get("single"))),
         }
         result: dict[str, Any] = {
             "benchmark": "jobq",

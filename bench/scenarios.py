@@ -14,6 +14,7 @@ import httpx
 
 from bench import database
 from bench.base import BenchBase
+from bench.floor import ANSWER_VARIABLE
 from bench.generators import split
 from bench.load import GeneratorRun
 from bench.options import LEASE_BATCH
@@ -39,9 +40,12 @@ class Scenarios(BenchBase):
             ("single_with_finish", "claim_finish", single, 1, "claim 1 + finish"),
             ("single_with_insert", "insert", single, 1, "insert + claim 1 + finish"),
             ("jobq_sql_batch", "jobq_sql", batch, LEASE_BATCH, "jobq's LEASE 100 + FINISH"),
+            ("wide_batch", "wide_sql", batch, LEASE_BATCH, "claim 100 + finish, jobq's row"),
         ):
             if mode == "jobq_sql":
                 self.db(database.queue_jobs(self.url, "bench-sql", rows))
+            elif mode == "wide_sql":
+                self.db(database.prepare_wide(self.url, "bench-sql", rows))
             else:
                 self.db(database.prepare_bare(self.url, 0 if mode == "insert" else rows))
             self.say(f"bare SKIP LOCKED loop: {label}, {c.bare_connections} connections")
@@ -61,6 +65,8 @@ class Scenarios(BenchBase):
             jobs = run.total("jobs")
             if mode == "jobq_sql":
                 done = self.db(database.job_states(self.url)).get("succeeded", 0)
+            elif mode == "wide_sql":
+                done = self.db(database.wide_states(self.url)).get("succeeded", 0)
             else:
                 states = self.db(database.bare_states(self.url))
                 done = states.get(1 if mode == "claim" else 2, 0)
@@ -439,7 +445,8 @@ class Scenarios(BenchBase):
         }
 
     def floor(self) -> None:
-        """The drain and single-job loads against `bench.floor`: what the stack allows."""
+        """The drain and single-job loads against `bench.floor`: what the stack allows;
+        then against its variant answering as jobq does (`bench.floor_whole`)."""
         c = self.config
         assert self.log_dir is not None
         floor = Service(
@@ -459,28 +466,12 @@ class Scenarios(BenchBase):
             self.say(f"  drain: {c.jobs:,} jobs, {c.drain_workers} workers, lease {LEASE_BATCH}")
             run = self.run_drain("bench-floor")
             self._check_bare("floor drain", run.total("jobs"), c.jobs)
-            seconds = max(r["last_done"] for r in run.results) - run.started
-            results["drain"] = {
-                "jobs": c.jobs,
-                "workers": c.drain_workers,
-                "seconds": round(seconds, 3),
-                "jobs_per_s": round(c.jobs / seconds, 1),
-                "cpu": self.cpu(run, c.jobs),
-            }
-            self.say(f"    {results['drain']['jobs_per_s']:,.0f} jobs/s")
+            results["drain"] = self._floor_drain(run)
             self.db(database.prepare_bare(self.url, 0))
             self.say(f"  single-job path: {c.single_jobs:,} jobs, {c.single_concurrency} loops")
             run = self.run_single("bench-floor")
             self._check_bare("floor single", run.total("jobs"), c.single_jobs)
-            seconds = max(r["t1"] for r in run.results) - run.started
-            results["single"] = {
-                "jobs": c.single_jobs,
-                "concurrency": c.single_concurrency,
-                "seconds": round(seconds, 3),
-                "jobs_per_s": round(c.single_jobs / seconds, 1),
-                "cpu": self.cpu(run, c.single_jobs),
-            }
-            self.say(f"    {results['single']['jobs_per_s']:,.0f} jobs/s")
+            results["single"] = self._floor_single(run)
             self.db(database.prepare_bare(self.url, 0))
             self.say(f"  enqueue-to-lease: {c.latency_workers} workers long-polling")
             results["enqueue_to_lease"] = self.wait_latency_figures(
@@ -488,4 +479,56 @@ class Scenarios(BenchBase):
             )
             w = results["enqueue_to_lease"]
             self.say(f"    p50 {w['p50_ms']:.2f} ms, p99 {w['p99_ms']:.2f} ms")
+        results["whole"] = self._floor_whole()
         self.scenarios["floor"] = results
+
+    def _floor_whole(self) -> dict[str, Any]:
+        """The drain and single-job path against the floor answering whole jobs."""
+        c = self.config
+        assert self.log_dir is not None
+        floor = Service(
+            self.url,
+            workers=c.workers,
+            log_path=self.log_dir / "floor-whole.log",
+            app="floor",
+            extra_env={ANSWER_VARIABLE: "whole"},
+        )
+        self.say("framework floor answering whole jobs, as jobq does (a table like jobq's)")
+        results: dict[str, Any] = {}
+        self.db(database.prepare_wide(self.url))
+        with floor, self.serving(floor):
+            self.run_enqueue("bench-floor")
+            self.db(database.vacuum_analyze(self.url, "bench_wide"))  # as jobq's drain
+            self.say(f"  drain: {c.jobs:,} jobs, {c.drain_workers} workers, lease {LEASE_BATCH}")
+            run = self.run_drain("bench-floor")
+            self._check_wide("floor whole drain", run.total("jobs"), c.jobs)
+            results["drain"] = self._floor_drain(run)
+            self.db(database.prepare_wide(self.url))
+            self.say(f"  single-job path: {c.single_jobs:,} jobs, {c.single_concurrency} loops")
+            run = self.run_single("bench-floor")
+            self._check_wide("floor whole single", run.total("jobs"), c.single_jobs)
+            results["single"] = self._floor_single(run)
+        return results
+
+    def _floor_drain(self, run: GeneratorRun) -> dict[str, Any]:
+        c = self.config
+        return self._floor_figures(run, c.jobs, "last_done", workers=c.drain_workers)
+
+    def _floor_single(self, run: GeneratorRun) -> dict[str, Any]:
+        c = self.config
+        return self._floor_figures(run, c.single_jobs, "t1", concurrency=c.single_concurrency)
+
+    def _floor_figures(
+        self, run: GeneratorRun, jobs: int, done_at: str, **shape: int
+    ) -> dict[str, Any]:
+        """A floor load's figures: `done_at` names each generator's time of its last job."""
+        seconds = max(r[done_at] for r in run.results) - run.started
+        figures = {
+            "jobs": jobs,
+            **shape,
+            "seconds": round(seconds, 3),
+            "jobs_per_s": round(jobs / seconds, 1),
+            "cpu": self.cpu(run, jobs),
+        }
+        self.say(f"    {figures['jobs_per_s']:,.0f} jobs/s")
+        return figures

@@ -86,6 +86,7 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "batch",
         "batch_with_finish",
         "jobq_sql_batch",
+        "wide_batch",
         "single",
         "single_with_finish",
         "single_with_insert",
@@ -107,6 +108,12 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     assert scenarios["floor"]["batch_enqueue"]["jobs"] == scenarios["batch_enqueue"]["jobs"]
     assert scenarios["floor"]["drain"]["jobs"] == scenarios["drain"]["jobs"]
     assert scenarios["floor"]["single"]["jobs"] == scenarios["single"]["jobs"]
+    # ... and against the floor answering whole jobs, as jobq does: every job done
+    for key in ("drain", "single"):
+        whole = scenarios["floor"]["whole"][key]
+        _positive(whole, "jobs", "seconds", "jobs_per_s")
+        _cpu_reported(whole["cpu"])
+        assert whole["jobs"] == scenarios[key]["jobs"]
     floor_wait = scenarios["floor"]["enqueue_to_lease"]  # the floor long-polls too
     _positive(floor_wait, "count", "p50_ms", "p99_ms")
     assert floor_wait["count"] == scenarios["enqueue_to_lease"]["count"]
@@ -143,11 +150,20 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "batch_enqueue_vs_floor",
         "drain_vs_floor_drain",
         "single_vs_floor_single",
+        "floor_whole_vs_floor_drain",
+        "floor_whole_vs_floor_single",
+        "drain_vs_floor_whole_drain",
+        "single_vs_floor_whole_single",
+        "sql_postgres_cpu_vs_bare",
+        "wide_postgres_cpu_vs_bare",
+        "sql_postgres_cpu_vs_wide",
     )
     targets = {t["key"]: t for t in report["targets"]}
     measured = {
         "drain_vs_floor",
         "single_vs_floor",
+        "drain_vs_floor_whole",
+        "single_vs_floor_whole",
         "sql_postgres_cpu_vs_bare",
         "drain",
         "batch_enqueue",
