@@ -95,6 +95,17 @@ TARGETS = [
         ),
     ),
     Target(
+        "sql_postgres_cpu_vs_wide",
+        "PostgreSQL CPU per job: jobq's LEASE 100 + FINISH / the minimal ones on jobq's row",
+        "<=",
+        1.3,
+        "x",
+        _ratio(
+            _get("bare", "jobq_sql_batch", "cpu", "postgres_us_per_job"),
+            _get("bare", "wide_batch", "cpu", "postgres_us_per_job"),
+        ),
+    ),
+    Target(
         "wait_latency_p50",
         "enqueue-to-lease latency with workers waiting, p50",
         "<=",

@@ -165,6 +165,7 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "drain_vs_floor_whole",
         "single_vs_floor_whole",
         "sql_postgres_cpu_vs_bare",
+        "sql_postgres_cpu_vs_wide",
         "drain",
         "batch_enqueue",
         "wait_latency_p50",
