@@ -82,7 +82,8 @@ doomed AS (
 deleted AS (
     DELETE FROM jobq.jobs j
      USING doomed
-     WHERE j.id = doomed.id AND j.state = 'queued'
+     -- `state::text`: no cached plan walks every queued job once per doomed one
+     WHERE j.id = doomed.id AND j.state::text = 'queued'
     RETURNING j.id
 )
 SELECT (SELECT count(*) FROM deleted) AS deleted, (SELECT up_to FROM bound) AS up_to;

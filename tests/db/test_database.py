@@ -13,7 +13,12 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from app.db.migrate import alembic_config, upgrade
+from app.db.statement import Statement
 from app.jobs import repository as jobs_sql
+from app.keys import repository as keys_sql
+from app.maintenance import repository as maintenance_sql
+from app.queues import repository as queues_sql
+from app.schedules import repository as schedules_sql
 from tests.conftest import _drop, _recreate, plain
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nothing"
@@ -41,12 +46,9 @@ def _scans(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _scans(child)
 
 
-@pytest.mark.parametrize("name", ["FINISH_MANY", "FINISH_ONE"])
-async def test_a_cached_plan_finishes_each_ack_through_its_primary_key(
-    db: asyncpg.Connection, name: str
-) -> None:
-    # Statistics as after a quiet spell: many finished jobs, none running. A plain join
-    # of the acks to the jobs let the generic plan walk every running job once per ack.
+async def _quiet_spell(db: asyncpg.Connection) -> None:
+    """Statistics as after a quiet spell: many finished jobs, nothing queued, running or
+    dead, so that a partial index of such jobs looks nearly empty to the planner."""
     await db.execute(
         """
         INSERT INTO jobq.jobs (queue, type, payload, state, max_attempts, lease_seconds,
@@ -56,6 +58,16 @@ async def test_a_cached_plan_finishes_each_ack_through_its_primary_key(
         """
     )
     await db.execute("ANALYZE jobq.jobs")
+
+
+@pytest.mark.parametrize("name", ["FINISH_MANY", "FINISH_ONE", "HEARTBEAT"])
+async def test_a_cached_plan_finds_each_lease_through_its_primary_key(
+    db: asyncpg.Connection, name: str
+) -> None:
+    # Statistics as after a quiet spell: many finished jobs, none running. A plain join
+    # of the acks to the jobs let the generic plan walk every running job once per ack;
+    # a heartbeat's `state = 'running'` let it walk them all for its one job.
+    await _quiet_spell(db)
     statement = getattr(jobs_sql, name)
     await db.execute(f"PREPARE finish AS {statement.sql}")
     await db.execute("SET plan_cache_mode = force_generic_plan")
@@ -66,6 +78,56 @@ async def test_a_cached_plan_finishes_each_ack_through_its_primary_key(
     assert {(s["Node Type"], s.get("Index Name")) for s in jobs_scans} == {
         ("Index Scan", "jobs_pkey")
     }, plan
+
+
+# The one statement that may change jobs it did not find by id: retention deletes the
+# oldest finished jobs in batches, and its generic plan may hash-join them.
+_FOUND_OTHERWISE = {"app.maintenance.repository.PRUNE_FINISHED"}
+
+
+def _targets(plan: dict[str, Any], target: str | None = None) -> Iterator[dict[str, Any]]:
+    """The scans that find the rows an UPDATE or DELETE of jobq.jobs changes."""
+    if plan["Node Type"] == "ModifyTable":
+        target = plan["Alias"] if plan.get("Relation Name") == "jobs" else None
+    elif target is not None and "Scan" in plan["Node Type"] and plan.get("Alias") == target:
+        yield plan
+    for child in plan.get("Plans", []):
+        yield from _targets(child, target)
+
+
+async def test_every_cached_plan_changes_jobs_through_their_primary_key(
+    db: asyncpg.Connection,
+) -> None:
+    # Statistics as after a quiet spell: many finished jobs, nothing queued, running or
+    # dead. A state test in the WHERE of an UPDATE or DELETE by id (`state = 'queued'`)
+    # matched a partial index's predicate, and the generic plan walked that whole index
+    # (every queued, running or failed job) for each job it changed.
+    await _quiet_spell(db)
+    await db.execute("SET plan_cache_mode = force_generic_plan")
+    checked = []
+    for module in (jobs_sql, queues_sql, maintenance_sql, schedules_sql, keys_sql):
+        for name, statement in vars(module).items():
+            if not isinstance(statement, Statement):
+                continue
+            await db.execute(f"PREPARE s AS {statement.sql}")
+            try:
+                nulls = ", ".join("NULL" for _ in statement.names)
+                call = f"EXECUTE s({nulls})" if statement.names else "EXECUTE s"
+                plan = json.loads(await db.fetchval(f"EXPLAIN (FORMAT JSON) {call}"))
+            finally:
+                await db.execute("DEALLOCATE s")
+            where = f"{module.__name__}.{name}"
+            for scan in _targets(plan[0]["Plan"]):
+                checked.append(where)
+                if where not in _FOUND_OTHERWISE:
+                    assert (scan["Node Type"], scan.get("Index Name")) == (
+                        "Index Scan",
+                        "jobs_pkey",
+                    ), (where, scan)
+    # the statements that change jobs by id, in every domain that has some
+    assert {"app.jobs.repository.HEARTBEAT", "app.jobs.repository.LEASE_LIMITED"} <= set(checked)
+    assert {"app.jobs.repository.RETRY_JOB", "app.queues.repository.PURGE_QUEUED"} <= set(checked)
+    assert "app.maintenance.repository.REAP_EXPIRED" in checked
 
 
 async def test_a_cached_plan_updates_leased_jobs_through_their_primary_key(
