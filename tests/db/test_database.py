@@ -130,6 +130,42 @@ async def test_every_cached_plan_changes_jobs_through_their_primary_key(
     assert "app.maintenance.repository.REAP_EXPIRED" in checked
 
 
+@pytest.mark.parametrize("name", ["LEASE_LIMITED", "LIMITED_QUEUE_STATE"])
+async def test_a_limited_queue_counts_only_its_own_running_jobs(
+    db: asyncpg.Connection, name: str
+) -> None:
+    # A fleet busy elsewhere: 5,000 jobs running in other queues, 10 in the limited one.
+    # Counted through the lease-expiry index, each limited lease read them all.
+    await db.execute(
+        """
+        INSERT INTO jobq.jobs (queue, type, payload, state, max_attempts, lease_seconds,
+                               lease_id, lease_expires_at, attempt)
+        SELECT CASE WHEN g <= 10 THEN 'limited' ELSE 'busy' || g % 7 END, 't', '{}',
+               'running', 5, 60, gen_random_uuid(), now() + interval '60 s', 1
+          FROM generate_series(1, 5010) AS g
+        """
+    )
+    await db.execute("ANALYZE jobq.jobs")
+    statement = getattr(jobs_sql, name)
+    values = {"queue": "'limited'", "types": "ARRAY[]::text[]", "max_jobs": "10"}
+    arguments = ", ".join(values.get(n, "NULL") for n in statement.names)
+    await db.execute(f"PREPARE s AS {statement.sql}")
+    try:
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            await db.execute(f"SET plan_cache_mode = {mode}")
+            explained = await db.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE s({arguments})")
+            scans = list(_scans(json.loads(explained)[0]["Plan"]))
+            indexes = {s.get("Index Name") for s in scans}  # a bitmap scan's is its child's
+            assert "jobs_running_idx" in indexes, (mode, scans)
+            assert "jobs_lease_expiry_idx" not in indexes, (mode, scans)
+            assert not [
+                s for s in scans if s["Node Type"] == "Seq Scan" and s["Relation Name"] == "jobs"
+            ], (mode, scans)
+    finally:
+        await db.execute("DEALLOCATE s")
+        await db.execute("RESET plan_cache_mode")
+
+
 async def test_a_cached_plan_updates_leased_jobs_through_their_primary_key(
     db: asyncpg.Connection,
 ) -> None:
