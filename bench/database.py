@@ -22,7 +22,7 @@ from app.db import embedded
 from app.db.embedded import quote_ident
 from app.db.migrate import upgrade
 from app.db.url import with_database
-from bench.floor_whole import WIDE_SCHEMA
+from bench.floor_whole import WIDE_SCHEMA, WIDE_TABLE
 
 DEFAULT_DATABASE = "jobq_bench"
 FILL_CHUNK_ROWS = 250_000
@@ -160,9 +160,10 @@ async def sample_running(url: str, queue: str, every: float, stop: threading.Eve
     return samples
 
 
-async def job_states(url: str) -> dict[str, int]:
+async def job_states(url: str, table: str = "jobq.jobs") -> dict[str, int]:
+    """Jobs per state in jobq's table (or `bench_wide`, which has its columns)."""
     async with connect(url) as conn:
-        rows = await conn.fetch("SELECT state::text, count(*) FROM jobq.jobs GROUP BY state")
+        rows = await conn.fetch(f"SELECT state::text, count(*) FROM {table} GROUP BY state")
     return {row[0]: row[1] for row in rows}
 
 
@@ -221,47 +222,30 @@ async def prepare_bare(url: str, rows: int) -> None:
         await _checkpoint(conn)
 
 
-async def queue_jobs(url: str, queue: str, count: int) -> None:
-    """Empty jobq's table and queue `count` jobs straight in SQL."""
+async def queue_jobs(url: str, queue: str, count: int, table: str = "jobq.jobs") -> None:
+    """Empty jobq's table (or `bench_wide`, which has its columns) and queue `count` jobs
+    straight in SQL."""
     async with connect(url) as conn:
-        await conn.execute("TRUNCATE jobq.jobs RESTART IDENTITY")
+        await conn.execute(f"TRUNCATE {table} RESTART IDENTITY")
         await conn.execute(
-            """
-            INSERT INTO jobq.jobs (queue, type, payload, max_attempts, lease_seconds)
+            f"""
+            INSERT INTO {table} (queue, type, payload, max_attempts, lease_seconds)
             SELECT $1, 'bench', jsonb_build_object('i', g), 5, 60
               FROM generate_series(1, $2) AS g
             """,
             queue,
             count,
         )
-        await conn.execute("VACUUM (ANALYZE) jobq.jobs")
+        await conn.execute(f"VACUUM (ANALYZE) {table}")
         await _checkpoint(conn)
 
 
 async def prepare_wide(url: str, queue: str = "", rows: int = 0) -> None:
-    """Empty the table shaped like jobq's (`bench.floor_whole`), made first if need be,
-    and queue `rows` jobs in `queue` in it."""
+    """The table shaped like jobq's (`bench.floor_whole`), made if need be, emptied, and
+    `rows` jobs queued in `queue` in it."""
     async with connect(url) as conn:
         await conn.execute(WIDE_SCHEMA)
-        await conn.execute("TRUNCATE bench_wide RESTART IDENTITY")
-        if rows:
-            await conn.execute(
-                """
-                INSERT INTO bench_wide (queue, type, payload, max_attempts, lease_seconds)
-                SELECT $1, 'bench', jsonb_build_object('i', g), 5, 60
-                  FROM generate_series(1, $2) AS g
-                """,
-                queue,
-                rows,
-            )
-        await conn.execute("VACUUM (ANALYZE) bench_wide")
-        await _checkpoint(conn)
-
-
-async def wide_states(url: str) -> dict[str, int]:
-    async with connect(url) as conn:
-        rows = await conn.fetch("SELECT state::text, count(*) FROM bench_wide GROUP BY state")
-    return {row[0]: row[1] for row in rows}
+    await queue_jobs(url, queue, rows, WIDE_TABLE)
 
 
 async def bare_states(url: str) -> dict[int, int]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import asyncpg
 
+WIDE_TABLE = "bench_wide"
 WIDE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS bench_wide (
     LIKE jobq.jobs INCLUDING DEFAULTS INCLUDING IDENTITY,
@@ -123,11 +124,11 @@ def token(value: str) -> tuple[int, str]:
 
 
 def ack_result(token: str, job_id: int, applied: bool) -> dict[str, Any]:
-    """jobq's `AckResult`: 200, or 409 for a lease no longer live."""
+    """jobq's `AckResult`: 200, or 409 `lease_lost` for a lease no longer live."""
     return {
         "lease_id": token,
         "status": 200 if applied else 409,
-        "code": None if applied else "lease_expired",
+        "code": None if applied else "lease_lost",
         "job_id": job_id,
         "state": "succeeded" if applied else None,
     }

@@ -46,6 +46,11 @@ def _ratio(
     return read
 
 
+def postgres_us(loop: str) -> Callable[[dict[str, Any]], float | None]:
+    """PostgreSQL's CPU per job in one of the bare loops."""
+    return _get("bare", loop, "cpu", "postgres_us_per_job")
+
+
 def _soak(key: str) -> Callable[[dict[str, Any]], float | None]:
     return _get("soak", "summary", key, "late_vs_early")
 
@@ -89,10 +94,7 @@ TARGETS = [
         "<=",
         1.5,
         "x",
-        _ratio(
-            _get("bare", "jobq_sql_batch", "cpu", "postgres_us_per_job"),
-            _get("bare", "batch_with_finish", "cpu", "postgres_us_per_job"),
-        ),
+        _ratio(postgres_us("jobq_sql_batch"), postgres_us("batch_with_finish")),
     ),
     Target(
         "sql_postgres_cpu_vs_wide",
@@ -100,10 +102,7 @@ TARGETS = [
         "<=",
         1.3,
         "x",
-        _ratio(
-            _get("bare", "jobq_sql_batch", "cpu", "postgres_us_per_job"),
-            _get("bare", "wide_batch", "cpu", "postgres_us_per_job"),
-        ),
+        _ratio(postgres_us("jobq_sql_batch"), postgres_us("wide_batch")),
     ),
     Target(
         "wait_latency_p50",

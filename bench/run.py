@@ -213,10 +213,8 @@ class Bench(Scenarios, Soak):
         floor = scenarios.get("floor", {})
         whole = floor.get("whole", {})
 
-        def pg_us(key: str) -> float | None:
-            cpu = bare.get(key, {}).get("cpu", {})
-            value = cpu.get("postgres_us_per_job")
-            return float(value) if isinstance(value, int | float) else None
+        def pg_us(loop: str) -> float | None:
+            return report.postgres_us(loop)(scenarios)
 
         def jobs_per_s(node: dict[str, Any] | None) -> float | None:
             return None if not node else float(node["jobs_per_s"])

@@ -15,6 +15,7 @@ import httpx
 from bench import database
 from bench.base import BenchBase
 from bench.floor import ANSWER_VARIABLE
+from bench.floor_whole import WIDE_TABLE
 from bench.generators import split
 from bench.load import GeneratorRun
 from bench.options import LEASE_BATCH
@@ -66,7 +67,7 @@ class Scenarios(BenchBase):
             if mode == "jobq_sql":
                 done = self.db(database.job_states(self.url)).get("succeeded", 0)
             elif mode == "wide_sql":
-                done = self.db(database.wide_states(self.url)).get("succeeded", 0)
+                done = self._wide_done()
             else:
                 states = self.db(database.bare_states(self.url))
                 done = states.get(1 if mode == "claim" else 2, 0)
@@ -501,14 +502,18 @@ class Scenarios(BenchBase):
             self.db(database.vacuum_analyze(self.url, "bench_wide"))  # as jobq's drain
             self.say(f"  drain: {c.jobs:,} jobs, {c.drain_workers} workers, lease {LEASE_BATCH}")
             run = self.run_drain("bench-floor")
-            self._check_wide("floor whole drain", run.total("jobs"), c.jobs)
+            self._check_done("floor whole drain", run.total("jobs"), c.jobs, self._wide_done())
             results["drain"] = self._floor_drain(run)
             self.db(database.prepare_wide(self.url))
             self.say(f"  single-job path: {c.single_jobs:,} jobs, {c.single_concurrency} loops")
             run = self.run_single("bench-floor")
-            self._check_wide("floor whole single", run.total("jobs"), c.single_jobs)
+            done = self._wide_done()
+            self._check_done("floor whole single", run.total("jobs"), c.single_jobs, done)
             results["single"] = self._floor_single(run)
         return results
+
+    def _wide_done(self) -> int:
+        return self.db(database.job_states(self.url, WIDE_TABLE)).get("succeeded", 0)
 
     def _floor_drain(self, run: GeneratorRun) -> dict[str, Any]:
         c = self.config
