@@ -92,7 +92,9 @@ def test_jobs_survive_a_restart_and_sigterm_stops_everything(data_dir: Path) -> 
 
     second = Service(data_dir)
     try:
-        job = httpx.get(f"{second.url}/v1/jobs/{job_id}").json()
+        found = httpx.get(f"{second.url}/v1/jobs/{job_id}")
+        assert found.status_code == 200, found.text  # say what came back instead, if not
+        job = found.json()
         assert (job["id"], job["payload"], job["state"]) == (job_id, 1, "queued")
     finally:
         log = second.stop(signal.SIGINT)
