@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from app.db.database import Database
 from app.db.engine import create_engine
@@ -24,6 +25,23 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` (or a child of it: `--workers`) listens on `port`.
+
+    A port from `free_port()` can be taken by another process (CI runs both database
+    modes at once) before the service binds it, which it does only once started; then a
+    start loop that only asks the port would talk to the other process's server."""
+    try:
+        root = psutil.Process(pid)
+        pids = {pid, *(child.pid for child in root.children(recursive=True))}
+    except psutil.NoSuchProcess:
+        return False
+    return any(
+        conn.pid in pids and conn.status == psutil.CONN_LISTEN and conn.laddr[1:2] == (port,)
+        for conn in psutil.net_connections(kind="tcp")
+    )
 
 
 @contextlib.contextmanager

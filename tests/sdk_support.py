@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from tests.helpers import free_port
+from tests.helpers import free_port, listens
 
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_SECONDS = 30.0
@@ -88,8 +88,9 @@ def start_service(database_url: str, log: Path) -> Service:
         if process.poll() is not None:
             raise AssertionError(f"jobq serve exited:\n{service.output()}")
         try:
-            if httpx.get(f"{service.url}/healthz", timeout=1).status_code == 200:
-                return service
+            answer = httpx.get(f"{service.url}/healthz", timeout=1)
+            if answer.status_code == 200 and listens(process.pid, port):
+                return service  # this process answered, not one that took its port
         except httpx.TransportError:
             pass
         if time.monotonic() > deadline:

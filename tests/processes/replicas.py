@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.helpers import free_port
+from tests.helpers import free_port, listens
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 60
@@ -42,8 +42,9 @@ class Replica:
         while time.monotonic() < deadline:
             assert self.process.poll() is None, log.read_text()
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
+                answer = httpx.get(f"{self.url}/readyz", timeout=1)
+                if answer.status_code == 200 and listens(self.process.pid, int(port)):
+                    return  # this process answered, not one that took its port
             except httpx.TransportError:
                 pass
             time.sleep(0.1)

@@ -16,7 +16,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from tests.helpers import free_port
+from tests.helpers import free_port, listens
 from tests.metrics_support import metrics_dirs, parse, value
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,8 +46,9 @@ def test_workers_answer_scrapes_with_the_sum_and_log_alike(
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
+                answer = httpx.get(f"{base}/readyz", timeout=1)
+                if answer.status_code == 200 and listens(service.pid, port):
+                    break  # this process answered, not one that took its port
             time.sleep(0.2)
         assert len(metrics_dirs(tmp_path)) == 1  # the workers' shared metrics folder
         for _ in range(6):  # new connections: spread over the workers

@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from app.core.config import Settings
-from tests.helpers import free_port
+from tests.helpers import free_port, listens
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -184,15 +184,18 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-async def _wait_until_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+async def _wait_until_healthy(
+    url: str, port: int, process: subprocess.Popen[bytes], log: Path
+) -> None:
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     async with httpx.AsyncClient(timeout=1.0) as client:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 pytest.fail(f"jobq serve exited with {process.returncode}:\n{log.read_text()}")
             try:
-                if (await client.get(f"{url}/healthz")).status_code == 200:
-                    return
+                answer = await client.get(f"{url}/healthz")
+                if answer.status_code == 200 and listens(process.pid, port):
+                    return  # this process answered, not one that took its port
             except httpx.TransportError:
                 pass
             await asyncio.sleep(0.2)
@@ -233,7 +236,7 @@ async def service(
             stderr=subprocess.STDOUT,
         )
     try:
-        await _wait_until_healthy(url, process, log)
+        await _wait_until_healthy(url, port, process, log)
         yield Service(url, log)
     finally:
         _stop(process)

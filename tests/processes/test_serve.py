@@ -17,11 +17,12 @@ import httpx
 import psutil
 import pytest
 
-from tests.helpers import free_port
+from tests.helpers import free_port, listens
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 60
 STOP_TIMEOUT_SECONDS = 30
+PORT_ATTEMPTS = 3
 
 
 def _postgres_running(pgdata: Path) -> bool:
@@ -35,10 +36,17 @@ class Service:
     """One `jobq serve` process on an embedded database in `data_dir`."""
 
     def __init__(self, data_dir: Path, *args: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if k != "JOBQ_DATABASE_URL"}
         env["JOBQ_DATA_DIR"] = str(data_dir)
+        for _ in range(PORT_ATTEMPTS):
+            if self._start(env, args):
+                return
+        raise AssertionError(f"jobq serve found no free port in {PORT_ATTEMPTS} attempts")
+
+    def _start(self, env: dict[str, str], args: tuple[str, ...]) -> bool:
+        """Start on a fresh port; False if another process took the port first."""
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve", "--port", str(self.port), *args],
             cwd=REPO,
@@ -50,12 +58,17 @@ class Service:
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AssertionError(f"jobq serve exited:\n{self.stop()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
+                log = self.stop()
+                if "address already in use" in log:
+                    return False
+                raise AssertionError(f"jobq serve exited:\n{log}")
+            try:  # answered by this process, not by one that took its port meanwhile
+                answer = httpx.get(f"{self.url}/healthz", timeout=1)
+                if answer.status_code == 200 and listens(self.process.pid, self.port):
+                    return True
             except httpx.TransportError:
-                time.sleep(0.2)
+                pass
+            time.sleep(0.2)
         raise AssertionError(f"jobq serve did not start:\n{self.stop()}")
 
     def stop(self, sig: int = signal.SIGTERM) -> str:
