@@ -13,6 +13,11 @@ FastAPI reads and parses a request's body before it runs the route's dependencie
 `KeyGate` checks the key of every request that carries a body first, and refuses one
 without a valid key before reading a byte of it (every route that takes a body needs a
 key). The route's dependency then reuses that verdict.
+
+The rules read the `Authorization` header themselves rather than through FastAPI's
+`HTTPBearer` dependency: one dependency level less costed ~5 % of a request's
+instructions on the single-job path. `document_keys` then puts the security scheme in
+the OpenAPI document from the routes' declarations, as the dependency did.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, cast
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.routing import APIRoute
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from starlette.routing import Mount
 
 from app.core.errors import Unauthorized
@@ -32,27 +39,33 @@ from app.keys.scopes import Scope
 Need = Literal["public", "probe", "enqueue", "work", "read", "admin"]
 VERDICT = "jobq.caller"  # the request scope's entry for KeyGate's verdict
 
+# The OpenAPI security scheme of every route that takes a key (see `document_keys`).
 bearer = HTTPBearer(
     auto_error=False,
     scheme_name="apiKey",
     bearerFormat="jobq_<lookup id>_<secret>",
     description="An API key (`jobq keys create`), sent as `Authorization: Bearer <key>`.",
 )
-BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The key an `Authorization: Bearer <key>` header sends; None for any other."""
+    scheme, token = get_authorization_scheme_param(authorization)
+    return token if token and scheme.lower() == "bearer" else None
 
 
 def authenticator(app: Any) -> Authenticator | None:
     return cast(Authenticator | None, getattr(app.state, "auth", None))
 
 
-async def _verdict(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Caller:
+async def _verdict(request: Request) -> Caller:
     """The caller, as KeyGate found it or from the key sent; `Unauthorized` if refused."""
     verdict = request.scope.get(VERDICT)
     if verdict is None:
         auth = authenticator(request.app)
         assert auth is not None, "the app's lifespan builds the authenticator"
         try:
-            verdict = await auth.authenticate(credentials.credentials if credentials else None)
+            verdict = await auth.authenticate(bearer_token(request.headers.get("authorization")))
         except Unauthorized as exc:
             verdict = exc
     if isinstance(verdict, Unauthorized):
@@ -84,9 +97,9 @@ class Probe(Access):
 
     need = "probe"
 
-    async def __call__(self, request: Request, credentials: BearerDep) -> None:
+    async def __call__(self, request: Request) -> None:
         if not is_loopback(request.client.host if request.client else None):
-            await _verdict(request, credentials)
+            await _verdict(request)
 
 
 class Requires(Access):
@@ -96,8 +109,8 @@ class Requires(Access):
         self.need = scope
         self.scope: Scope = scope
 
-    async def __call__(self, request: Request, credentials: BearerDep) -> Caller:
-        caller = await _verdict(request, credentials)
+    async def __call__(self, request: Request) -> Caller:
+        caller = await _verdict(request)
         caller.require(self.scope)
         return caller
 
@@ -172,6 +185,18 @@ def declared_access(app: FastAPI) -> dict[tuple[str, str], str | None]:
         for method in sorted(set(route.methods) - {"HEAD"}):
             table[(method, route.path)] = need
     return table
+
+
+def document_keys(app: FastAPI, schema: dict[str, Any]) -> None:
+    """Put the API key's security scheme in `app`'s OpenAPI `schema`, and require it on
+    every operation whose route takes a key (all but the public ones)."""
+    table = declared_access(app)
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            if table.get((method.upper(), path), "public") != "public":
+                operation["security"] = [{bearer.scheme_name: []}]
+    schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+    schemes[bearer.scheme_name] = jsonable_encoder(bearer.model, by_alias=True, exclude_none=True)
 
 
 _NEED_LABELS = {

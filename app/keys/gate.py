@@ -8,13 +8,12 @@ key). The route's access dependency then reuses that verdict.
 
 from __future__ import annotations
 
-from fastapi.security.utils import get_authorization_scheme_param
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.problems import from_error
 from app.core.errors import JobqError
-from app.keys.access import VERDICT, authenticator
+from app.keys.access import VERDICT, authenticator, bearer_token
 
 
 def _has_body(headers: Headers) -> bool:
@@ -34,11 +33,8 @@ class KeyGate:
         if auth is None or headers is None or not _has_body(headers):
             await self.app(scope, receive, send)
             return
-        scheme, token = get_authorization_scheme_param(headers.get("authorization"))
         try:
-            scope[VERDICT] = await auth.authenticate(
-                token if token and scheme.lower() == "bearer" else None
-            )
+            scope[VERDICT] = await auth.authenticate(bearer_token(headers.get("authorization")))
         except JobqError as exc:  # Unauthorized, or DatabaseUnavailable
             response = from_error(exc)
             response.headers["connection"] = "close"  # the body stays unread
