@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import APIRouter, Body, Request, Response
 
 from app.api.openapi import problems
 from app.api.params import JobIdPath
 from app.jobs import views
-from app.jobs.routes.deps import JobsDep
+from app.jobs.routes.deps import services
 from app.jobs.schemas import JobOut, RetryIn
 from app.keys import AdminCaller
 
@@ -22,8 +22,9 @@ router = APIRouter(prefix="/v1", tags=["admin"], responses=problems(401, 403))
     response_model=JobOut,
     responses=problems(404, 409, 422),
 )
-async def cancel_job(_caller: AdminCaller, job_id: JobIdPath, jobs: JobsDep) -> dict[str, Any]:
+async def cancel_job(_caller: AdminCaller, job_id: JobIdPath, http: Request) -> dict[str, Any]:
     """Cancel a job: a queued one at once, a running one when its worker stops."""
+    jobs = services(http)
     return views.job(await jobs.admin.cancel(job_id))
 
 
@@ -36,10 +37,11 @@ async def cancel_job(_caller: AdminCaller, job_id: JobIdPath, jobs: JobsDep) -> 
 async def retry_job(
     _caller: AdminCaller,
     job_id: JobIdPath,
-    jobs: JobsDep,
+    http: Request,
     request: Annotated[RetryIn | None, Body()] = None,
 ) -> dict[str, Any]:
     """Send a failed or cancelled job back to the queue."""
+    jobs = services(http)
     request = request or RetryIn()
     job = await jobs.admin.retry(
         job_id, reset_attempts=request.reset_attempts, run_at=request.run_at
@@ -54,7 +56,8 @@ async def retry_job(
     response_class=Response,
     responses=problems(404, 409, 422),
 )
-async def delete_job(_caller: AdminCaller, job_id: JobIdPath, jobs: JobsDep) -> Response:
+async def delete_job(_caller: AdminCaller, job_id: JobIdPath, http: Request) -> Response:
     """Delete a job that is not running."""
+    jobs = services(http)
     await jobs.admin.delete(job_id)
     return Response(status_code=204)

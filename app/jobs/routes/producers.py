@@ -11,7 +11,7 @@ from app.api.params import JobIdPath, QueuePath
 from app.api.types import Timestamp
 from app.core.names import MAX_BIGINT, MAX_NAME_LENGTH, NAME_PATTERN
 from app.jobs import views
-from app.jobs.routes.deps import JobsDep
+from app.jobs.routes.deps import services
 from app.jobs.schemas import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
@@ -53,10 +53,11 @@ async def enqueue_job(
     caller: EnqueueCaller,
     queue: QueuePath,
     job: JobIn,
-    jobs: JobsDep,
+    http: Request,
     idempotency_key: Annotated[IdempotencyKey | None, Header()] = None,
 ) -> Response:
     """Enqueue a job."""
+    jobs = services(http)
     caller.require_queues([queue])
     found = await jobs.enqueue.one(queue, job, idempotency_key)
     if found.deduplicated and not caller.can("read"):
@@ -73,9 +74,10 @@ async def enqueue_job(
     responses=problems(400, 401, 403, 413, 422, 429),
 )
 async def enqueue_jobs(
-    caller: EnqueueCaller, queue: QueuePath, batch: BatchIn, jobs: JobsDep
+    caller: EnqueueCaller, queue: QueuePath, batch: BatchIn, http: Request
 ) -> dict[str, Any]:
     """Enqueue up to 1000 jobs in one call; answers in request order."""
+    jobs = services(http)
     caller.require_queues([queue])
     return views.batch(await jobs.enqueue.batch(queue, batch.jobs))
 
@@ -89,7 +91,6 @@ async def enqueue_jobs(
 async def get_job(
     caller: ReadCaller,
     job_id: JobIdPath,
-    jobs: JobsDep,
     http: Request,
     wait_seconds: Annotated[
         float,
@@ -103,6 +104,7 @@ async def get_job(
 ) -> dict[str, Any]:
     """Get a job with its progress, result, errors and attempts, waiting for it to finish
     if asked (`wait_seconds`)."""
+    jobs = services(http)
     job = await jobs.reads.get(job_id)
     caller.require_queues([job.queue])
     if wait_seconds > 0:
@@ -117,9 +119,10 @@ async def get_job(
     responses=problems(401, 403, 404, 422),
 )
 async def get_job_dependencies(
-    caller: ReadCaller, job_id: JobIdPath, jobs: JobsDep
+    caller: ReadCaller, job_id: JobIdPath, http: Request
 ) -> dict[str, Any]:
     """The jobs a job waits for (its parents) and the jobs that wait for it (its children)."""
+    jobs = services(http)
     job = await jobs.reads.get(job_id)
     caller.require_queues([job.queue])
     return views.dependencies(await jobs.reads.dependencies(job_id))
@@ -130,7 +133,7 @@ async def get_job_dependencies(
 )
 async def list_jobs(
     caller: ReadCaller,
-    jobs: JobsDep,
+    http: Request,
     queue: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)] = None,
     state: JobState | None = None,
     type: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)] = None,
@@ -154,6 +157,7 @@ async def list_jobs(
 
     A key limited to some queues sees only their jobs; naming another queue is 403.
     """
+    jobs = services(http)
     if queue is not None:
         caller.require_queues([queue])
     allowed = caller.queues.sql() if caller.queues is not None else None
@@ -178,9 +182,10 @@ async def list_jobs(
     response_model=WorkersOut,
     responses=problems(401, 403, 422),
 )
-async def list_workers(caller: ReadCaller, jobs: JobsDep) -> dict[str, Any]:
+async def list_workers(caller: ReadCaller, http: Request) -> dict[str, Any]:
     """Who is leasing now: each worker holding running jobs, with their queues and its
     last sign of life (a key limited to some queues sees only their jobs)."""
+    jobs = services(http)
     allowed = caller.queues.sql() if caller.queues is not None else None
     rows = await jobs.reads.workers(allowed, MAX_WORKERS_SHOWN)
     return {"workers": [row._asdict() for row in rows]}

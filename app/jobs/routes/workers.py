@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Path, Request, Response
 
 from app.api.openapi import problems
 from app.jobs import views
-from app.jobs.routes.deps import JobsDep
+from app.jobs.routes.deps import services
 from app.jobs.schemas import (
     AcksIn,
     AcksOut,
@@ -45,9 +45,7 @@ LeasePath = Annotated[str, Path(max_length=100, description="The lease's token."
         **problems(400, 401, 403, 413, 422),
     },
 )
-async def lease_jobs(
-    caller: WorkCaller, request: LeaseIn, jobs: JobsDep, http: Request
-) -> Response:
+async def lease_jobs(caller: WorkCaller, request: LeaseIn, http: Request) -> Response:
     """Lease up to `max_jobs` due jobs, highest priority first; `[]` when none is due.
 
     With `wait_seconds`, waits for a job to arrive when none is due (long poll). The
@@ -55,6 +53,7 @@ async def lease_jobs(
     When a queue's limits held the lease back, the `Jobq-Throttled` header names them
     (`max_running`, `max_running_per_key`, `rate_limit`).
     """
+    jobs = services(http)
     caller.require_queues(request.queues)
     leased = await jobs.leases.lease(request, abandoned=http.is_disconnected, key_id=caller.key_id)
     response = views.leases(leased.leases)
@@ -72,10 +71,11 @@ async def lease_jobs(
 async def heartbeat_lease(
     caller: WorkCaller,
     lease_id: LeasePath,
-    jobs: JobsDep,
+    http: Request,
     request: Annotated[HeartbeatIn | None, Body()] = None,
 ) -> dict[str, Any]:
     """Extend a lease from now and report progress; says whether cancellation was requested."""
+    jobs = services(http)
     beat = await jobs.leases.heartbeat(lease_id, request or HeartbeatIn(), caller.key_id)
     return views.heartbeat(beat)
 
@@ -89,10 +89,11 @@ async def heartbeat_lease(
 async def complete_lease(
     caller: WorkCaller,
     lease_id: LeasePath,
-    jobs: JobsDep,
+    http: Request,
     request: Annotated[CompleteIn | None, Body()] = None,
 ) -> Response:
     """Mark the leased job succeeded, with its result."""
+    jobs = services(http)
     job = await jobs.acks.complete(lease_id, request or CompleteIn(), caller.key_id)
     return views.job_answer(job)
 
@@ -104,9 +105,10 @@ async def complete_lease(
     responses=problems(400, 401, 403, 404, 409, 413, 422),
 )
 async def fail_lease(
-    caller: WorkCaller, lease_id: LeasePath, request: FailIn, jobs: JobsDep
+    caller: WorkCaller, lease_id: LeasePath, request: FailIn, http: Request
 ) -> Response:
     """Record a failed attempt: retried after a backoff, or `failed` when no try is left."""
+    jobs = services(http)
     return views.job_answer(await jobs.acks.fail(lease_id, request, caller.key_id))
 
 
@@ -116,6 +118,7 @@ async def fail_lease(
     response_model=AcksOut,
     responses=problems(400, 401, 403, 413, 422),
 )
-async def ack_leases(caller: WorkCaller, request: AcksIn, jobs: JobsDep) -> Response:
+async def ack_leases(caller: WorkCaller, request: AcksIn, http: Request) -> Response:
     """Complete or fail up to 1000 leases in one call; one result per ack, in order."""
+    jobs = services(http)
     return views.acks(await jobs.acks.finish(request.acks, caller.key_id))
