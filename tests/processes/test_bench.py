@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,24 +37,29 @@ def _cpu_reported(cpu: dict[str, Any]) -> None:
 BENCH_DATABASE = f"jobq_bench_test_{os.getpid()}"
 
 
-def _bench(database_url: str, output: Path, *args: str) -> str:
-    """Run `python -m bench ARGS` on a database of its own; its printed report."""
-    name = BENCH_DATABASE
+def _run(database_url: str, name: str, module: str, timeout: float, *args: str) -> str:
+    """Run `python -m MODULE ARGS` on a database of its own, `name`; what it printed."""
     env = {**os.environ, "JOBQ_DATABASE_URL": database_url}
-    command = [sys.executable, "-m", "bench", *args, "--json", str(output)]
     try:
         run = subprocess.run(
-            [*command, "--database-name", name],
+            [sys.executable, "-m", module, *args, "--database-name", name],
             cwd=REPO,
             env=env,
             capture_output=True,
             text=True,
-            timeout=BENCH_TIMEOUT_SECONDS,
+            timeout=timeout,
         )
     finally:
         asyncio.run(_drop(database_url, name))
     assert run.returncode == 0, run.stdout + run.stderr
     return run.stdout
+
+
+def _bench(database_url: str, output: Path, *args: str) -> str:
+    """Run `python -m bench ARGS` on a database of its own; its printed report."""
+    return _run(
+        database_url, BENCH_DATABASE, "bench", BENCH_TIMEOUT_SECONDS, *args, "--json", str(output)
+    )
 
 
 def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path) -> None:
@@ -210,3 +216,17 @@ def test_the_soak_samples_sizes_latency_and_memory(database_url: str, tmp_path: 
     soak_targets = [t for t in report["targets"] if t["key"].startswith("soak_")]
     assert len(soak_targets) == len(BOUNDS)
     assert all(isinstance(t["pass"], bool) for t in soak_targets)
+
+
+CALLS_TIMEOUT_SECONDS = 300
+
+
+def test_calls_counts_the_instructions_of_a_call(database_url: str) -> None:
+    name = f"jobq_bench_calls_test_{os.getpid()}"
+    printed = _run(
+        database_url, name, "bench.calls", CALLS_TIMEOUT_SECONDS, "--app", "jobq", "--loops", "8"
+    )
+    counted = re.fullmatch(r"jobq +([\d,]+) instructions per call\n", printed)
+    assert counted, printed
+    # enqueue, lease and complete through FastAPI, jobq and asyncpg: far from nothing
+    assert int(counted.group(1).replace(",", "")) > 100_000

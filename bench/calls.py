@@ -1,0 +1,192 @@
+"""Instructions per call: the single-job loop in-process, under Valgrind's cachegrind.
+
+The benchmark's timings move by 10-50 % from run to run on a shared machine, and a
+change of 5 % to the service's per-request work hides in that noise. Instructions do
+not move: this drives an app in-process (ASGI messages built by hand: no socket, no
+uvicorn, no other process) through loops of the single-job path (enqueue one job, lease
+it, complete it) under `valgrind --tool=cachegrind`, once with `--loops` loops and once
+with a quarter as many, and reports the instructions of one call from the difference,
+so that start-up and imports cancel out. Repeatable to about 0.5 %.
+
+    python -m bench.calls                      jobq, and the floor answering whole jobs
+    python -m bench.calls --app jobq --app floor
+
+PostgreSQL's own work is not counted (it is another process). Needs Valgrind (Debian's
+`valgrind`); the database is the benchmark's (`--database-url` or `JOBQ_DATABASE_URL`,
+else the embedded server), in a database of its own, recreated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any, Literal
+
+from bench import database
+from bench.floor import ANSWER_VARIABLE, DSN_VARIABLE
+
+App = Literal["jobq", "floor", "whole"]
+APPS: tuple[App, ...] = ("jobq", "floor", "whole")
+QUEUE = "calls"
+WARMUP_LOOPS = 20
+CALLS_PER_LOOP = 3
+INSTRUCTIONS = re.compile(r"I\s+refs:\s+([\d,]+)")
+TOKEN = re.compile(rb'"(?:token|lease_id)":\s*"([^"]+)"')
+Asgi = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
+
+
+def _scope(path: str, body: bytes) -> dict[str, Any]:
+    headers = [
+        (b"host", b"127.0.0.1"),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+
+
+async def _post(app: Asgi, path: str, body: bytes, status: int) -> bytes:
+    """One POST through the app; its body, if it answered `status`."""
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    answer: dict[str, Any] = {"status": None, "body": b""}
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await asyncio.Event().wait()  # the client never disconnects
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            answer["status"] = message["status"]
+        elif message["type"] == "http.response.body":
+            answer["body"] += message.get("body", b"")
+
+    await app(_scope(path, body), receive, send)
+    if answer["status"] != status:
+        raise SystemExit(f"POST {path}: {answer['status']} {answer['body'][:300]!r}")
+    return bytes(answer["body"])
+
+
+def _build(name: App, url: str) -> Asgi:
+    """The app, configured from the environment as its service would be."""
+    if name == "jobq":
+        os.environ["JOBQ_DATABASE_URL"] = url
+        os.environ["JOBQ_MIGRATE_ON_START"] = "false"
+        # as under `jobq serve --workers N`: the metrics live in files
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="jobq-calls-")
+        from app.main import create_app
+
+        return create_app(run_maintenance=False)
+    os.environ[DSN_VARIABLE] = database.dsn(url)
+    if name == "whole":
+        os.environ[ANSWER_VARIABLE] = "whole"
+    from bench.floor import create_app as create_floor
+
+    return create_floor()
+
+
+async def drive(name: App, url: str, loops: int) -> None:
+    """Start the app (its lifespan), run the warm-up and `loops` loops, stop it."""
+    app = _build(name, url)
+    job = json.dumps({"type": "t", "payload": {"i": 0}}).encode()
+    lease = json.dumps({"queues": [QUEUE], "max_jobs": 1, "worker_id": "calls"}).encode()
+
+    async def loop(times: int) -> None:
+        for _ in range(times):
+            await _post(app, f"/v1/queues/{QUEUE}/jobs", job, 201)
+            found = TOKEN.search(await _post(app, "/v1/leases", lease, 200))
+            if found is None:
+                raise SystemExit("a lease found no job")
+            await _post(app, f"/v1/leases/{found.group(1).decode()}/complete", b"{}", 200)
+
+    async with app.router.lifespan_context(app):  # type: ignore[attr-defined]
+        await loop(WARMUP_LOOPS + loops)
+
+
+def instructions(name: App, url: str, loops: int) -> int:
+    """Instructions of a whole process that drives `loops` loops of `name`."""
+    command = [
+        *("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"),
+        *(sys.executable, "-m", "bench.calls", "--drive", name, "--loops", str(loops)),
+        *("--database-url", url),
+    ]
+    done = subprocess.run(  # noqa: S603 - our own interpreter and module
+        command, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True
+    )
+    found = INSTRUCTIONS.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"{name} under valgrind failed:\n{done.stdout}\n{done.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def per_call(name: App, url: str, loops: int) -> int:
+    """Instructions per call: two runs, `loops` and a quarter as many, differenced."""
+    few = max(loops // 4, 1)
+    extra = instructions(name, url, loops) - instructions(name, url, few)
+    return round(extra / ((loops - few) * CALLS_PER_LOOP))
+
+
+async def _prepare(server_url: str, name: str) -> str:
+    url = await database.recreate(server_url, name)
+    await database.prepare_wide(url)
+    return url
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.calls",
+        description="Instructions per call of the single-job loop (enqueue, lease, "
+        "complete), the app driven in-process under Valgrind's cachegrind.",
+    )
+    parser.add_argument(
+        "--app",
+        action="append",
+        choices=APPS,
+        help="jobq; floor (the framework floor); whole (the floor answering whole jobs) "
+        "[default: jobq and whole]",
+    )
+    parser.add_argument("--loops", type=int, default=400, help="loops [default: 400]")
+    parser.add_argument("--database-url", help="PostgreSQL server [default: as the benchmark]")
+    parser.add_argument(
+        "--database-name",
+        default="jobq_bench_calls",
+        help="its database, DROPPED and recreated [default: jobq_bench_calls]",
+    )
+    parser.add_argument("--drive", choices=APPS, help=argparse.SUPPRESS)  # the measured process
+    args = parser.parse_args(argv)
+    if args.drive:
+        asyncio.run(drive(args.drive, args.database_url, args.loops))
+        return 0
+    if shutil.which("valgrind") is None:
+        parser.error("needs Valgrind: apt-get install valgrind")
+    server = database.resolve_server(args.database_url)
+    url = asyncio.run(_prepare(server.url, args.database_name))
+    for name in args.app or ["jobq", "whole"]:
+        print(f"{name:6s} {per_call(name, url, args.loops):>10,} instructions per call", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
