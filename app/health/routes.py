@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, cast
+from typing import cast
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 
 from app.api.openapi import problems
 from app.api.schemas import Health
@@ -19,16 +19,18 @@ router = APIRouter(tags=["health"])
 metrics_router = APIRouter(tags=["health"])  # listed last in the OpenAPI document
 
 
-async def _database(request: Request) -> Database:
+# What the app's lifespan built, reached through the request (not FastAPI dependencies:
+# see `app.jobs.routes.deps`).
+def _database(request: Request) -> Database:
     return cast(Database, request.app.state.db)
 
 
-async def _reaper(request: Request) -> Reaper | None:
+def _reaper(request: Request) -> Reaper | None:
     """The reaper, when this process runs one in the background."""
     return cast(Reaper | None, request.app.state.background_reaper)
 
 
-async def _queues(request: Request) -> QueueServices:
+def _queues(request: Request) -> QueueServices:
     return cast(QueueServices, request.app.state.queues)
 
 
@@ -44,16 +46,13 @@ async def healthz(_access: Anyone) -> dict[str, str]:
     response_model=Health,
     responses=problems(401, 503),
 )
-async def readyz(
-    _access: LocalOrAnyKey,
-    db: Annotated[Database, Depends(_database)],
-    reaper: Annotated[Reaper | None, Depends(_reaper)],
-) -> dict[str, str]:
+async def readyz(_access: LocalOrAnyKey, http: Request) -> dict[str, str]:
     """The database answers and the reaper is keeping up: send traffic here.
 
     Open to peers on loopback; others need an API key (any scope).
     """
-    await db.ping()
+    await _database(http).ping()
+    reaper = _reaper(http)
     if reaper is not None and not reaper.on_time:
         raise ReaperStalled("no reaper pass finished in the last 3 intervals")
     return {"status": "ok"}
@@ -65,12 +64,10 @@ async def readyz(
     response_class=Response,
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **problems(401)},
 )
-async def get_metrics(
-    _access: LocalOrAnyKey, queues: Annotated[QueueServices, Depends(_queues)]
-) -> Response:
+async def get_metrics(_access: LocalOrAnyKey, http: Request) -> Response:
     """Prometheus metrics (text exposition format); SQL gauges refresh every few seconds.
 
     Open to peers on loopback; others need an API key (any scope).
     """
-    snapshot = await queues.stats.snapshot()
+    snapshot = await _queues(http).stats.snapshot()
     return Response(metrics.render(metric_families(snapshot)), media_type=metrics.CONTENT_TYPE)

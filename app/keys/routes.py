@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, cast
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Path, Request
 
 from app.api.openapi import problems
 from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN
@@ -20,11 +20,9 @@ KeyNamePath = Annotated[
 ]
 
 
-async def _authenticator(request: Request) -> Authenticator:
+def _authenticator(request: Request) -> Authenticator:
+    """The app's authenticator (not a FastAPI dependency: see `app.jobs.routes.deps`)."""
     return cast(Authenticator, request.app.state.auth)
-
-
-AuthDep = Annotated[Authenticator, Depends(_authenticator)]
 
 
 @router.post(
@@ -34,8 +32,9 @@ AuthDep = Annotated[Authenticator, Depends(_authenticator)]
     response_model=KeyCreated,
     responses=problems(400, 401, 403, 409, 413, 422),
 )
-async def create_key(_caller: AdminCaller, request: KeyIn, auth: AuthDep) -> dict[str, Any]:
+async def create_key(_caller: AdminCaller, request: KeyIn, http: Request) -> dict[str, Any]:
     """Create an API key; the answer holds the key, shown this once."""
+    auth = _authenticator(http)
     secret, row = await auth.create(request.name, request.scopes, request.queues)
     return {**key(row), "key": secret}
 
@@ -46,8 +45,9 @@ async def create_key(_caller: AdminCaller, request: KeyIn, auth: AuthDep) -> dic
     response_model=KeysOut,
     responses=problems(401, 403),
 )
-async def list_keys(_caller: AdminCaller, auth: AuthDep) -> dict[str, Any]:
+async def list_keys(_caller: AdminCaller, http: Request) -> dict[str, Any]:
     """List API keys, revoked ones too (never the keys themselves)."""
+    auth = _authenticator(http)
     return {"keys": [key(row) for row in await auth.keys.list()]}
 
 
@@ -57,6 +57,7 @@ async def list_keys(_caller: AdminCaller, auth: AuthDep) -> dict[str, Any]:
     response_model=KeyOut,
     responses=problems(401, 403, 404, 422),
 )
-async def revoke_key(_caller: AdminCaller, name: KeyNamePath, auth: AuthDep) -> dict[str, Any]:
+async def revoke_key(_caller: AdminCaller, name: KeyNamePath, http: Request) -> dict[str, Any]:
     """Revoke an API key: it stops working at once, on every replica."""
+    auth = _authenticator(http)
     return key(await auth.revoke(name))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, cast
 
-from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 
 from app.api.openapi import problems
 from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN
@@ -21,11 +21,10 @@ ScheduleName = Annotated[
 ]
 
 
-async def _schedules(request: Request) -> Schedules:
+def _schedules(request: Request) -> Schedules:
+    """The schedules' service, built by the app's lifespan (not a FastAPI dependency:
+    see `app.jobs.routes.deps`)."""
     return cast(Schedules, request.app.state.schedules)
-
-
-SchedulesDep = Annotated[Schedules, Depends(_schedules)]
 
 
 @router.put(
@@ -42,10 +41,11 @@ async def set_schedule(
     caller: AdminCaller,
     name: ScheduleName,
     request: ScheduleIn,
-    schedules: SchedulesDep,
+    http: Request,
     response: Response,
 ) -> dict[str, Any]:
     """Create or replace a schedule: its next tick is the first after now."""
+    schedules = _schedules(http)
     del caller
     found, created = await schedules.put(name, request)
     response.status_code = 201 if created else 200
@@ -58,9 +58,10 @@ async def set_schedule(
     response_model=SchedulesOut,
     responses=problems(401, 403),
 )
-async def list_schedules(caller: ReadCaller, schedules: SchedulesDep) -> dict[str, Any]:
+async def list_schedules(caller: ReadCaller, http: Request) -> dict[str, Any]:
     """Every schedule with its next ticks and last runs (a key limited to queues sees
     theirs)."""
+    schedules = _schedules(http)
     found = [s for s in await schedules.all() if caller.may_use(s.row.queue)]
     return {"schedules": [views.schedule(s) for s in found]}
 
@@ -71,10 +72,9 @@ async def list_schedules(caller: ReadCaller, schedules: SchedulesDep) -> dict[st
     response_model=ScheduleOut,
     responses=problems(401, 403, 404, 422),
 )
-async def get_schedule(
-    caller: ReadCaller, name: ScheduleName, schedules: SchedulesDep
-) -> dict[str, Any]:
+async def get_schedule(caller: ReadCaller, name: ScheduleName, http: Request) -> dict[str, Any]:
     """One schedule: its next ticks, and the last jobs it made."""
+    schedules = _schedules(http)
     found = await schedules.get(name)
     caller.require_queues([found.row.queue])
     return views.schedule(found)
@@ -87,10 +87,9 @@ async def get_schedule(
     response_class=Response,
     responses=problems(401, 403, 404, 422),
 )
-async def delete_schedule(
-    _caller: AdminCaller, name: ScheduleName, schedules: SchedulesDep
-) -> Response:
+async def delete_schedule(_caller: AdminCaller, name: ScheduleName, http: Request) -> Response:
     """Delete a schedule (the jobs it made stay)."""
+    schedules = _schedules(http)
     await schedules.delete(name)
     return Response(status_code=204)
 
@@ -101,10 +100,9 @@ async def delete_schedule(
     response_model=ScheduleOut,
     responses=problems(401, 403, 404, 422),
 )
-async def pause_schedule(
-    _caller: AdminCaller, name: ScheduleName, schedules: SchedulesDep
-) -> dict[str, Any]:
+async def pause_schedule(_caller: AdminCaller, name: ScheduleName, http: Request) -> dict[str, Any]:
     """Stop making jobs from a schedule."""
+    schedules = _schedules(http)
     return views.schedule(await schedules.pause(name, True))
 
 
@@ -115,7 +113,8 @@ async def pause_schedule(
     responses=problems(401, 403, 404, 422),
 )
 async def resume_schedule(
-    _caller: AdminCaller, name: ScheduleName, schedules: SchedulesDep
+    _caller: AdminCaller, name: ScheduleName, http: Request
 ) -> dict[str, Any]:
     """Make jobs from a schedule again, from its next tick after now."""
+    schedules = _schedules(http)
     return views.schedule(await schedules.pause(name, False))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request
 
 from app.api.openapi import problems
 from app.api.params import QueuePath
 from app.keys import AdminCaller
 from app.queues import views
-from app.queues.routes.deps import QueuesDep
+from app.queues.routes.deps import services
 from app.queues.schemas import PurgeIn, PurgeOut, QueueStateOut, RedriveIn, RedriveOut
 
 router = APIRouter(prefix="/v1", tags=["admin"], responses=problems(401, 403))
@@ -25,10 +25,11 @@ router = APIRouter(prefix="/v1", tags=["admin"], responses=problems(401, 403))
 async def redrive_failed_jobs(
     _caller: AdminCaller,
     queue: QueuePath,
-    queues: QueuesDep,
+    http: Request,
     request: Annotated[RedriveIn | None, Body()] = None,
 ) -> dict[str, Any]:
     """Send the queue's failed jobs (filtered, up to `limit`) back to it."""
+    queues = services(http)
     request = request or RedriveIn()
     retried = await queues.admin.redrive(
         queue,
@@ -47,8 +48,9 @@ async def redrive_failed_jobs(
     response_model=QueueStateOut,
     responses=problems(422),
 )
-async def pause_queue(_caller: AdminCaller, queue: QueuePath, queues: QueuesDep) -> dict[str, Any]:
+async def pause_queue(_caller: AdminCaller, queue: QueuePath, http: Request) -> dict[str, Any]:
     """Stop leasing from the queue; enqueueing still works."""
+    queues = services(http)
     return views.state(await queues.admin.pause(queue))
 
 
@@ -58,8 +60,9 @@ async def pause_queue(_caller: AdminCaller, queue: QueuePath, queues: QueuesDep)
     response_model=QueueStateOut,
     responses=problems(422),
 )
-async def resume_queue(_caller: AdminCaller, queue: QueuePath, queues: QueuesDep) -> dict[str, Any]:
+async def resume_queue(_caller: AdminCaller, queue: QueuePath, http: Request) -> dict[str, Any]:
     """Lease from the queue again."""
+    queues = services(http)
     return views.state(await queues.admin.resume(queue))
 
 
@@ -70,7 +73,8 @@ async def resume_queue(_caller: AdminCaller, queue: QueuePath, queues: QueuesDep
     responses=problems(400, 413, 422),
 )
 async def purge_queue(
-    _caller: AdminCaller, queue: QueuePath, request: PurgeIn, queues: QueuesDep
+    _caller: AdminCaller, queue: QueuePath, request: PurgeIn, http: Request
 ) -> dict[str, Any]:
     """Delete the queue's queued jobs; `confirm` must repeat the queue's name."""
+    queues = services(http)
     return {"deleted": await queues.admin.purge(queue, request.confirm)}

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from app.api.openapi import problems
 from app.api.params import QueuePath
 from app.keys import AdminCaller, ReadCaller
 from app.queues import views
-from app.queues.routes.deps import QueuesDep
+from app.queues.routes.deps import services
 from app.queues.schemas import QueueSettingsIn, QueueSettingsOut
 
 router = APIRouter(prefix="/v1", tags=["queues"])
@@ -22,10 +22,9 @@ router = APIRouter(prefix="/v1", tags=["queues"])
     response_model=QueueSettingsOut,
     responses=problems(401, 403, 422),
 )
-async def get_queue_settings(
-    caller: ReadCaller, queue: QueuePath, queues: QueuesDep
-) -> dict[str, Any]:
+async def get_queue_settings(caller: ReadCaller, queue: QueuePath, http: Request) -> dict[str, Any]:
     """Get a queue's settings; a queue nobody configured has the defaults."""
+    queues = services(http)
     caller.require_queues([queue])
     return views.settings(await queues.settings.get(queue))
 
@@ -37,8 +36,9 @@ async def get_queue_settings(
     responses=problems(400, 401, 403, 413, 422),
 )
 async def set_queue_settings(
-    _caller: AdminCaller, queue: QueuePath, request: QueueSettingsIn, queues: QueuesDep
+    _caller: AdminCaller, queue: QueuePath, request: QueueSettingsIn, http: Request
 ) -> dict[str, Any]:
     """Change the settings sent (`null` clears one); the others stay. Limits apply to the
     next lease, defaults to the next enqueue or retry, on every replica."""
+    queues = services(http)
     return views.settings(await queues.settings.change(queue, request))

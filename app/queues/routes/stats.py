@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from app.api.openapi import problems
 from app.api.params import QueuePath
 from app.keys import ReadCaller
 from app.queues import views
-from app.queues.routes.deps import QueuesDep
+from app.queues.routes.deps import services
 from app.queues.schemas import FailedGroupsOut, QueueSeriesOut, QueuesStats, QueueStats
 
 MAX_SERIES_MINUTES = 1440
@@ -24,12 +24,13 @@ router = APIRouter(prefix="/v1", tags=["queues"])
     response_model=QueuesStats,
     responses=problems(401, 403, 503),
 )
-async def list_queues(caller: ReadCaller, queues: QueuesDep) -> dict[str, Any]:
+async def list_queues(caller: ReadCaller, http: Request) -> dict[str, Any]:
     """Every queue's figures: jobs by state, the oldest due job's age, the last minute and
     hour's throughput, wait and run times, running jobs; and the database's health.
 
     A key limited to some queues sees only theirs.
     """
+    queues = services(http)
     return views.queues(await queues.stats.queues(), visible=caller.may_use)
 
 
@@ -39,8 +40,9 @@ async def list_queues(caller: ReadCaller, queues: QueuesDep) -> dict[str, Any]:
     response_model=QueueStats,
     responses=problems(401, 403, 422, 503),
 )
-async def get_queue(caller: ReadCaller, queue: QueuePath, queues: QueuesDep) -> dict[str, Any]:
+async def get_queue(caller: ReadCaller, queue: QueuePath, http: Request) -> dict[str, Any]:
     """One queue's figures (all zero for a queue no job names)."""
+    queues = services(http)
     caller.require_queues([queue])
     return views.queue(await queues.stats.queue(queue))
 
@@ -51,9 +53,10 @@ async def get_queue(caller: ReadCaller, queue: QueuePath, queues: QueuesDep) -> 
     response_model=FailedGroupsOut,
     responses=problems(401, 403, 422, 503),
 )
-async def failed_groups(caller: ReadCaller, queue: QueuePath, queues: QueuesDep) -> dict[str, Any]:
+async def failed_groups(caller: ReadCaller, queue: QueuePath, http: Request) -> dict[str, Any]:
     """The queue's failed jobs grouped by type and error type, biggest first (at most 50),
     with the latest failure's message: what to redrive (`POST .../failed/retry`)."""
+    queues = services(http)
     caller.require_queues([queue])
     rows = await queues.stats.failed_groups(queue)
     return {"queue": queue, "groups": [row._asdict() for row in rows]}
@@ -68,11 +71,12 @@ async def failed_groups(caller: ReadCaller, queue: QueuePath, queues: QueuesDep)
 async def queue_series(
     caller: ReadCaller,
     queue: QueuePath,
-    queues: QueuesDep,
+    http: Request,
     minutes: Annotated[int, Query(ge=1, le=MAX_SERIES_MINUTES)] = 60,
 ) -> dict[str, Any]:
     """The queue's last `minutes` minutes, minute by minute: jobs enqueued, succeeded and
     failed (counted from the jobs still stored)."""
+    queues = services(http)
     caller.require_queues([queue])
     rows = await queues.stats.series(queue, minutes)
     return {"queue": queue, "minutes": [row._asdict() for row in rows]}
