@@ -219,6 +219,8 @@ def test_an_admin_acts_with_confirmations_and_sees_answers(
     # cancel, confirmed, on a queued job
     other = admin.post("/v1/queues/late/jobs", json={"type": "t"}).json()
     page.goto(f"{service.url}/ui/#/job/{other['id']}")
+    # its own page first: the last job's page (running, with a Cancel button) may linger
+    expect(page.locator("h1")).to_contain_text(f"Job {other['id']} queued")
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator("h1")).to_contain_text("cancelled")
     assert admin.get(f"/v1/jobs/{other['id']}").json()["state"] == "cancelled"
