@@ -88,6 +88,8 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     for key in ("batch_enqueue", "drain", "single"):
         _positive(scenarios[key], "jobs", "seconds", "jobs_per_s")
         _cpu_reported(scenarios[key]["cpu"])
+    single = scenarios["single"]  # enqueue, lease (again when it came back empty), complete
+    assert single["calls"] == 3 * single["jobs"] + single["empty_leases"]
     for key in (
         "batch",
         "batch_with_finish",
