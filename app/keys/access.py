@@ -6,8 +6,9 @@
 
 (`EnqueueCaller`, `WorkCaller`, `ReadCaller`, `AdminCaller` are the `Annotated` aliases
 below.) `access_of(route)` reads the declaration back: the route-table test
-fails for any route that declares none. The bearer dependency also puts the security
-scheme in the OpenAPI document, so generated clients send the header.
+fails for any route that declares none, and `document_keys` puts the security scheme in
+the OpenAPI document for every route that takes a key, so generated clients send the
+header.
 
 FastAPI reads and parses a request's body before it runs the route's dependencies, so
 `KeyGate` checks the key of every request that carries a body first, and refuses one
@@ -15,9 +16,8 @@ without a valid key before reading a byte of it (every route that takes a body n
 key). The route's dependency then reuses that verdict.
 
 The rules read the `Authorization` header themselves rather than through FastAPI's
-`HTTPBearer` dependency: one dependency level less costed ~5 % of a request's
-instructions on the single-job path. `document_keys` then puts the security scheme in
-the OpenAPI document from the routes' declarations, as the dependency did.
+`HTTPBearer` dependency, which cost a request a dependency level: 5 % of its
+instructions on the single-job path.
 """
 
 from __future__ import annotations
