@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from bench import database
 from bench.floor import ANSWER_VARIABLE, DSN_VARIABLE
+from bench.generators import LEASE_TOKEN, job_body, lease_body
 
 App = Literal["jobq", "floor", "whole"]
 APPS: tuple[App, ...] = ("jobq", "floor", "whole")
@@ -40,7 +41,6 @@ QUEUE = "calls"
 WARMUP_LOOPS = 20
 CALLS_PER_LOOP = 3
 INSTRUCTIONS = re.compile(r"I\s+refs:\s+([\d,]+)")
-TOKEN = re.compile(rb'"(?:token|lease_id)":\s*"([^"]+)"')
 Asgi = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
 
 
@@ -110,13 +110,13 @@ def _build(name: App, url: str) -> Asgi:
 async def drive(name: App, url: str, loops: int) -> None:
     """Start the app (its lifespan), run the warm-up and `loops` loops, stop it."""
     app = _build(name, url)
-    job = json.dumps({"type": "t", "payload": {"i": 0}}).encode()
-    lease = json.dumps({"queues": [QUEUE], "max_jobs": 1, "worker_id": "calls"}).encode()
+    job = json.dumps(job_body({"i": 0})).encode()  # the benchmark's single-job bodies
+    lease = lease_body(QUEUE, "calls", 1)
 
     async def loop(times: int) -> None:
         for _ in range(times):
             await _post(app, f"/v1/queues/{QUEUE}/jobs", job, 201)
-            found = TOKEN.search(await _post(app, "/v1/leases", lease, 200))
+            found = LEASE_TOKEN.search(await _post(app, "/v1/leases", lease, 200))
             if found is None:
                 raise SystemExit("a lease found no job")
             await _post(app, f"/v1/leases/{found.group(1).decode()}/complete", b"{}", 200)
