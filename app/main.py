@@ -53,7 +53,6 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = database_url or await resolve_database_url(settings)
         engine = create_engine(url, settings.db_pool_size, pooler=behind_pooler(settings))
-        metrics.watch_pool(engine)
         db = Database(engine)
         app.state.db = db
         auth = keys.Authenticator(
@@ -98,7 +97,10 @@ def create_app(
             on_finished=finishes.announce,
             on_settings=lambda _queue: limited.forget(),
         )
-        tasks = [asyncio.create_task(listener.run(), name="listener")]
+        tasks = [
+            asyncio.create_task(listener.run(), name="listener"),
+            asyncio.create_task(metrics.sample_pool_every(engine), name="pool gauge"),
+        ]
         app.state.jobs = jobs.JobServices.build(jobs_repo, settings, wakeups, finishes, limited)
         with contextlib.suppress(DatabaseUnavailable):  # the SQL functions use what it can
             await jobs_repo.record_limits(jobs.enqueue_limits(settings))

@@ -55,6 +55,10 @@ def create_engine(url: str, pool_size: int, *, pooler: bool = False) -> AsyncEng
         max_overflow=POOL_OVERFLOW,
         pool_timeout=POOL_TIMEOUT_SECONDS,
         isolation_level="AUTOCOMMIT",
+        # No rollback when a connection goes back: statements go to the driver, and
+        # transactions are asyncpg's own (`Database.transaction`), ended by their block;
+        # the adapter's rollback had nothing to roll back (1.5 % of a call's instructions).
+        pool_reset_on_return=None,
         # jsonb columns (payloads, results, histories) are decoded on every row a lease
         # or a read returns: pydantic's Rust parser does it 5-10x faster than `json`.
         json_deserializer=pydantic_core.from_json,

@@ -70,4 +70,5 @@ async def get_metrics(_access: LocalOrAnyKey, http: Request) -> Response:
     Open to peers on loopback; others need an API key (any scope).
     """
     snapshot = await _queues(http).stats.snapshot()
+    metrics.sample_pool(_database(http).engine)
     return Response(metrics.render(metric_families(snapshot)), media_type=metrics.CONTENT_TYPE)
