@@ -64,7 +64,9 @@ class RequestContext:
         finally:
             seconds = time.perf_counter() - started
             route = getattr(scope.get("route"), "path", None) or UNMATCHED
-            metrics.HTTP_DURATION.labels(route, scope["method"], str(status)).observe(seconds)
+            metrics.child(metrics.HTTP_DURATION, route, scope["method"], str(status)).observe(
+                seconds
+            )
             if self.access_log:
                 self._log(scope, route, status, seconds, rid)
             REQUEST_ID.reset(token)

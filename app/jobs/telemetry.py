@@ -22,13 +22,13 @@ log = logging.getLogger("jobq.jobs")
 
 def _count(counter: Metric, queues: Counter[str]) -> None:
     for queue, n in queues.items():
-        counter.labels(queue).inc(n)
+        metrics.child(counter, queue).inc(n)
 
 
 def enqueued(queue: str, created: int) -> None:
     """Jobs an enqueue call created (not those it found under their idempotency key)."""
     if created:
-        metrics.JOBS_ENQUEUED.labels(queue).inc(created)
+        metrics.child(metrics.JOBS_ENQUEUED, queue).inc(created)
 
 
 def leased(rows: Sequence[JobRow]) -> None:
@@ -47,7 +47,7 @@ def leased(rows: Sequence[JobRow]) -> None:
             waits[queue].append(max((leased_at - row.created_at).total_seconds(), 0))
     _count(metrics.JOBS_LEASED, queues)
     for queue, values in waits.items():
-        metrics.observe_many(metrics.WAIT_SECONDS.labels(queue), values)
+        metrics.observe_many(metrics.child(metrics.WAIT_SECONDS, queue), values)
 
 
 def finished(rows: Sequence[JobRow | FinishedBrief], outcomes: Sequence[str]) -> None:
@@ -76,7 +76,7 @@ def finished(rows: Sequence[JobRow | FinishedBrief], outcomes: Sequence[str]) ->
     _count(metrics.JOBS_RETRIED, retried)
     _count(metrics.JOBS_DEAD, dead)
     for queue, values in runs.items():
-        metrics.observe_many(metrics.RUN_SECONDS.labels(queue), values)
+        metrics.observe_many(metrics.child(metrics.RUN_SECONDS, queue), values)
 
 
 def dead_job(job_id: int, queue: str, attempt: int, cause: str, error_type: str | None) -> None:

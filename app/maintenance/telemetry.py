@@ -46,4 +46,4 @@ def reaped(rows: Sequence[Reaped]) -> None:
         (metrics.JOBS_DEAD, dead),
     ):
         for queue, n in queues.items():
-            counter.labels(queue).inc(n)
+            metrics.child(counter, queue).inc(n)
