@@ -11,12 +11,14 @@ from app.api.schemas import Health
 from app.core import metrics
 from app.core.errors import ReaperStalled
 from app.db.database import Database
-from app.keys import Anyone, LocalOrAnyKey
+from app.keys import Anyone, KeyedRoute, LocalOrAnyKey
 from app.maintenance import Reaper
 from app.queues import QueueServices, metric_families
 
-router = APIRouter(tags=["health"])
-metrics_router = APIRouter(tags=["health"])  # listed last in the OpenAPI document
+router = APIRouter(route_class=KeyedRoute, tags=["health"])
+metrics_router = APIRouter(
+    route_class=KeyedRoute, tags=["health"]
+)  # listed last in the OpenAPI document
 
 
 # What the app's lifespan built, reached through the request (not FastAPI dependencies:

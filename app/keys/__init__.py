@@ -32,6 +32,7 @@ from app.keys.caller import Caller, QueueRule
 from app.keys.gate import KeyGate
 from app.keys.repository import KeysRepository
 from app.keys.routes import router
+from app.keys.routing import KeyedRoute
 from app.keys.rows import KeyRow
 from app.keys.scopes import SCOPES, Scope
 from app.keys.service import KEY_PREFIX, Keys, mint
@@ -50,6 +51,7 @@ __all__ = [
     "EnqueueCaller",
     "KeyGate",
     "KeyRow",
+    "KeyedRoute",
     "Keys",
     "KeysRepository",
     "LocalOrAnyKey",

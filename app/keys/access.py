@@ -1,19 +1,20 @@
-"""Who may call what. Every route declares its access once, as a dependency:
+"""Who may call what. Every route declares its access once, as a parameter:
 
-    @router.get("/healthz", dependencies=[Depends(PUBLIC)])        anyone
-    @router.get("/readyz", dependencies=[Depends(PROBE)])          loopback peers, or any key
-    async def enqueue_job(..., caller: EnqueueCaller)              a key with `enqueue`
+    async def healthz(_access: Anyone)                             anyone
+    async def readyz(_access: LocalOrAnyKey, ...)                  loopback peers, or any key
+    async def enqueue_job(caller: EnqueueCaller, ...)              a key with `enqueue`
 
-(`EnqueueCaller`, `WorkCaller`, `ReadCaller`, `AdminCaller` are the `Annotated` aliases
-below.) `access_of(route)` reads the declaration back: the route-table test
-fails for any route that declares none, and `document_keys` puts the security scheme in
-the OpenAPI document for every route that takes a key, so generated clients send the
-header.
+(`EnqueueCaller`, `WorkCaller`, `ReadCaller`, `AdminCaller`, `Anyone`, `LocalOrAnyKey`
+are the `Annotated` aliases below.) The routers' `KeyedRoute` runs the rule before the
+route's parameters are read (`app.keys.routing`); FastAPI would run it as a dependency.
+`access_of(route)` reads the declaration back: the route-table test fails for any route
+that declares none, and `document_keys` puts the security scheme in the OpenAPI
+document for every route that takes a key, so generated clients send the header.
 
-FastAPI reads and parses a request's body before it runs the route's dependencies, so
+FastAPI reads and parses a request's body before it runs a route's dependencies, so
 `KeyGate` checks the key of every request that carries a body first, and refuses one
 without a valid key before reading a byte of it (every route that takes a body needs a
-key). The route's dependency then reuses that verdict.
+key). The route's rule then reuses that verdict.
 
 The rules read the `Authorization` header themselves rather than through FastAPI's
 `HTTPBearer` dependency, which cost a request a dependency level: 5 % of its
@@ -75,9 +76,13 @@ async def _verdict(request: Request) -> Caller:
 
 
 class Access:
-    """What a route asks of its caller (`need`); a FastAPI dependency."""
+    """What a route asks of its caller (`need`): run by `KeyedRoute` ahead of the
+    route's parameters, or by FastAPI as a dependency."""
 
     need: Need
+
+    async def __call__(self, request: Request) -> Caller | None:
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.need!r})"
@@ -88,7 +93,7 @@ class Public(Access):
 
     need = "public"
 
-    async def __call__(self) -> None:
+    async def __call__(self, request: Request) -> None:
         return None
 
 
@@ -140,7 +145,8 @@ def served_routes(app: FastAPI) -> list[Any]:
 
 def access_of(route: APIRoute | Any) -> list[Access]:
     """The access rules `route` declares (exactly one, for a well-declared route)."""
-    found: list[Access] = []
+    rule = getattr(route, "access_rule", None)  # KeyedRoute's, taken out of its dependencies
+    found: list[Access] = [rule] if isinstance(rule, Access) else []
     dependant = getattr(route, "dependant", None)
     pending = [dependant] if dependant is not None else []
     while pending:

@@ -1,9 +1,10 @@
 """Refuse a request that carries a body without a valid key before reading the body.
 
-FastAPI reads and parses a request's body before it runs the route's dependencies, so
-`KeyGate` checks the key of every request that carries a body first, and refuses one
-without a valid key before reading a byte of it (every route that takes a body needs a
-key). The route's access dependency then reuses that verdict.
+Every route that takes a body needs a key. `KeyGate` checks the key of every request
+that carries a body first, and refuses one without a valid key before reading a byte of
+it, whatever the route (its rule runs before the body is read only on a `KeyedRoute`;
+FastAPI reads and parses a body before it runs a route's dependencies). The route's
+access rule then reuses that verdict.
 """
 
 from __future__ import annotations

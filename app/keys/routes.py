@@ -10,10 +10,11 @@ from app.api.openapi import problems
 from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN
 from app.keys.access import AdminCaller
 from app.keys.authenticator import Authenticator
+from app.keys.routing import KeyedRoute
 from app.keys.schemas import KeyCreated, KeyIn, KeyOut, KeysOut
 from app.keys.views import key
 
-router = APIRouter(prefix="/v1", tags=["keys"])
+router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["keys"])
 
 KeyNamePath = Annotated[
     str, Path(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH, description="The key's name.")

@@ -9,12 +9,12 @@ from fastapi import APIRouter, Path, Request, Response
 
 from app.api.openapi import problems
 from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN
-from app.keys import AdminCaller, ReadCaller
+from app.keys import AdminCaller, KeyedRoute, ReadCaller
 from app.schedules import views
 from app.schedules.schemas import ScheduleIn, ScheduleOut, SchedulesOut
 from app.schedules.service import Schedules
 
-router = APIRouter(prefix="/v1", tags=["schedules"])
+router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["schedules"])
 
 ScheduleName = Annotated[
     str, Path(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH, description="The schedule's name.")

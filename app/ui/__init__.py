@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.keys import Anyone
+from app.keys import Anyone, KeyedRoute
 
 STATIC = Path(__file__).with_name("static")
 UI_PATH = "/ui"
@@ -28,7 +28,7 @@ CSP = (
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(route_class=KeyedRoute, include_in_schema=False)
 
 
 @router.get("/")
@@ -74,5 +74,5 @@ class _Guarded:
 
 def mount(app: FastAPI) -> None:
     """Serve the dashboard at /ui (and / redirects there) and the docs at /docs."""
-    app.include_router(router)
+    app.router.routes.extend(router.routes)  # flat, as main adds the API's (no wrappers)
     app.mount(UI_PATH, _Guarded(StaticFiles(directory=STATIC, html=True)), name="ui")

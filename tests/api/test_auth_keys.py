@@ -63,6 +63,32 @@ async def test_a_body_without_a_valid_key_is_refused_before_it_is_read(
     assert sent <= 1, f"{sent} chunks of an unauthenticated body were read"
 
 
+async def test_the_access_rule_is_judged_before_the_parameters(
+    service_factory: Callable[..., Awaitable[Service]], database_url: str
+) -> None:
+    # A refused caller learns nothing of what the route would have validated.
+    producer = await create_key(database_url, "producer", ["enqueue"])
+    service = await service_factory()
+    no_key = await service.remote.get("/v1/jobs", params={"limit": "many", "state": "nope"})
+    assert_problem(no_key, 401, "unauthorized")
+    wrong_scope = await service.remote.post(
+        "/v1/leases", json={"queues": [], "max_jobs": "x"}, headers=bearer(producer)
+    )
+    assert_problem(wrong_scope, 403, "forbidden")
+    not_json = await service.remote.post(
+        "/v1/leases",
+        content=b"{not json",
+        headers={**bearer(producer), "Content-Type": "application/json"},
+    )
+    assert_problem(not_json, 403, "forbidden")
+    # With the scope, the same parameters are judged.
+    worker = await create_key(database_url, "worker", ["work"])
+    invalid = await service.remote.post(
+        "/v1/leases", json={"queues": [], "max_jobs": "x"}, headers=bearer(worker)
+    )
+    assert invalid.status_code in (400, 422)
+
+
 async def test_a_revoked_key_stops_working_at_once_on_every_replica(
     service_factory: Callable[..., Awaitable[Service]], database_url: str
 ) -> None:

@@ -11,9 +11,11 @@ from app.api.params import JobIdPath
 from app.jobs import views
 from app.jobs.routes.deps import services
 from app.jobs.schemas import JobOut, RetryIn
-from app.keys import AdminCaller
+from app.keys import AdminCaller, KeyedRoute
 
-router = APIRouter(prefix="/v1", tags=["admin"], responses=problems(401, 403))
+router = APIRouter(
+    route_class=KeyedRoute, prefix="/v1", tags=["admin"], responses=problems(401, 403)
+)
 
 
 @router.post(

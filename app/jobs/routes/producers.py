@@ -28,11 +28,11 @@ from app.jobs.schemas import (
     JobState,
     WorkersOut,
 )
-from app.keys import EnqueueCaller, ReadCaller
+from app.keys import EnqueueCaller, KeyedRoute, ReadCaller
 
 MAX_WORKERS_SHOWN = 500
 
-router = APIRouter(prefix="/v1", tags=["jobs"])
+router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["jobs"])
 
 
 @router.post(

@@ -20,9 +20,9 @@ from app.jobs.schemas import (
     LeaseIn,
     LeasesOut,
 )
-from app.keys import WorkCaller
+from app.keys import KeyedRoute, WorkCaller
 
-router = APIRouter(prefix="/v1", tags=["leases"])
+router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["leases"])
 
 THROTTLED_HEADER = "Jobq-Throttled"
 LeasePath = Annotated[str, Path(max_length=100, description="The lease's token.")]

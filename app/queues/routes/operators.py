@@ -8,12 +8,14 @@ from fastapi import APIRouter, Body, Request
 
 from app.api.openapi import problems
 from app.api.params import QueuePath
-from app.keys import AdminCaller
+from app.keys import AdminCaller, KeyedRoute
 from app.queues import views
 from app.queues.routes.deps import services
 from app.queues.schemas import PurgeIn, PurgeOut, QueueStateOut, RedriveIn, RedriveOut
 
-router = APIRouter(prefix="/v1", tags=["admin"], responses=problems(401, 403))
+router = APIRouter(
+    route_class=KeyedRoute, prefix="/v1", tags=["admin"], responses=problems(401, 403)
+)
 
 
 @router.post(

@@ -8,12 +8,12 @@ from fastapi import APIRouter, Request
 
 from app.api.openapi import problems
 from app.api.params import QueuePath
-from app.keys import AdminCaller, ReadCaller
+from app.keys import AdminCaller, KeyedRoute, ReadCaller
 from app.queues import views
 from app.queues.routes.deps import services
 from app.queues.schemas import QueueSettingsIn, QueueSettingsOut
 
-router = APIRouter(prefix="/v1", tags=["queues"])
+router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["queues"])
 
 
 @router.get(

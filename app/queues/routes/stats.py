@@ -8,14 +8,14 @@ from fastapi import APIRouter, Query, Request
 
 from app.api.openapi import problems
 from app.api.params import QueuePath
-from app.keys import ReadCaller
+from app.keys import KeyedRoute, ReadCaller
 from app.queues import views
 from app.queues.routes.deps import services
 from app.queues.schemas import FailedGroupsOut, QueueSeriesOut, QueuesStats, QueueStats
 
 MAX_SERIES_MINUTES = 1440
 
-router = APIRouter(prefix="/v1", tags=["queues"])
+router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["queues"])
 
 
 @router.get(
