@@ -10,16 +10,21 @@ so that start-up and imports cancel out. Repeatable to about 0.5 %.
 
     python -m bench.calls                      jobq, and the floor answering whole jobs
     python -m bench.calls --app jobq --app floor
+    python -m bench.calls --http --workers 2   through HTTP: `jobq serve`, uvicorn
 
-PostgreSQL's own work is not counted (it is another process). Needs Valgrind (Debian's
-`valgrind`); the database is the benchmark's (`--database-url` or `JOBQ_DATABASE_URL`,
-else the embedded server), in a database of its own, recreated.
+`--http` counts the served processes instead (`jobq serve --workers N`, or the floor
+under uvicorn as the benchmark runs it, with every worker process), while a client here
+drives the same loops through a socket: uvicorn, its HTTP parser and the sockets count
+too. PostgreSQL's own work is not counted (it is another process). Needs Valgrind
+(Debian's `valgrind`); the database is the benchmark's (`--database-url` or
+`JOBQ_DATABASE_URL`, else the embedded server), in a database of its own, recreated.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import re
@@ -31,9 +36,12 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
+
 from bench import database
 from bench.floor import ANSWER_VARIABLE, DSN_VARIABLE
 from bench.generators import LEASE_TOKEN, job_body, lease_body
+from bench.service import Service
 
 App = Literal["jobq", "floor", "whole"]
 APPS: tuple[App, ...] = ("jobq", "floor", "whole")
@@ -41,6 +49,9 @@ QUEUE = "calls"
 WARMUP_LOOPS = 20
 CALLS_PER_LOOP = 3
 INSTRUCTIONS = re.compile(r"I\s+refs:\s+([\d,]+)")
+VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
+HTTP_TIMEOUT_SECONDS = 120.0  # a call under Valgrind runs some 50 times slower
+JSON = {"content-type": "application/json"}
 Asgi = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
 
 
@@ -64,6 +75,21 @@ def _scope(path: str, body: bytes) -> dict[str, Any]:
         "client": ("127.0.0.1", 50000),
         "server": ("127.0.0.1", 8000),
     }
+
+
+Post = Callable[[str, bytes, int], Awaitable[bytes]]
+
+
+async def _loops(post: Post, times: int) -> None:
+    """`times` loops of the single-job path: enqueue one job, lease it, complete it."""
+    job = json.dumps(job_body({"i": 0})).encode()  # the benchmark's single-job bodies
+    lease = lease_body(QUEUE, "calls", 1)
+    for _ in range(times):
+        await post(f"/v1/queues/{QUEUE}/jobs", job, 201)
+        found = LEASE_TOKEN.search(await post("/v1/leases", lease, 200))
+        if found is None:
+            raise SystemExit("a lease found no job")
+        await post(f"/v1/leases/{found.group(1).decode()}/complete", b"{}", 200)
 
 
 async def _post(app: Asgi, path: str, body: bytes, status: int) -> bytes:
@@ -110,25 +136,50 @@ def _build(name: App, url: str) -> Asgi:
 async def drive(name: App, url: str, loops: int) -> None:
     """Start the app (its lifespan), run the warm-up and `loops` loops, stop it."""
     app = _build(name, url)
-    job = json.dumps(job_body({"i": 0})).encode()  # the benchmark's single-job bodies
-    lease = lease_body(QUEUE, "calls", 1)
-
-    async def loop(times: int) -> None:
-        for _ in range(times):
-            await _post(app, f"/v1/queues/{QUEUE}/jobs", job, 201)
-            found = LEASE_TOKEN.search(await _post(app, "/v1/leases", lease, 200))
-            if found is None:
-                raise SystemExit("a lease found no job")
-            await _post(app, f"/v1/leases/{found.group(1).decode()}/complete", b"{}", 200)
-
     async with app.router.lifespan_context(app):  # type: ignore[attr-defined]
-        await loop(WARMUP_LOOPS + loops)
+        await _loops(functools.partial(_post, app), WARMUP_LOOPS + loops)
+
+
+async def _drive_http(base_url: str, loops: int) -> None:
+    """The warm-up and `loops` loops through HTTP, on one kept-alive connection."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=HTTP_TIMEOUT_SECONDS) as client:
+
+        async def post(path: str, body: bytes, status: int) -> bytes:
+            answer = await client.post(path, content=body, headers=JSON)
+            if answer.status_code != status:
+                raise SystemExit(f"POST {path}: {answer.status_code} {answer.text[:300]}")
+            return answer.content
+
+        await _loops(post, WARMUP_LOOPS + loops)
+
+
+def served_instructions(name: App, url: str, loops: int, workers: int) -> int:
+    """Instructions of the served processes (all of them) while `loops` loops go through
+    HTTP: the service started under Valgrind, driven from here, stopped."""
+    with tempfile.TemporaryDirectory(prefix="jobq-calls-") as folder:
+        log = Path(folder) / "service.log"
+        service = Service(
+            url,
+            workers=workers,
+            log_path=log,
+            app="jobq" if name == "jobq" else "floor",
+            extra_env={ANSWER_VARIABLE: "whole"} if name == "whole" else None,
+            wrapper=(*VALGRIND, "--trace-children=yes"),
+        )
+        with service:
+            asyncio.run(_drive_http(service.url, loops))
+        if service.process is None or service.process.returncode != 0:
+            raise SystemExit(f"{name} under valgrind failed:\n{service.log_tail()}")
+        counted = INSTRUCTIONS.findall(log.read_text(errors="replace"))
+    if len(counted) < 1 + (workers if workers > 1 else 0):
+        raise SystemExit(f"{name} under valgrind: {len(counted)} processes counted")
+    return sum(int(found.replace(",", "")) for found in counted)
 
 
 def instructions(name: App, url: str, loops: int) -> int:
     """Instructions of a whole process that drives `loops` loops of `name`."""
     command = [
-        *("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"),
+        *VALGRIND,
         *(sys.executable, "-m", "bench.calls", "--drive", name, "--loops", str(loops)),
         *("--database-url", url),
     ]
@@ -141,10 +192,10 @@ def instructions(name: App, url: str, loops: int) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-def per_call(name: App, url: str, loops: int) -> int:
+def per_call(count: Callable[[int], int], loops: int) -> int:
     """Instructions per call: two runs, `loops` and a quarter as many, differenced."""
     few = max(loops // 4, 1)
-    extra = instructions(name, url, loops) - instructions(name, url, few)
+    extra = count(loops) - count(few)
     return round(extra / ((loops - few) * CALLS_PER_LOOP))
 
 
@@ -168,6 +219,14 @@ def main(argv: list[str] | None = None) -> int:
         "[default: jobq and whole]",
     )
     parser.add_argument("--loops", type=int, default=400, help="loops [default: 400]")
+    parser.add_argument(
+        "--http",
+        action="store_true",
+        help="count the served processes, driven through HTTP (uvicorn and sockets included)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="with --http: service processes [default: 1]"
+    )
     parser.add_argument("--database-url", help="PostgreSQL server [default: as the benchmark]")
     parser.add_argument(
         "--database-name",
@@ -184,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     server = database.resolve_server(args.database_url)
     url = asyncio.run(_prepare(server.url, args.database_name))
     for name in args.app or ["jobq", "whole"]:
-        print(f"{name:6s} {per_call(name, url, args.loops):>10,} instructions per call", flush=True)
+        count: Callable[[int], int] = functools.partial(instructions, name, url)
+        if args.http:
+            count = functools.partial(served_instructions, name, url, workers=args.workers)
+        print(f"{name:6s} {per_call(count, args.loops):>10,} instructions per call", flush=True)
     return 0
 
 

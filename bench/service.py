@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
@@ -50,8 +50,10 @@ class Service:
         log_path: Path,
         extra_env: Mapping[str, str] | None = None,
         app: Literal["jobq", "floor"] = "jobq",
+        wrapper: Sequence[str] = (),
     ) -> None:
         self.app = app
+        self.wrapper = list(wrapper)  # a command the service runs under (valgrind)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workers = workers
@@ -89,7 +91,7 @@ class Service:
     def start(self) -> None:
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                self.command(),
+                [*self.wrapper, *self.command()],
                 cwd=REPO,
                 env=self.env,
                 stdin=subprocess.DEVNULL,

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench.soak import BOUNDS
 from tests.conftest import _drop
 
@@ -223,11 +225,14 @@ def test_the_soak_samples_sizes_latency_and_memory(database_url: str, tmp_path: 
 CALLS_TIMEOUT_SECONDS = 300
 
 
-def test_calls_counts_the_instructions_of_a_call(database_url: str) -> None:
+@pytest.mark.parametrize("through", [(), ("--http",)], ids=["in-process", "http"])
+def test_calls_counts_the_instructions_of_a_call(
+    database_url: str, through: tuple[str, ...]
+) -> None:
+    # --http: `jobq serve` under Valgrind, driven through a socket from the script
     name = f"jobq_bench_calls_test_{os.getpid()}"
-    printed = _run(
-        database_url, name, "bench.calls", CALLS_TIMEOUT_SECONDS, "--app", "jobq", "--loops", "8"
-    )
+    arguments = ("--app", "jobq", "--loops", "8", *through)
+    printed = _run(database_url, name, "bench.calls", CALLS_TIMEOUT_SECONDS, *arguments)
     counted = re.fullmatch(r"jobq +([\d,]+) instructions per call\n", printed)
     assert counted, printed
     # enqueue, lease and complete through FastAPI, jobq and asyncpg: far from nothing
