@@ -51,6 +51,7 @@ CALLS_PER_LOOP = 3
 INSTRUCTIONS = re.compile(r"I\s+refs:\s+([\d,]+)")
 VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
 HTTP_TIMEOUT_SECONDS = 120.0  # a call under Valgrind runs some 50 times slower
+VALGRIND_START_SECONDS = 300.0  # and so does the service's start
 JSON = {"content-type": "application/json"}
 # jobq's periodic passes run by the clock, not by the calls: under Valgrind's slowness
 # they would add to a run in proportion to its time. Each runs once, at start.
@@ -173,6 +174,7 @@ def served_instructions(name: App, url: str, loops: int, workers: int) -> int:
             app="jobq" if name == "jobq" else "floor",
             extra_env={ANSWER_VARIABLE: "whole"} if name == "whole" else QUIET_MAINTENANCE,
             wrapper=(*VALGRIND, "--trace-children=yes"),
+            start_timeout=VALGRIND_START_SECONDS,
         )
         with service:
             asyncio.run(_drive_http(service.url, loops))

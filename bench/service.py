@@ -51,9 +51,11 @@ class Service:
         extra_env: Mapping[str, str] | None = None,
         app: Literal["jobq", "floor"] = "jobq",
         wrapper: Sequence[str] = (),
+        start_timeout: float = START_TIMEOUT_SECONDS,
     ) -> None:
         self.app = app
         self.wrapper = list(wrapper)  # a command the service runs under (valgrind)
+        self.start_timeout = start_timeout
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workers = workers
@@ -99,7 +101,7 @@ class Service:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # our signals only: a Ctrl-C reaches us, we stop it
             )
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise ServiceError(f"{self.app} service exited at start:\n{self.log_tail()}")
@@ -108,7 +110,7 @@ class Service:
                     self._wait_for_workers(deadline)
                     return
             time.sleep(0.2)
-        raise ServiceError(f"{self.app} service not ready in {START_TIMEOUT_SECONDS:.0f} s")
+        raise ServiceError(f"{self.app} service not ready in {self.start_timeout:.0f} s")
 
     def _wait_for_workers(self, deadline: float) -> None:
         """With several processes, wait until every one of them answers."""
