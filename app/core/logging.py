@@ -82,8 +82,8 @@ def resolve_format(log_format: LogFormat, stream: TextIO) -> Literal["json", "te
 def _lean_records() -> None:
     """Records without what neither format shows: the caller's file, line and function (a
     stack walk per record), the thread, the process's and the task's names; the logging
-    HOWTO's "Optimization". With the access log on, -6 % of a single-job call's
-    instructions through HTTP (the pid stays: the JSON lines carry it)."""
+    HOWTO's "Optimization". The pid stays: the JSON lines carry it. With the encoder
+    below, an access-log line takes 9.9 us instead of 13.3 (docs/performance.md)."""
     logging._srcfile = None
     for flag in ("logThreads", "logMultiprocessing", "logAsyncioTasks"):  # the last: 3.12+
         setattr(logging, flag, False)

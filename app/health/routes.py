@@ -16,9 +16,8 @@ from app.maintenance import Reaper
 from app.queues import QueueServices, metric_families
 
 router = APIRouter(route_class=KeyedRoute, tags=["health"])
-metrics_router = APIRouter(
-    route_class=KeyedRoute, tags=["health"]
-)  # listed last in the OpenAPI document
+# listed last in the OpenAPI document
+metrics_router = APIRouter(route_class=KeyedRoute, tags=["health"])
 
 
 # What the app's lifespan built, reached through the request (not FastAPI dependencies:
