@@ -13,7 +13,8 @@ from app.core.errors import ReaperStalled
 from app.db.database import Database
 from app.keys import Anyone, KeyedRoute, LocalOrAnyKey
 from app.maintenance import Reaper
-from app.queues import QueueServices, metric_families
+from app.queues import metric_families
+from app.queues import services as queue_services
 
 router = APIRouter(route_class=KeyedRoute, tags=["health"])
 # listed last in the OpenAPI document
@@ -29,10 +30,6 @@ def _database(request: Request) -> Database:
 def _reaper(request: Request) -> Reaper | None:
     """The reaper, when this process runs one in the background."""
     return cast(Reaper | None, request.app.state.background_reaper)
-
-
-def _queues(request: Request) -> QueueServices:
-    return cast(QueueServices, request.app.state.queues)
 
 
 @router.get("/healthz", operation_id="checkHealth", response_model=Health)
@@ -70,6 +67,6 @@ async def get_metrics(_access: LocalOrAnyKey, http: Request) -> Response:
 
     Open to peers on loopback; others need an API key (any scope).
     """
-    snapshot = await _queues(http).stats.snapshot()
+    snapshot = await queue_services(http).stats.snapshot()
     metrics.sample_pool(_database(http).engine)
     return Response(metrics.render(metric_families(snapshot)), media_type=metrics.CONTENT_TYPE)
