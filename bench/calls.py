@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,7 +42,7 @@ import httpx
 from bench import database
 from bench.floor import ANSWER_VARIABLE, DSN_VARIABLE
 from bench.generators import LEASE_TOKEN, job_body, lease_body
-from bench.service import Service
+from bench.service import REPO, Service
 
 App = Literal["jobq", "floor", "whole"]
 APPS: tuple[App, ...] = ("jobq", "floor", "whole")
@@ -124,6 +125,11 @@ async def _post(app: Asgi, path: str, body: bytes, status: int) -> bytes:
     return bytes(answer["body"])
 
 
+def _floor_env(name: App) -> dict[str, str]:
+    """The floor's answer: whole jobs for `whole`, else its own."""
+    return {ANSWER_VARIABLE: "whole"} if name == "whole" else {}
+
+
 def _build(name: App, url: str) -> Asgi:
     """The app, configured from the environment as its service would be."""
     if name == "jobq":
@@ -135,8 +141,7 @@ def _build(name: App, url: str) -> Asgi:
 
         return create_app(run_maintenance=False)
     os.environ[DSN_VARIABLE] = database.dsn(url)
-    if name == "whole":
-        os.environ[ANSWER_VARIABLE] = "whole"
+    os.environ.update(_floor_env(name))
     from bench.floor import create_app as create_floor
 
     return create_floor()
@@ -172,13 +177,14 @@ def served_instructions(name: App, url: str, loops: int, workers: int) -> int:
             workers=workers,
             log_path=log,
             app="jobq" if name == "jobq" else "floor",
-            extra_env={ANSWER_VARIABLE: "whole"} if name == "whole" else QUIET_MAINTENANCE,
+            extra_env=QUIET_MAINTENANCE if name == "jobq" else _floor_env(name),
             wrapper=(*VALGRIND, "--trace-children=yes"),
             start_timeout=VALGRIND_START_SECONDS,
         )
         with service:
             asyncio.run(_drive_http(service.url, loops))
-        if service.process is None or service.process.returncode != 0:
+        # uvicorn alone ends a SIGTERM by raising it again, once shut down cleanly
+        if service.stop() not in (0, -signal.SIGTERM):
             raise SystemExit(f"{name} under valgrind failed:\n{service.log_tail()}")
         counted = INSTRUCTIONS.findall(log.read_text(errors="replace"))
     if len(counted) < 1 + (workers if workers > 1 else 0):
@@ -194,7 +200,7 @@ def instructions(name: App, url: str, loops: int) -> int:
         *("--database-url", url),
     ]
     done = subprocess.run(  # noqa: S603 - our own interpreter and module
-        command, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True
+        command, cwd=REPO, capture_output=True, text=True
     )
     found = INSTRUCTIONS.search(done.stderr)
     if done.returncode != 0 or found is None:
@@ -219,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.calls",
         description="Instructions per call of the single-job loop (enqueue, lease, "
-        "complete), the app driven in-process under Valgrind's cachegrind.",
+        "complete) under Valgrind's cachegrind: the app driven in-process, or (--http) "
+        "the served processes driven through HTTP.",
     )
     parser.add_argument(
         "--app",
