@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
+from starlette.routing import BaseRoute
 
 from app.api.problems import PROBLEM_MEDIA_TYPE
 from app.api.schemas import Problem
@@ -35,15 +37,16 @@ def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-def build(app: FastAPI) -> dict[str, Any]:
-    """The app's OpenAPI schema, every 4xx/5xx as `application/problem+json`."""
+def build(app: FastAPI, routes: Sequence[BaseRoute] | None = None) -> dict[str, Any]:
+    """The app's OpenAPI schema, every 4xx/5xx as `application/problem+json`; its paths
+    in the order of `routes` (the app's, by default)."""
     if app.openapi_schema is not None:
         return app.openapi_schema
     schema = get_openapi(
         title=app.title,
         version=app.version,
         description=app.description,
-        routes=app.routes,
+        routes=app.routes if routes is None else routes,
     )
     _document_common_errors(schema)
     _keep_example_nulls(schema)

@@ -183,6 +183,11 @@ class Settings(BaseSettings):
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = DEFAULT_LOG_LEVEL
     access_log: bool = Field(default=True, description="Log one line per HTTP request.")
+    opentelemetry: bool = Field(
+        default=False,
+        description="FastAPI's OpenTelemetry instrumentation: a span, metrics and logs of "
+        "each request, to the providers OpenTelemetry is configured with.",
+    )
     metrics_refresh_seconds: float = Field(
         default=DEFAULT_METRICS_REFRESH_SECONDS,
         ge=0,
