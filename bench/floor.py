@@ -171,7 +171,12 @@ def create_app() -> FastAPI:
             await app.state.pool.close()
 
     waiters = Waiters()
-    app = FastAPI(title="jobq benchmark floor", lifespan=lifespan)
+    app = FastAPI(
+        title="jobq benchmark floor",
+        lifespan=lifespan,
+        # as jobq serves unless JOBQ_OPENTELEMETRY: FastAPI's OpenTelemetry off
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
+    )
 
     @app.get("/healthz")
     @app.get("/readyz")
