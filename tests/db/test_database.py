@@ -166,6 +166,15 @@ async def test_a_limited_queue_counts_only_its_own_running_jobs(
         await db.execute("RESET plan_cache_mode")
 
 
+async def test_the_running_jobs_index_keeps_each_entry_apart(db: asyncpg.Connection) -> None:
+    # Deduplicated, a queue's running jobs (all one key) share posting lists, which each
+    # lease rewrites: the costliest index of a drain (migration 0018).
+    options = await db.fetchval(
+        "SELECT reloptions FROM pg_class WHERE oid = 'jobq.jobs_running_idx'::regclass"
+    )
+    assert options == ["deduplicate_items=off"]
+
+
 async def test_a_cached_plan_updates_leased_jobs_through_their_primary_key(
     db: asyncpg.Connection,
 ) -> None:
