@@ -3,12 +3,11 @@
 `jobs_running_idx` (queue, concurrency_key) holds one entry per running job, and in a
 queue without concurrency keys every entry has the same key. B-tree deduplication
 packs such entries into posting lists, and each lease then rewrote a posting list to
-add its job (and dead entries piled up in them between vacuums): 31k of PostgreSQL's
-instructions per job of a drain, more than any other index (209k per job with it,
-178k without, the minimal lease and finish on jobq's table; 195k with deduplication
-off). Off, each entry is a tuple of its own, placed by its heap address; the index is
-read the same way. Entries already merged stay merged until their jobs finish and
-vacuum removes them: nothing to rebuild.
+add its job (and dead entries piled up in them between vacuums): with it, the drain's
+LEASE 100 + FINISH cost PostgreSQL 241k instructions per job, 224k without (counted
+by `python -m bench.pg_calls`). Off, each entry is a tuple of its own, placed by its
+heap address; the index is read the same way. Entries already merged stay merged until
+their jobs finish and vacuum removes them: nothing to rebuild.
 
 Revision ID: 0018
 Revises: 0017

@@ -237,3 +237,30 @@ def test_calls_counts_the_instructions_of_a_call(
     assert counted, printed
     # enqueue, lease and complete through FastAPI, jobq and asyncpg: far from nothing
     assert int(counted.group(1).replace(",", "")) > 100_000
+
+
+PG_CALLS_TIMEOUT_SECONDS = 600
+PG_CALLS_LINE = re.compile(r"^(single|batch) +(\S.*?) +([\d,]+) +([\d.]+) x bare$", re.MULTILINE)
+
+
+def test_pg_calls_counts_postgresql_instructions_per_job() -> None:
+    # a PostgreSQL of its own under Valgrind, whatever JOBQ_DATABASE_URL says
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.pg_calls", "--loops", "8"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=PG_CALLS_TIMEOUT_SECONDS,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    found = {
+        (p, name): int(n.replace(",", "")) for p, name, n, _ in PG_CALLS_LINE.findall(run.stdout)
+    }
+    assert set(found) == {
+        *(("single", name) for name in ("jobq", "whole floor", "bare")),
+        *(("batch", name) for name in ("jobq", "minimal, jobq's row", "bare")),
+    }, run.stdout
+    # jobq's statements do more than the floor's on the same row, which do more than
+    # the bare ones on the minimal table
+    for path, reference in (("single", "whole floor"), ("batch", "minimal, jobq's row")):
+        assert found[path, "jobq"] > found[path, reference] > found[path, "bare"] > 10_000
