@@ -111,15 +111,19 @@ class CountedServer:
             "-c",
             "autovacuum=off",
         )
-        log = (self.folder / "server.log").open("wb")
-        self.process = subprocess.Popen(  # noqa: S603 - our own command line
-            self._as_user(
-                *valgrind, f"--cachegrind-out-file={self.folder}/cg.%p", *server, *settings
-            ),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        asyncio.run(self._wait_ready())
+        with (self.folder / "server.log").open("wb") as log:  # the server keeps its copy
+            self.process = subprocess.Popen(  # noqa: S603 - our own command line
+                self._as_user(
+                    *valgrind, f"--cachegrind-out-file={self.folder}/cg.%p", *server, *settings
+                ),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            asyncio.run(self._wait_ready())
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     async def _wait_ready(self) -> None:
