@@ -208,11 +208,12 @@ def instructions(name: App, url: str, loops: int) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-def per_call(count: Callable[[int], int], loops: int) -> int:
-    """Instructions per call: two runs, `loops` and a quarter as many, differenced."""
+def per_call(count: Callable[[int], int], loops: int, per_loop: int = CALLS_PER_LOOP) -> int:
+    """Instructions per call (of `per_loop` in a loop): two runs, `loops` and a quarter as
+    many, differenced, so that start-up and warm-up cancel out."""
     few = max(loops // 4, 1)
     extra = count(loops) - count(few)
-    return round(extra / ((loops - few) * CALLS_PER_LOOP))
+    return round(extra / ((loops - few) * per_loop))
 
 
 async def _prepare(server_url: str, name: str) -> str:

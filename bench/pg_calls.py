@@ -44,8 +44,10 @@ from typing import Any
 
 import asyncpg
 
+from app.jobs import repository as jobs
 from bench import database
 from bench.bare import BARE_CLAIM, BARE_FINISH_MANY, BARE_FINISH_ONE, BARE_INSERT
+from bench.calls import per_call
 from bench.floor_whole import CLAIM, FINISH_MANY, FINISH_ONE, INSERT, WIDE_TABLE
 from bench.service import free_port
 
@@ -165,12 +167,6 @@ class CountedServer:
 # ---- the loops: one connection, as the service and the benchmark's loops run them ---
 
 
-def _jobq_statements() -> Any:
-    from app.jobs import repository
-
-    return repository
-
-
 _BACKOFF = {"backoff_base": 10.0, "backoff_cap": 3600.0, "backoff_jitter": 0.1, "key_id": None}
 
 
@@ -180,7 +176,6 @@ def _lease(max_jobs: int) -> dict[str, Any]:
 
 
 async def jobq_single(conn: asyncpg.Connection, loops: int) -> None:
-    jobs = _jobq_statements()
     job = {
         **dict.fromkeys(jobs.ENQUEUE_ONE.names),
         **{"queue": "q", "type": "t", "payload": PAYLOAD, "priority": 0, "metadata": "{}"},
@@ -212,7 +207,6 @@ async def bare_single(conn: asyncpg.Connection, loops: int) -> None:
 
 
 async def jobq_batch(conn: asyncpg.Connection, loops: int) -> None:
-    jobs = _jobq_statements()
     for _ in range(loops):
         rows = await conn.fetch(jobs.LEASE.sql, *jobs.LEASE.args(_lease(BATCH)))
         acks = {
@@ -246,7 +240,7 @@ def _check(finished: int, expected: int) -> None:
         raise SystemExit(f"finished {finished} of {expected} jobs")
 
 
-# path -> (name, loop, the table its loops lease from, jobs per loop)
+# path -> (name, loop, the table it leases from); the second is the reference for jobq
 LOOPS: dict[str, list[tuple[str, Loop, str]]] = {
     "single": [
         ("jobq", jobq_single, "jobq.jobs"),
@@ -295,15 +289,14 @@ async def _backend_running(url: str, loop: Loop, loops: int) -> int:
 
 
 def per_job(server: CountedServer, url: str, path: str, loop: Loop, table: str, loops: int) -> int:
-    few = max(loops // 4, 1)
-    counts = []
-    for n in (loops, few):
-        # the same table for both runs (and so the same plans): as many queued as the longer needs
-        queued = max((WARMUP_LOOPS + loops) * BATCH, QUEUED_JOBS) if path == "batch" else 0
+    # the same table for every run (and so the same plans): as many queued as the longer needs
+    queued = max((WARMUP_LOOPS + loops) * BATCH, QUEUED_JOBS) if path == "batch" else 0
+
+    def count(n: int) -> int:
         asyncio.run(_fill(url, table, queued, FINISHED_JOBS))
-        counts.append(server.instructions(asyncio.run(_backend_running(url, loop, n))))
-    jobs_per_loop = BATCH if path == "batch" else 1
-    return round((counts[0] - counts[1]) / ((loops - few) * jobs_per_loop))
+        return server.instructions(asyncio.run(_backend_running(url, loop, n)))
+
+    return per_call(count, loops, per_loop=BATCH if path == "batch" else 1)
 
 
 async def _prepare(server_url: str) -> tuple[str, str]:
