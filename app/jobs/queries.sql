@@ -5,66 +5,62 @@
 -- inside a CTE feeding an `UPDATE … RETURNING`, and every transition on a lease checks
 -- `lease_id` and `state = 'running'` in the `WHERE` of the same `UPDATE`, so a stale
 -- worker matches nothing. Batches travel as arrays and are unpacked with `unnest`.
--- A statement that makes jobs `queued` announces them (jobq.announce_due) in a CTE
--- that the final SELECT reads, so that it runs; the NOTIFY is delivered on commit.
+-- A statement that makes jobs `queued` announces them (jobq.announce_due): in its
+-- RETURNING, or in a CTE that the final SELECT reads, so that it runs; the NOTIFY is
+-- delivered on commit.
 -- `:key_id` is the caller's API key (NULL: authentication is off).
 
 
 -- name: enqueue_one
--- Insert one job unless its queue is full, or return the job already holding its key.
-WITH refused AS MATERIALIZED (
-    -- Admission control: only a queue with a max_backlog pays for counting.
+-- Insert one job unless its queue is full or its idempotency key is held; no row: ask
+-- enqueue_held_or_refused why.
+-- One node between the parameters and the table: each CTE, join or subquery around an
+-- INSERT is set up afresh by every execution, and carrying the whole job row through
+-- them cost more than the insert (627k of PostgreSQL's instructions a call, now 378k:
+-- bench.pg_calls).
+INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at, max_attempts,
+                            lease_seconds, idempotency_key, metadata, concurrency_key)
+SELECT CAST(:queue AS text), CAST(:type AS text), CAST(:payload AS jsonb),
+       CAST(:priority AS smallint),
+       coalesce(CAST(:run_at AS timestamptz),
+                now() + make_interval(secs => CAST(:delay_seconds AS double precision))),
+       -- the queue's own defaults, where its settings have them
+       coalesce(CAST(:max_attempts AS integer), q.max_attempts,
+                CAST(:default_max_attempts AS integer)),
+       coalesce(CAST(:lease_seconds AS integer), q.lease_seconds,
+                CAST(:default_lease_seconds AS integer)),
+       CAST(:idempotency_key AS text), CAST(:metadata AS jsonb),
+       CAST(:concurrency_key AS text)
+  FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = :queue
+ -- Admission control: only a queue with a max_backlog pays for counting.
+ WHERE q.max_backlog IS NULL OR jobq.queue_backlog(:queue, q.max_backlog) < q.max_backlog
+ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL
+    DO NOTHING
+-- A job inserted here is queued (one with parents goes through jobq.enqueue).
+RETURNING j.*, jobq.announce_due(j.queue, j.run_at, 1) AS announced;
+
+
+-- name: enqueue_held_or_refused
+-- Why enqueue_one inserted nothing: the job holding the key (a replay is answered even
+-- when the queue is full), else the queue's backlog if it is full. One row: that job,
+-- or NULLs (neither holds any more: try again), and the backlog if it is full.
+WITH held AS (
+    SELECT j.* FROM jobq.jobs j
+     WHERE j.queue = :queue AND j.idempotency_key = :idempotency_key
+),
+refused AS (
     SELECT * FROM (
         SELECT q.max_backlog, jobq.queue_backlog(:queue, q.max_backlog) AS backlog
           FROM jobq.queues q
          WHERE q.name = :queue AND q.max_backlog IS NOT NULL
+           AND NOT EXISTS (SELECT FROM held)
     ) AS admission
      WHERE backlog >= max_backlog
-),
-policy AS MATERIALIZED (
-    -- the queue's own defaults, where its settings have them
-    SELECT q.max_attempts, q.lease_seconds
-      FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = :queue
-),
-inserted AS (
-    INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at, max_attempts,
-                                lease_seconds, idempotency_key, metadata, concurrency_key)
-    SELECT CAST(:queue AS text), CAST(:type AS text), CAST(:payload AS jsonb),
-           CAST(:priority AS smallint),
-           coalesce(CAST(:run_at AS timestamptz),
-                    now() + make_interval(secs => CAST(:delay_seconds AS double precision))),
-           coalesce(CAST(:max_attempts AS integer), policy.max_attempts,
-                    CAST(:default_max_attempts AS integer)),
-           coalesce(CAST(:lease_seconds AS integer), policy.lease_seconds,
-                    CAST(:default_lease_seconds AS integer)),
-           CAST(:idempotency_key AS text), CAST(:metadata AS jsonb),
-           CAST(:concurrency_key AS text)
-      FROM policy
-     WHERE NOT EXISTS (SELECT FROM refused)
-    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL
-        DO NOTHING
-    RETURNING j.*
-),
-announced AS MATERIALIZED (
-    -- one row at most: no GROUP BY, whose hash table cost more than the rest of the
-    -- announcement (43k of PostgreSQL's instructions a call, bench.pg_calls)
-    SELECT jobq.announce_due(queue, run_at, 1)
-      FROM inserted
-     WHERE state = 'queued'
-),
-found AS (
-    SELECT false AS deduplicated, inserted.*
-      FROM inserted CROSS JOIN (SELECT count(*) FROM announced) AS announcements
-    UNION ALL
-    SELECT true, j.* FROM jobq.jobs j
-     WHERE NOT EXISTS (SELECT FROM inserted)
-       AND j.queue = :queue AND j.idempotency_key = :idempotency_key
 )
--- One row: the job (new or deduplicated), or NULLs; and the backlog if it was refused.
-SELECT found.*, refused.max_backlog AS refused_max_backlog, refused.backlog AS refused_backlog
+SELECT held.*, refused.max_backlog AS refused_max_backlog, refused.backlog AS refused_backlog
   FROM (SELECT) AS one
-  LEFT JOIN refused ON true
-  LEFT JOIN found ON true;
+  LEFT JOIN held ON true
+  LEFT JOIN refused ON true;
 
 
 -- name: enqueue_many
@@ -415,54 +411,42 @@ SELECT false, lease_expires_at, cancel_requested FROM held WHERE NOT held.needs_
 
 -- name: finish_one
 -- Complete or fail one live lease held by this key, returning the whole job; no row
--- when the lease is stale, unknown or another key's. (finish_many is the same
--- statement for a batch; this one takes scalars, a one-row input the planner sizes
--- right, so PostgreSQL keeps its generic plan instead of planning every call afresh:
--- ~0.35 ms of its CPU per complete or fail.)
-WITH input AS (
-    SELECT CAST(:job_id AS bigint) AS job_id, CAST(:lease_id AS uuid) AS lease_id,
-           CAST(:outcome AS text) AS outcome, CAST(:result AS jsonb) AS result,
-           CAST(:error AS jsonb) AS error, CAST(:retryable AS boolean) AS retryable,
-           CAST(:retry_after AS double precision) AS retry_after, CAST(1 AS bigint) AS ord
-),
-finished AS (
-    -- As in finish_many.
-    UPDATE jobq.jobs j
-       SET state = CASE WHEN i.outcome = 'complete' THEN 'succeeded'
-                        WHEN i.retryable AND j.attempt < j.max_attempts
-                             AND NOT j.cancel_requested THEN 'queued'
-                        WHEN j.cancel_requested THEN 'cancelled'
-                        ELSE 'failed' END::jobq.job_state,
-           run_at = CASE WHEN i.outcome = 'fail' AND i.retryable
-                              AND j.attempt < j.max_attempts AND NOT j.cancel_requested
-               THEN jobq.queue_retry_at(j.queue, j.attempt, i.retry_after,
-                                        :backoff_base, :backoff_cap, :backoff_jitter)
-               ELSE j.run_at END,
-           finished_at = CASE WHEN i.outcome = 'fail' AND i.retryable
-                                   AND j.attempt < j.max_attempts AND NOT j.cancel_requested
-               THEN NULL ELSE now() END,
-           last_error = CASE WHEN i.outcome = 'fail' THEN i.error ELSE j.last_error END,
-           result = CASE WHEN i.outcome = 'complete' THEN i.result ELSE j.result END,
-           lease_expires_at = NULL,
-           worker_id = CASE WHEN i.outcome = 'complete' THEN j.worker_id END,
-           attempts = CASE WHEN i.outcome = 'complete' THEN j.attempts
-               ELSE j.attempts || jobq.attempt_record(j.attempt, j.lease_id, j.worker_id,
-                                                      j.lease_key_id, j.attempted_at,
-                                                      'failed', i.error) END,
-           updated_at = now()
-      FROM input i
-     WHERE j.id = i.job_id AND j.lease_id = i.lease_id AND j.state::text = 'running'
-       AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
-    RETURNING i.ord, j.*
-),
-announced AS MATERIALIZED (
-    -- one row at most, as in enqueue_one: no GROUP BY
-    SELECT jobq.announce_due(queue, run_at, 1)
-      FROM finished
-     WHERE state = 'queued'
-)
-SELECT finished.*
-  FROM finished CROSS JOIN (SELECT count(*) FROM announced) AS announcements;
+-- when the lease is stale, unknown or another key's. The same UPDATE as finish_many,
+-- its input as scalars in the statement itself: no CTE around it, which every
+-- execution would set up afresh with the whole row passing through (455k of
+-- PostgreSQL's instructions a call, now 378k: bench.pg_calls), and a plan PostgreSQL
+-- keeps (generic) instead of planning each call afresh.
+UPDATE jobq.jobs j
+   SET state = CASE WHEN :outcome = 'complete' THEN 'succeeded'
+                    WHEN :retryable AND j.attempt < j.max_attempts
+                         AND NOT j.cancel_requested THEN 'queued'
+                    WHEN j.cancel_requested THEN 'cancelled'
+                    ELSE 'failed' END::jobq.job_state,
+       run_at = CASE WHEN :outcome = 'fail' AND :retryable
+                          AND j.attempt < j.max_attempts AND NOT j.cancel_requested
+           THEN jobq.queue_retry_at(j.queue, j.attempt, :retry_after,
+                                    :backoff_base, :backoff_cap, :backoff_jitter)
+           ELSE j.run_at END,
+       finished_at = CASE WHEN :outcome = 'fail' AND :retryable
+                               AND j.attempt < j.max_attempts AND NOT j.cancel_requested
+           THEN NULL ELSE now() END,
+       last_error = CASE WHEN :outcome = 'fail' THEN CAST(:error AS jsonb)
+                         ELSE j.last_error END,
+       result = CASE WHEN :outcome = 'complete' THEN CAST(:result AS jsonb) ELSE j.result END,
+       lease_expires_at = NULL,
+       worker_id = CASE WHEN :outcome = 'complete' THEN j.worker_id END,
+       attempts = CASE WHEN :outcome = 'complete' THEN j.attempts
+           ELSE j.attempts || jobq.attempt_record(j.attempt, j.lease_id, j.worker_id,
+                                                  j.lease_key_id, j.attempted_at,
+                                                  'failed', CAST(:error AS jsonb)) END,
+       updated_at = now()
+ WHERE j.id = CAST(:job_id AS bigint) AND j.lease_id = CAST(:lease_id AS uuid)
+   AND j.state::text = 'running'
+   AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+-- a job queued again (a retry) is announced
+RETURNING j.*,
+          CASE WHEN j.state = 'queued' THEN jobq.announce_due(j.queue, j.run_at, 1) END
+              AS announced;
 
 
 -- name: finish_many

@@ -27,6 +27,7 @@ from app.jobs.rows import (
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
 ENQUEUE_ONE = QUERIES["enqueue_one"]
+ENQUEUE_HELD_OR_REFUSED = QUERIES["enqueue_held_or_refused"]
 ENQUEUE_MANY = QUERIES["enqueue_many"]
 LEASE = QUERIES["lease"]
 LOCK_LIMITED_QUEUE = QUERIES["lock_limited_queue"]
@@ -75,12 +76,15 @@ class JobsRepository:
     # ---- producers ---------------------------------------------------------------
 
     async def enqueue_one(self, params: dict[str, Any]) -> Enqueued | Refused | None:
-        """The job (new or holding the key), the refusal, or None: the key changed hands
-        after the statement's snapshot (try again)."""
+        """The job (new or holding the key), the refusal, or None: the key changed hands,
+        or the queue made room, between the two statements (try again)."""
         record = await self._db.fetch_one(ENQUEUE_ONE, params)
+        if record is not None:
+            return Enqueued(job_at(record, 0), deduplicated=False)
+        record = await self._db.fetch_one(ENQUEUE_HELD_OR_REFUSED, params)
         assert record is not None  # the statement always answers one row
         if record["id"] is not None:  # a replay is answered even when the queue is full
-            return Enqueued(job_at(record, 1), record["deduplicated"])
+            return Enqueued(job_at(record, 0), deduplicated=True)
         if record["refused_max_backlog"] is not None:
             return Refused(record["refused_max_backlog"], record["refused_backlog"])
         return None
@@ -179,7 +183,7 @@ class JobsRepository:
         record = await self._db.fetch_one(
             FINISH_ONE, {**params, **backoff.params(), "key_id": key_id}
         )
-        return None if record is None else job_at(record, 1)
+        return None if record is None else job_at(record, 0)
 
     async def finish_many(
         self, columns: dict[str, list[Any]], backoff: Backoff, key_id: int | None = None

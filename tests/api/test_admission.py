@@ -147,7 +147,9 @@ async def test_an_idempotent_replay_is_answered_even_when_full(
     assert await _unfinished(db, "q") == 0
 
 
-async def test_a_refused_enqueue_is_one_statement(app: FastAPI, client: httpx.AsyncClient) -> None:
+async def test_a_refused_enqueue_is_answered_without_retrying(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
     await _set_max_backlog(client, "q", 1)
     await enqueue(client, "q")
     repo = app.state.jobs.enqueue._repo
@@ -166,7 +168,7 @@ async def test_a_refused_enqueue_is_one_statement(app: FastAPI, client: httpx.As
     _assert_queue_full(await client.post("/v1/queues/q/jobs", json={"type": "t"}), "q", 1)
     batch = {"jobs": [{"type": "t"}]}
     _assert_queue_full(await client.post("/v1/queues/q/jobs/batch", json=batch), "q", 1)
-    assert calls == ["one", "many"]  # no retry loop, no separate read of the settings
+    assert calls == ["one", "many"]  # no retry loop
 
 
 # ---- batches: all or nothing -----------------------------------------------------------

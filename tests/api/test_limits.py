@@ -452,7 +452,7 @@ def test_the_notify_channel_is_a_constant_and_queue_names_travel_as_data() -> No
     assert announcing and notifying, "the announcing statements were not found"
     for sql in announcing.values():
         # A queue is a column's value, announced through the one function that notifies.
-        assert re.search(r"jobq\.announce_due\((queue|name), ", sql), sql
+        assert re.search(r"jobq\.announce_due\((j\.)?(queue|name), ", sql), sql
     for sql in notifying.values():
         # The channel is a constant; a key's lookup id or a queue's name is a column's
         # value, in the payload.

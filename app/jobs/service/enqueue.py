@@ -87,9 +87,11 @@ class Enqueuer:
                 if not found.deduplicated:
                     telemetry.enqueued(queue, 1)
                 return found
-            # The job holding the key was committed after this statement's snapshot, or
-            # deleted by retention in between: go again.
-        raise Conflict("the idempotency key is changing hands too fast; retry the request")
+            # Between the insert and the look at why it inserted nothing, the job holding
+            # the key went (retention, an operator) or the full queue made room: go again.
+        raise Conflict(
+            "the idempotency key or the queue's backlog is changing too fast; retry the request"
+        )
 
     async def batch(self, queue: str, jobs: Sequence[JobIn]) -> list[BatchItem]:
         """Create many jobs in one round trip; the answer is in request order."""
