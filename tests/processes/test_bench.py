@@ -225,6 +225,9 @@ def test_the_soak_samples_sizes_latency_and_memory(database_url: str, tmp_path: 
 CALLS_TIMEOUT_SECONDS = 300
 
 
+# Under Valgrind, with the other database mode's suite beside it on two cores, these
+# take longer than the suite's default timeout; the subprocess's own timeout governs.
+@pytest.mark.timeout(CALLS_TIMEOUT_SECONDS + 30)
 @pytest.mark.parametrize("through", [(), ("--http",)], ids=["in-process", "http"])
 def test_calls_counts_the_instructions_of_a_call(
     database_url: str, through: tuple[str, ...]
@@ -243,6 +246,7 @@ PG_CALLS_TIMEOUT_SECONDS = 600
 PG_CALLS_LINE = re.compile(r"^(single|batch) +(\S.*?) +([\d,]+) +([\d.]+) x bare$", re.MULTILINE)
 
 
+@pytest.mark.timeout(PG_CALLS_TIMEOUT_SECONDS + 30)
 def test_pg_calls_counts_postgresql_instructions_per_job() -> None:
     # a PostgreSQL of its own under Valgrind, whatever JOBQ_DATABASE_URL says
     run = subprocess.run(
