@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -73,6 +74,22 @@ async def test_same_idempotency_key_returns_the_unfinished_job(client: httpx.Asy
     assert by_header.status_code == 200 and by_header.json()["id"] == first["id"]
     other_queue = await enqueue(client, "other", idempotency_key="order-17")
     assert other_queue["id"] != first["id"] and other_queue["deduplicated"] is False
+
+
+async def test_producers_racing_with_one_key_make_one_job(
+    client: httpx.AsyncClient, db: asyncpg.Connection
+) -> None:
+    # Each insert waits for the one holding the key to commit, inserts nothing, and
+    # then reads the job that holds it (enqueue_held_or_refused).
+    body = {"type": "task", "idempotency_key": "order-18"}
+    answers = await asyncio.gather(
+        *(client.post("/v1/queues/q/jobs", json=body) for _ in range(10))
+    )
+    statuses = sorted(answer.status_code for answer in answers)
+    assert statuses == [200] * 9 + [201], [a.text for a in answers]
+    assert len({answer.json()["id"] for answer in answers}) == 1
+    assert [a.json()["deduplicated"] for a in answers].count(False) == 1
+    assert await db.fetchval("SELECT count(*) FROM jobq.jobs") == 1
 
 
 async def test_a_finished_job_keeps_its_key_until_retention_deletes_it(
