@@ -10,6 +10,7 @@ warming up and the server's own work cancel out. Repeatable to 0.01 %.
 
     python -m bench.pg_calls                  the single job and the batch, all three
     python -m bench.pg_calls --path batch --loops 100
+    python -m bench.pg_calls --path single --statements   and each of jobq's statements
 
 Loops, per job:
 - single: enqueue one job, lease it, complete it (jobq's ENQUEUE_ONE, LEASE, FINISH_ONE;
@@ -175,7 +176,9 @@ def _lease(max_jobs: int) -> dict[str, Any]:
     return {**queues, "worker_id": "w", "key_id": None}
 
 
-async def jobq_single(conn: asyncpg.Connection, loops: int) -> None:
+async def _jobq_steps(conn: asyncpg.Connection, loops: int, steps: int) -> None:
+    """`loops` single jobs through jobq's statements, the first `steps` of enqueue, lease
+    and complete."""
     job = {
         **dict.fromkeys(jobs.ENQUEUE_ONE.names),
         **{"queue": "q", "type": "t", "payload": PAYLOAD, "priority": 0, "metadata": "{}"},
@@ -183,13 +186,29 @@ async def jobq_single(conn: asyncpg.Connection, loops: int) -> None:
     }
     for _ in range(loops):
         await conn.fetch(jobs.ENQUEUE_ONE.sql, *jobs.ENQUEUE_ONE.args(job))
+        if steps < 2:
+            continue
         (row,) = await conn.fetch(jobs.LEASE.sql, *jobs.LEASE.args(_lease(1)))
+        if steps < 3:
+            continue
         finish = {
             **dict.fromkeys(jobs.FINISH_ONE.names),
             **{"job_id": row["id"], "lease_id": row["lease_id"], "outcome": "complete"},
             **{"retryable": True, **_BACKOFF},
         }
         (_finished,) = await conn.fetch(jobs.FINISH_ONE.sql, *jobs.FINISH_ONE.args(finish))
+
+
+async def jobq_single(conn: asyncpg.Connection, loops: int) -> None:
+    await _jobq_steps(conn, loops, 3)
+
+
+async def jobq_enqueue(conn: asyncpg.Connection, loops: int) -> None:
+    await _jobq_steps(conn, loops, 1)
+
+
+async def jobq_enqueue_lease(conn: asyncpg.Connection, loops: int) -> None:
+    await _jobq_steps(conn, loops, 2)
 
 
 async def whole_single(conn: asyncpg.Connection, loops: int) -> None:
@@ -253,6 +272,14 @@ LOOPS: dict[str, list[tuple[str, Loop, str]]] = {
         ("bare", bare_batch, "bench_bare"),
     ],
 }
+
+
+# --statements: jobq's single job a statement at a time, each the difference of two loops
+STATEMENT_LOOPS: list[tuple[str, Loop]] = [
+    ("enqueue", jobq_enqueue),
+    ("lease", jobq_enqueue_lease),
+    ("complete", jobq_single),
+]
 
 
 async def _fill(url: str, table: str, queued: int, finished: int) -> None:
@@ -325,6 +352,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", action="append", choices=list(LOOPS), help="[default: both]")
     parser.add_argument("--loops", type=int, default=200, help="loops [default: 200]")
     parser.add_argument("--bindir", type=Path, help="PostgreSQL's binaries [default: see above]")
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="also jobq's single job a statement at a time (enqueue, lease, complete)",
+    )
     args = parser.parse_args(argv)
     with _server(args.bindir or default_bindir()) as server:
         url, version = asyncio.run(_prepare(server.url))
@@ -340,6 +372,12 @@ def main(argv: list[str] | None = None) -> int:
                 )
             reference = LOOPS[path][1][0]
             print(f"{path:6s}  jobq / {reference}: {figures['jobq'] / figures[reference]:.2f}")
+        if args.statements:
+            before = 0
+            for name, loop in STATEMENT_LOOPS:  # each loop runs one statement more
+                through = per_job(server, url, "single", loop, "jobq.jobs", args.loops)
+                print(f"single  jobq's {name:13s} {through - before:>12,} a call", flush=True)
+                before = through
     return 0
 
 

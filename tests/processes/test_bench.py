@@ -250,7 +250,7 @@ PG_CALLS_LINE = re.compile(r"^(single|batch) +(\S.*?) +([\d,]+) +([\d.]+) x bare
 def test_pg_calls_counts_postgresql_instructions_per_job() -> None:
     # a PostgreSQL of its own under Valgrind, whatever JOBQ_DATABASE_URL says
     run = subprocess.run(
-        [sys.executable, "-m", "bench.pg_calls", "--loops", "8"],
+        [sys.executable, "-m", "bench.pg_calls", "--loops", "8", "--statements"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -268,3 +268,9 @@ def test_pg_calls_counts_postgresql_instructions_per_job() -> None:
     # the bare ones on the minimal table
     for path, reference in (("single", "whole floor"), ("batch", "minimal, jobq's row")):
         assert found[path, "jobq"] > found[path, reference] > found[path, "bare"] > 10_000
+    # --statements: the single job's three statements, which add up to the whole
+    statements = dict(re.findall(r"^single  jobq's (\w+) +([\d,]+) a call$", run.stdout, re.M))
+    assert set(statements) == {"enqueue", "lease", "complete"}, run.stdout
+    each = [int(n.replace(",", "")) for n in statements.values()]
+    assert min(each) > 10_000
+    assert abs(sum(each) - found["single", "jobq"]) < 0.05 * found["single", "jobq"], run.stdout
