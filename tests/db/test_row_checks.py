@@ -9,10 +9,8 @@ import os
 import asyncpg
 import pytest
 
-from app.db.embedded import quote_ident
 from app.db.migrate import upgrade
-from app.db.url import with_database
-from tests.conftest import plain
+from tests.conftest import _drop, _recreate, plain
 from tests.db.test_migration_0016 import downgrade
 
 NOTIFIED_WITHIN_SECONDS = 0.5
@@ -106,35 +104,32 @@ async def test_only_jobs_with_dependents_or_waiters_call_the_trigger(
         assert await db.fetchval(calls) == 1
 
 
+_CHECKS = (
+    "SELECT conname FROM pg_constraint WHERE conrelid = 'jobq.jobs'::regclass"
+    " AND contype = 'c' ORDER BY conname"
+)
+
+
+async def _checks_of_jobs(url: str) -> list[str]:
+    conn = await asyncpg.connect(plain(url))
+    try:
+        return [r[0] for r in await conn.fetch(_CHECKS)]
+    finally:
+        await conn.close()
+
+
 async def test_migration_0019_goes_down_and_up_again(server_url: str) -> None:
     name = f"jobq_migration_0019_{os.getpid()}"
-    admin = await asyncpg.connect(plain(with_database(server_url, "postgres")))
-    await admin.execute(f"DROP DATABASE IF EXISTS {quote_ident(name)} WITH (FORCE)")
-    await admin.execute(f"CREATE DATABASE {quote_ident(name)}")
-    url = with_database(server_url, name)
-    checks = (
-        "SELECT conname FROM pg_constraint WHERE conrelid = 'jobq.jobs'::regclass"
-        " AND contype = 'c' ORDER BY conname"
-    )
+    url = await _recreate(server_url, name)  # at head
     try:
-        await upgrade(url)
         await downgrade(url, "0018")
-        conn = await asyncpg.connect(plain(url))
-        try:
-            assert [r[0] for r in await conn.fetch(checks)] == [
-                "jobs_attempt_check",
-                "jobs_lease_seconds_check",
-                "jobs_max_attempts_check",
-                "running_has_lease",
-            ]
-        finally:
-            await conn.close()
+        assert await _checks_of_jobs(url) == [
+            "jobs_attempt_check",
+            "jobs_lease_seconds_check",
+            "jobs_max_attempts_check",
+            "running_has_lease",
+        ]
         await upgrade(url)
-        conn = await asyncpg.connect(plain(url))
-        try:
-            assert [r[0] for r in await conn.fetch(checks)] == ["running_has_lease"]
-        finally:
-            await conn.close()
+        assert await _checks_of_jobs(url) == ["running_has_lease"]
     finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {quote_ident(name)} WITH (FORCE)")
-        await admin.close()
+        await _drop(server_url, name)
