@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import pwd
@@ -203,14 +204,6 @@ async def jobq_single(conn: asyncpg.Connection, loops: int) -> None:
     await _jobq_steps(conn, loops, 3)
 
 
-async def jobq_enqueue(conn: asyncpg.Connection, loops: int) -> None:
-    await _jobq_steps(conn, loops, 1)
-
-
-async def jobq_enqueue_lease(conn: asyncpg.Connection, loops: int) -> None:
-    await _jobq_steps(conn, loops, 2)
-
-
 async def whole_single(conn: asyncpg.Connection, loops: int) -> None:
     for _ in range(loops):
         await conn.fetch(INSERT, "q", "t", PAYLOAD)
@@ -274,12 +267,9 @@ LOOPS: dict[str, list[tuple[str, Loop, str]]] = {
 }
 
 
-# --statements: jobq's single job a statement at a time, each the difference of two loops
-STATEMENT_LOOPS: list[tuple[str, Loop]] = [
-    ("enqueue", jobq_enqueue),
-    ("lease", jobq_enqueue_lease),
-    ("complete", jobq_single),
-]
+# --statements: jobq's single job a statement at a time, each loop one statement longer
+# than the one before (the last is the whole job, jobq_single)
+STATEMENTS = ("enqueue", "lease", "complete")
 
 
 async def _fill(url: str, table: str, queued: int, finished: int) -> None:
@@ -361,8 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     with _server(args.bindir or default_bindir()) as server:
         url, version = asyncio.run(_prepare(server.url))
         print(f"PostgreSQL {version} under cachegrind; instructions per job", flush=True)
+        measured: dict[str, dict[str, int]] = {}
         for path in args.path or list(LOOPS):
-            figures = {
+            figures = measured[path] = {
                 name: per_job(server, url, path, loop, table, args.loops)
                 for name, loop, table in LOOPS[path]
             }
@@ -374,8 +365,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path:6s}  jobq / {reference}: {figures['jobq'] / figures[reference]:.2f}")
         if args.statements:
             before = 0
-            for name, loop in STATEMENT_LOOPS:  # each loop runs one statement more
-                through = per_job(server, url, "single", loop, "jobq.jobs", args.loops)
+            for steps, name in enumerate(STATEMENTS, start=1):
+                through = measured.get("single", {}).get("jobq") if steps == 3 else None
+                if through is None:
+                    loop = functools.partial(_jobq_steps, steps=steps)
+                    through = per_job(server, url, "single", loop, "jobq.jobs", args.loops)
                 print(f"single  jobq's {name:13s} {through - before:>12,} a call", flush=True)
                 before = through
     return 0
