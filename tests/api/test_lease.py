@@ -11,11 +11,12 @@ from typing import Any
 import asyncpg
 import httpx
 from fastapi import FastAPI
+from pydantic import BaseModel
 
 from app.db.database import Database
 from app.db.engine import create_engine
 from app.jobs.repository import JobsRepository
-from app.jobs.schemas import EnqueuedJob, JobOut, LeasesOut
+from app.jobs.schemas import EnqueuedJob, HeartbeatOut, JobOut, LeasesOut
 from app.maintenance import Reaper
 from tests.helpers import enqueue, lease, lease_one
 
@@ -208,9 +209,10 @@ async def test_the_lease_answer_is_exactly_what_its_schema_serializes(
 async def test_job_answers_are_exactly_what_their_schemas_serialize(
     client: httpx.AsyncClient,
 ) -> None:
-    # Enqueue, complete and fail answer the whole job serialized without validating it
-    # (as the lease route does): validating each and serializing it again changes nothing.
-    def unchanged(response: httpx.Response, schema: type[JobOut], status: int) -> None:
+    # Enqueue, heartbeat, complete and fail serialize their answers without validating
+    # them (as the lease route does): validating each and serializing it again changes
+    # nothing.
+    def unchanged(response: httpx.Response, schema: type[BaseModel], status: int) -> None:
         assert response.status_code == status, response.text
         assert response.headers["content-type"] == "application/json"
         assert (
@@ -231,9 +233,9 @@ async def test_job_answers_are_exactly_what_their_schemas_serialize(
 
     first = await lease_one(client)
     progress = {"progress": {"percent": 12.5, "stage": "s", "message": "m"}}
-    assert (
-        await client.post(f"/v1/leases/{first['lease_id']}/heartbeat", json=progress)
-    ).status_code == 200
+    beat = await client.post(f"/v1/leases/{first['lease_id']}/heartbeat", json=progress)
+    unchanged(beat, HeartbeatOut, 200)
+    assert beat.json()["progress_recorded"] is True
     failure = {"error": {"type": "E", "message": "boom", "details": {"x": [1]}},
                "retry_after_seconds": 0}  # fmt: skip
     failed = await client.post(f"/v1/leases/{first['lease_id']}/fail", json=failure)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Request, Response
 
+from app.api.answers import answer
 from app.api.openapi import problems
 from app.jobs import views
 from app.jobs.routes.deps import services
@@ -73,11 +74,11 @@ async def heartbeat_lease(
     lease_id: LeasePath,
     http: Request,
     request: Annotated[HeartbeatIn | None, Body()] = None,
-) -> dict[str, Any]:
+) -> Response:
     """Extend a lease from now and report progress; says whether cancellation was requested."""
     jobs = services(http)
     beat = await jobs.leases.heartbeat(lease_id, request or HeartbeatIn(), caller.key_id)
-    return views.heartbeat(beat)
+    return answer(views.heartbeat(beat))
 
 
 @router.post(
