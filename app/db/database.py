@@ -16,7 +16,7 @@ import asyncpg
 from sqlalchemy.exc import DBAPIError, InterfaceError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.util.concurrency import greenlet_spawn
+from sqlalchemy.util.concurrency import await_only, greenlet_spawn
 
 from app.core.errors import DatabaseUnavailable
 from app.db.statement import Statement
@@ -103,9 +103,36 @@ class Database:
             yield conn
 
     async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[asyncpg.Record]:
-        """Every row `statement` returns."""
-        async with self.connection() as conn:
-            return await conn.fetch(statement.sql, *statement.args(params))
+        """Every row `statement` returns.
+
+        The checkout, the statement and the return run in one greenlet: SQLAlchemy's
+        async pool runs each checkout and each return in a greenlet of its own, and a
+        new greenlet maps a fresh 16 KiB Python stack that its end unmaps again
+        (`mmap`, a page fault, `munmap`: the kernel's work, which no instruction count
+        shows). One greenlet per statement instead of two.
+        """
+        return await greenlet_spawn(self._fetch, statement.sql, statement.args(params))
+
+    def _fetch(self, sql: str, args: list[Any]) -> list[asyncpg.Record]:
+        """`fetch`'s body, in its greenlet: what `connection` does around a statement."""
+        try:
+            pooled = self.engine.sync_engine.raw_connection()
+        except Exception as exc:
+            if unavailable(exc):
+                raise DatabaseUnavailable() from exc
+            raise
+        driver = pooled.driver_connection
+        assert isinstance(driver, asyncpg.Connection)
+        try:
+            rows: list[asyncpg.Record] = await_only(driver.fetch(sql, *args))
+            return rows
+        except Exception as exc:
+            if driver.is_closed() or unavailable(exc):
+                pooled.invalidate(exc)
+                raise DatabaseUnavailable() from exc
+            raise
+        finally:
+            pooled.close()
 
     async def ping(self) -> None:
         """Raise `DatabaseUnavailable` unless the database answers."""
