@@ -11,6 +11,7 @@ so that start-up and imports cancel out. Repeatable to about 0.5 %.
     python -m bench.calls                      jobq, and the floor answering whole jobs
     python -m bench.calls --app jobq --app floor
     python -m bench.calls --http --workers 2   through HTTP: `jobq serve`, uvicorn
+    python -m bench.calls --cache              level-1 cache misses per call too
 
 `--http` counts the served processes instead (`jobq serve --workers N`, or the floor
 under uvicorn as the benchmark runs it, with every worker process), while a client here
@@ -18,6 +19,11 @@ drives the same loops through a socket: uvicorn, its HTTP parser and the sockets
 too. PostgreSQL's own work is not counted (it is another process). Needs Valgrind
 (Debian's `valgrind`); the database is the benchmark's (`--database-url` or
 `JOBQ_DATABASE_URL`, else the embedded server), in a database of its own, recreated.
+
+Instructions are not seconds: a call that runs through more distinct code misses the
+processor's instruction cache more often, and CPython's calls then take longer than
+their instructions say. `--cache` has cachegrind simulate the caches too (several
+times slower) and adds each call's level-1 instruction and data misses.
 """
 
 from __future__ import annotations
@@ -49,8 +55,31 @@ APPS: tuple[App, ...] = ("jobq", "floor", "whole")
 QUEUE = "calls"
 WARMUP_LOOPS = 20
 CALLS_PER_LOOP = 3
-INSTRUCTIONS = re.compile(r"I\s+refs:\s+([\d,]+)")
-VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
+# cachegrind's summary lines: what it counts always, and with its cache simulation
+COUNTERS = {
+    "instructions": re.compile(r"I\s+refs:\s+([\d,]+)"),
+    "I1 misses": re.compile(r"I1\s+misses:\s+([\d,]+)"),
+    "D1 misses": re.compile(r"D1\s+misses:\s+([\d,]+)"),
+}
+Counts = dict[str, int]
+
+
+def valgrind(cache: bool) -> tuple[str, ...]:
+    """cachegrind, counting instructions; with `cache`, level-1 cache misses too."""
+    simulate = "--cache-sim=yes" if cache else "--cache-sim=no"
+    return ("valgrind", "--tool=cachegrind", simulate, "--cachegrind-out-file=/dev/null")
+
+
+def _counted(output: str, cache: bool) -> list[Counts]:
+    """Each counted process's counters, from cachegrind's summaries in `output`."""
+    names = list(COUNTERS) if cache else ["instructions"]
+    found = {name: COUNTERS[name].findall(output) for name in names}
+    return [
+        {name: int(found[name][i].replace(",", "")) for name in names}
+        for i in range(min(len(values) for values in found.values()))
+    ]
+
+
 HTTP_TIMEOUT_SECONDS = 120.0  # a call under Valgrind runs some 50 times slower
 VALGRIND_START_SECONDS = 300.0  # and so does the service's start
 JSON = {"content-type": "application/json"}
@@ -167,8 +196,8 @@ async def _drive_http(base_url: str, loops: int) -> None:
         await _loops(post, WARMUP_LOOPS + loops)
 
 
-def served_instructions(name: App, url: str, loops: int, workers: int) -> int:
-    """Instructions of the served processes (all of them) while `loops` loops go through
+def served_instructions(name: App, url: str, loops: int, workers: int, cache: bool) -> Counts:
+    """Counters of the served processes (all of them) while `loops` loops go through
     HTTP: the service started under Valgrind, driven from here, stopped."""
     with tempfile.TemporaryDirectory(prefix="jobq-calls-") as folder:
         log = Path(folder) / "service.log"
@@ -178,7 +207,7 @@ def served_instructions(name: App, url: str, loops: int, workers: int) -> int:
             log_path=log,
             app="jobq" if name == "jobq" else "floor",
             extra_env=QUIET_MAINTENANCE if name == "jobq" else _floor_env(name),
-            wrapper=(*VALGRIND, "--trace-children=yes"),
+            wrapper=(*valgrind(cache), "--trace-children=yes"),
             start_timeout=VALGRIND_START_SECONDS,
         )
         with service:
@@ -186,34 +215,41 @@ def served_instructions(name: App, url: str, loops: int, workers: int) -> int:
         # uvicorn alone ends a SIGTERM by raising it again, once shut down cleanly
         if service.stop() not in (0, -signal.SIGTERM):
             raise SystemExit(f"{name} under valgrind failed:\n{service.log_tail()}")
-        counted = INSTRUCTIONS.findall(log.read_text(errors="replace"))
+        counted = _counted(log.read_text(errors="replace"), cache)
     if len(counted) < 1 + (workers if workers > 1 else 0):
         raise SystemExit(f"{name} under valgrind: {len(counted)} processes counted")
-    return sum(int(found.replace(",", "")) for found in counted)
+    return {key: sum(process[key] for process in counted) for key in counted[0]}
 
 
-def instructions(name: App, url: str, loops: int) -> int:
-    """Instructions of a whole process that drives `loops` loops of `name`."""
+def instructions(name: App, url: str, loops: int, cache: bool) -> Counts:
+    """Counters of a whole process that drives `loops` loops of `name`."""
     command = [
-        *VALGRIND,
+        *valgrind(cache),
         *(sys.executable, "-m", "bench.calls", "--drive", name, "--loops", str(loops)),
         *("--database-url", url),
     ]
     done = subprocess.run(  # noqa: S603 - our own interpreter and module
         command, cwd=REPO, capture_output=True, text=True
     )
-    found = INSTRUCTIONS.search(done.stderr)
-    if done.returncode != 0 or found is None:
+    counted = _counted(done.stderr, cache)
+    if done.returncode != 0 or not counted:
         raise SystemExit(f"{name} under valgrind failed:\n{done.stdout}\n{done.stderr[-2000:]}")
-    return int(found.group(1).replace(",", ""))
+    return counted[-1]
 
 
-def per_call(count: Callable[[int], int], loops: int, per_loop: int = CALLS_PER_LOOP) -> int:
-    """Instructions per call (of `per_loop` in a loop): two runs, `loops` and a quarter as
+def per_call(count: Callable[[int], Counts], loops: int, per_loop: int = CALLS_PER_LOOP) -> Counts:
+    """Counters per call (of `per_loop` in a loop): two runs, `loops` and a quarter as
     many, differenced, so that start-up and warm-up cancel out."""
     few = max(loops // 4, 1)
-    extra = count(loops) - count(few)
-    return round(extra / ((loops - few) * per_loop))
+    many, fewer = count(loops), count(few)
+    return {key: round((many[key] - fewer[key]) / ((loops - few) * per_loop)) for key in many}
+
+
+def _line(name: str, counts: Counts) -> str:
+    """`jobq  910,512 instructions per call`, and the cache misses when counted."""
+    misses = [f"{value:,} {key}" for key, value in counts.items() if key != "instructions"]
+    extra = f" ({', '.join(misses)})" if misses else ""
+    return f"{name:6s} {counts['instructions']:>10,} instructions per call{extra}"
 
 
 async def _prepare(server_url: str, name: str) -> str:
@@ -245,6 +281,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, default=1, help="with --http: service processes [default: 1]"
     )
+    parser.add_argument(
+        "--cache",
+        action="store_true",
+        help="simulate the caches too: level-1 instruction and data misses per call "
+        "(slower; a larger program's calls miss more, and take longer than their "
+        "instructions alone say)",
+    )
     parser.add_argument("--database-url", help="PostgreSQL server [default: as the benchmark]")
     parser.add_argument(
         "--database-name",
@@ -261,10 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     server = database.resolve_server(args.database_url)
     url = asyncio.run(_prepare(server.url, args.database_name))
     for name in args.app or ["jobq", "whole"]:
-        count: Callable[[int], int] = functools.partial(instructions, name, url)
+        count: Callable[[int], Counts] = functools.partial(
+            instructions, name, url, cache=args.cache
+        )
         if args.http:
-            count = functools.partial(served_instructions, name, url, workers=args.workers)
-        print(f"{name:6s} {per_call(count, args.loops):>10,} instructions per call", flush=True)
+            count = functools.partial(
+                served_instructions, name, url, workers=args.workers, cache=args.cache
+            )
+        print(_line(name, per_call(count, args.loops)), flush=True)
     return 0
 
 

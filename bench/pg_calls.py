@@ -49,7 +49,7 @@ import asyncpg
 from app.jobs import repository as jobs
 from bench import database
 from bench.bare import BARE_CLAIM, BARE_FINISH_MANY, BARE_FINISH_ONE, BARE_INSERT
-from bench.calls import per_call
+from bench.calls import Counts, per_call
 from bench.floor_whole import CLAIM, FINISH_MANY, FINISH_ONE, INSERT, WIDE_TABLE
 from bench.service import free_port
 
@@ -309,11 +309,11 @@ def per_job(server: CountedServer, url: str, path: str, loop: Loop, table: str, 
     # the same table for every run (and so the same plans): as many queued as the longer needs
     queued = max((WARMUP_LOOPS + loops) * BATCH, QUEUED_JOBS) if path == "batch" else 0
 
-    def count(n: int) -> int:
+    def count(n: int) -> Counts:
         asyncio.run(_fill(url, table, queued, FINISHED_JOBS))
-        return server.instructions(asyncio.run(_backend_running(url, loop, n)))
+        return {"instructions": server.instructions(asyncio.run(_backend_running(url, loop, n)))}
 
-    return per_call(count, loops, per_loop=BATCH if path == "batch" else 1)
+    return per_call(count, loops, per_loop=BATCH if path == "batch" else 1)["instructions"]
 
 
 async def _prepare(server_url: str) -> tuple[str, str]:
