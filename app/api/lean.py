@@ -109,12 +109,14 @@ def lean_handler(dependant: Dependant, embed_body: bool, full: Handler) -> Handl
     assert call is not None
     paths = [(f, f.alias) for f in dependant.path_params]
     headers = [(f, _header_key(f)) for f in dependant.header_params]
-    defaults = [f for f in dependant.query_params]
+    defaults = list(dependant.query_params)
     body = dependant.body_params[0] if dependant.body_params else None
     request_name = dependant.request_param_name
 
     def default(field: Any) -> Any:
-        if field.field_info.validate_default:
+        """An absent parameter's value (FastAPI's: a copy of its default); `_FULL` when
+        FastAPI must answer (it is required: a 422; or its default is validated)."""
+        if field.field_info.is_required() or field.field_info.validate_default:
             return _FULL
         return copy.deepcopy(field.default)
 
@@ -125,7 +127,10 @@ def lean_handler(dependant: Dependant, embed_body: bool, full: Handler) -> Handl
         values: dict[str, Any] = {}
         path_params = request.path_params
         for field, alias in paths:
-            value, errors = field.validate(path_params[alias], values, loc=("path", alias))
+            raw = path_params.get(alias)
+            if raw is None:
+                return None
+            value, errors = field.validate(raw, values, loc=("path", alias))
             if errors:
                 return None
             values[field.name] = value
@@ -148,8 +153,6 @@ def lean_handler(dependant: Dependant, embed_body: bool, full: Handler) -> Handl
         if body is not None:
             content = await _body(request)
             if not content:
-                if body.field_info.is_required():
-                    return None
                 value = default(body)
                 if value is _FULL:
                     return None

@@ -27,6 +27,12 @@ async def simple(
     return Response(json.dumps([item_id, item.model_dump(), trace_id, request.method]))
 
 
+async def required_header(
+    item_id: Annotated[int, Path(ge=1)], item: Item, trace_id: Annotated[str, Header()]
+) -> Response:
+    return Response(json.dumps([item_id, trace_id]))
+
+
 async def optional_body(
     item_id: Annotated[int, Path(ge=1)], item: Annotated[Item | None, Body()] = None
 ) -> Response:
@@ -118,6 +124,15 @@ async def test_an_invalid_header_goes_to_fastapi() -> None:
     request = _request("/items/7", b'{"name": "a"}')
     request.scope["headers"].append((b"trace-id", b"much-too-long"))
     assert await _answer(simple, request) == (b"full", 1)
+
+
+async def test_a_required_header_missing_goes_to_fastapi() -> None:
+    request = _request("/items/7", b'{"name": "a"}')
+    assert await _answer(required_header, request) == (b"full", 1)
+    request = _request("/items/7", b'{"name": "a"}')
+    request.scope["headers"].append((b"trace-id", b"t"))
+    body, fallbacks = await _answer(required_header, request)
+    assert (json.loads(body), fallbacks) == ([7, "t"], 0)
 
 
 async def _with_dependency(item: Item, extra: Annotated[int, Depends(lambda: 1)]) -> Response:
