@@ -228,9 +228,9 @@ CALLS_TIMEOUT_SECONDS = 300
 # Under Valgrind, with the other database mode's suite beside it on two cores, these
 # take longer than the suite's default timeout; the subprocess's own timeout governs.
 @pytest.mark.timeout(CALLS_TIMEOUT_SECONDS + 30)
-@pytest.mark.parametrize(
-    "through", [(), ("--http",), ("--cache",)], ids=["in-process", "http", "cache"]
-)
+# In-process with the cache simulation (its line has the instructions too), served
+# without: each Valgrind run here loads the machine the other mode's suite runs on.
+@pytest.mark.parametrize("through", [("--cache",), ("--http",)], ids=["in-process", "http"])
 def test_calls_counts_the_instructions_of_a_call(
     database_url: str, through: tuple[str, ...]
 ) -> None:
