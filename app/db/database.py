@@ -16,6 +16,7 @@ import asyncpg
 from sqlalchemy.exc import DBAPIError, InterfaceError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util.concurrency import await_only, greenlet_spawn
 
 from app.core.errors import DatabaseUnavailable
@@ -58,6 +59,12 @@ def unavailable(exc: BaseException) -> bool:
     )
 
 
+def _broke(driver: asyncpg.Connection, exc: BaseException) -> bool:
+    """Did `exc`, raised under a statement, leave the connection unusable (closed, or the
+    database out of reach)? Such a connection is invalidated, not given back."""
+    return driver.is_closed() or unavailable(exc)
+
+
 class Database:
     """Runs named statements on pooled connections."""
 
@@ -74,18 +81,11 @@ class Database:
         broke under a statement is invalidated (the pool opens a new one); an unreachable
         database becomes `DatabaseUnavailable`.
         """
-        try:
-            pooled = await self.engine.raw_connection()
-        except Exception as exc:
-            if unavailable(exc):
-                raise DatabaseUnavailable() from exc
-            raise
-        driver = pooled.driver_connection
-        assert isinstance(driver, asyncpg.Connection)
+        pooled, driver = await greenlet_spawn(self._checkout)
         try:
             yield driver
         except Exception as exc:
-            if driver.is_closed() or unavailable(exc):
+            if _broke(driver, exc):
                 await greenlet_spawn(pooled.invalidate, exc)
                 raise DatabaseUnavailable() from exc
             raise
@@ -95,6 +95,19 @@ class Database:
             # ever wait and be cancelled there, SQLAlchemy's pool takes the connection
             # back as failed and opens a new one.
             await greenlet_spawn(pooled.close)
+
+    def _checkout(self) -> tuple[PoolProxiedConnection, asyncpg.Connection]:
+        """In a greenlet: a pooled connection and the asyncpg connection under it; an
+        unreachable database raises `DatabaseUnavailable`."""
+        try:
+            pooled = self.engine.sync_engine.raw_connection()
+        except Exception as exc:
+            if unavailable(exc):
+                raise DatabaseUnavailable() from exc
+            raise
+        driver = pooled.driver_connection
+        assert isinstance(driver, asyncpg.Connection)
+        return pooled, driver
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
@@ -115,19 +128,12 @@ class Database:
 
     def _fetch(self, sql: str, args: list[Any]) -> list[asyncpg.Record]:
         """`fetch`'s body, in its greenlet: what `connection` does around a statement."""
-        try:
-            pooled = self.engine.sync_engine.raw_connection()
-        except Exception as exc:
-            if unavailable(exc):
-                raise DatabaseUnavailable() from exc
-            raise
-        driver = pooled.driver_connection
-        assert isinstance(driver, asyncpg.Connection)
+        pooled, driver = self._checkout()
         try:
             rows: list[asyncpg.Record] = await_only(driver.fetch(sql, *args))
             return rows
         except Exception as exc:
-            if driver.is_closed() or unavailable(exc):
+            if _broke(driver, exc):
                 pooled.invalidate(exc)
                 raise DatabaseUnavailable() from exc
             raise
