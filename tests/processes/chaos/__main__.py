@@ -2,12 +2,12 @@
 
     python -m tests.processes.chaos [--jobs N | --big] [--workers K] [--producers P]
                                    [--json PATH] [--run-dir DIR] [--keep] [--seed S]
-                                   [--pg-restart-cmd CMD]
+                                   [--pg-stop-cmd CMD --pg-start-cmd CMD]
 
 Without `JOBQ_DATABASE_URL` it starts an embedded PostgreSQL of its own in the run
 directory (never the one the tests or `jobq serve` use), so it may restart it; with it,
-it works in a database `jobq_chaos` on that server, and restarts the Debian cluster
-serving that port (`pg_lsclusters`), or runs `--pg-restart-cmd`.
+it works in a database `jobq_chaos` on that server, and stops and starts the Debian
+cluster serving that port (`pg_lsclusters`), or runs `--pg-stop-cmd` and `--pg-start-cmd`.
 
 While producers enqueue N jobs (a mix of jobs that succeed, fail retryably a few times,
 fail for good, or outlive their lease while heartbeating) and workers run them, a
@@ -42,10 +42,11 @@ and the services' logs (`Checks`):
   reap committed just before its process stopped may lose its log line, even on a
   graceful stop;
 - HTTP: no 500, every 5xx a 503 problem+json `database_unavailable` (`/readyz` may also
-  say `reaper_stalled`), no request hung; while PostgreSQL was down, each service
-  answered both `/v1/jobs` and `/readyz` probes 503 `database_unavailable` at least once
-  and no probe sent meanwhile took over `FAIL_FAST_SECONDS`; afterwards each service
-  answered both 200 by itself;
+  say `reaper_stalled`), no request hung; while PostgreSQL was stopped (it stays stopped
+  until every service has answered both probes 503, at most `OUTAGE_HOLD_SECONDS`),
+  each service answered both `/v1/jobs` and `/readyz` probes 503 `database_unavailable`
+  and no other answer; no probe of the restart took over `FAIL_FAST_SECONDS`;
+  afterwards each service answered both 200 by itself;
 - faults: every fault was injected as planned (workers killed mid-job, and every
   execution in flight in them came back and finished; both interrupted enqueues
   committed after their service died, and the retries of all `RESERVED_JOBS` keys found

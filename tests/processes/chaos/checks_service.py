@@ -140,13 +140,16 @@ class ServiceChecks(CheckBase):
         }
 
     def outage(self, fault: Fault) -> dict[str, Any]:
-        """While PostgreSQL was down, each service answered both probes 503 problem+json
-        `database_unavailable`, none slowly; after, each answered both 200 by itself."""
+        """While PostgreSQL was stopped, each service answered both probes 503 problem+json
+        `database_unavailable`, and every probe sent and answered then did; no probe of the
+        restart was slow; after, each service answered both 200 by itself."""
         v = self.v
         down = [p for p in self.run.probes if fault.started <= p.sent <= fault.ended]
+        stopped, starting = fault.detail["away"]
+        away = [p for p in down if stopped <= p.sent and p.sent + p.seconds <= starting]
         answers_503: dict[str, dict[str, int]] = {}
         for service in self.run.services:
-            mine = [p for p in down if p.service == service.name]
+            mine = [p for p in away if p.service == service.name]
             answers_503[service.name] = counts = {
                 path: sum(
                     1 for p in mine if p.path == path and p.status == 503 and p.code == UNAVAILABLE
@@ -160,6 +163,12 @@ class ServiceChecks(CheckBase):
                         "no 503 database_unavailable from a service while PostgreSQL was down",
                         f"{service.name} {PROBES[path]}: {dict(seen)}",
                     )
+        for probe in away:
+            if probe.status != 503 or probe.code != UNAVAILABLE:
+                v.fail(
+                    "a probe answered while PostgreSQL was stopped",
+                    f"{probe.service} {PROBES[probe.path]}: {probe.status} {probe.code}",
+                )
         for probe in down:
             if probe.seconds > FAIL_FAST_SECONDS:
                 v.fail(
@@ -183,7 +192,8 @@ class ServiceChecks(CheckBase):
         )
         return {
             "restart_seconds": fault.detail["restart_seconds"],
-            "probes_while_down": len(down),
+            "stopped_seconds": round(starting - stopped, 3),
+            "probes_while_down": len(away),
             "probe_503_by_service": answers_503,
             "client_503": clients,
             "slowest_probe_seconds": round(max((p.seconds for p in down), default=0.0), 3),

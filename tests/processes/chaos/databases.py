@@ -52,13 +52,18 @@ async def recreate(server_url: str) -> str:
 
 
 class Database:
-    """The PostgreSQL server under test, which the harness may restart."""
+    """The PostgreSQL server under test, which the harness may stop and start again."""
 
     server_url: str
     description: str
     mode: str
 
-    def restart(self) -> None:
+    def stop(self) -> None:
+        """Fast shutdown; returns once the server is gone."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """Start the stopped server as it was; returns once it accepts connections."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -75,6 +80,7 @@ class EmbeddedDatabase(Database):
         self.server_url = embedded.start(root)
         version = (self.pgdata / "PG_VERSION").read_text().strip()
         self.description = f"embedded PostgreSQL {version} in {self.pgdata}"
+        self._options = ""
 
     def _pg_ctl(self, *args: str) -> None:
         pg_ctl(self.pgdata, *args)
@@ -83,25 +89,27 @@ class EmbeddedDatabase(Database):
         # postmaster.pid: pid, data dir, start time, port, socket dir, listen address, ...
         return (self.pgdata / "postmaster.pid").read_text().splitlines()[4]
 
-    def restart(self) -> None:
-        """`pg_ctl restart -m fast`: the server's own options come back from postmaster.opts."""
-        opts = (self.pgdata / "postmaster.opts").read_text()
-        socket_dir = self._socket_dir()
+    def stop(self) -> None:
+        # postmaster.opts: the server's command line, each argument quoted
+        command = shlex.split((self.pgdata / "postmaster.opts").read_text())
+        self._options = shlex.join(command[1:])
+        self._socket = self._socket_dir()
+        self._pg_ctl("-w", "-m", "fast", "stop")
+
+    def start(self) -> None:
+        """`pg_ctl start` with the options the server last ran with."""
         for attempt in range(1, RESTART_ATTEMPTS + 1):
             try:
-                self._pg_ctl("-w", "-m", "fast", "-l", str(self.pgdata / "log"), "restart")
+                self._pg_ctl("-w", "-l", str(self.pgdata / "log"), "-o", self._options, "start")
                 break
             except subprocess.CalledProcessError:
                 # Seen once in CI: the new postmaster got a fast-shutdown request right
-                # after starting, from outside the run. `pg_ctl restart` starts a stopped
-                # server from postmaster.opts, so try again rather than lose the run.
+                # after starting, from outside the run. Try again rather than lose the run.
                 if attempt == RESTART_ATTEMPTS:
                     raise
-                say(f"pg_ctl restart failed (attempt {attempt}); see {self.pgdata / 'log'}")
-        if (self.pgdata / "postmaster.opts").read_text() != opts:
-            raise HarnessError("the embedded server restarted with other options")
-        if self._socket_dir() != socket_dir:
-            raise HarnessError("the embedded server restarted on another socket")
+                say(f"pg_ctl start failed (attempt {attempt}); see {self.pgdata / 'log'}")
+        if self._socket_dir() != self._socket:
+            raise HarnessError("the embedded server started on another socket")
 
     def close(self) -> None:
         stop_embedded(self.pgdata.parent.parent)
@@ -122,32 +130,28 @@ def stop_embedded(run_dir: Path) -> None:
             pg_ctl(pgdata, "-w", "-m", "fast", "stop")
 
 
-def debian_restart_command(url: str) -> list[str]:
-    """`pg_ctlcluster … restart -m fast` for the local Debian cluster serving `url`'s port."""
+def debian_commands(url: str) -> tuple[list[str], list[str]]:
+    """`pg_ctlcluster … stop -m fast` and `… start` for the local Debian cluster serving
+    `url`'s port."""
     parsed = async_url(url)
     if parsed.host not in (None, "", "localhost", "127.0.0.1", "::1"):
-        raise HarnessError(f"{parsed.host} is not this machine: pass --pg-restart-cmd")
+        raise HarnessError(f"{parsed.host} is not this machine: {PASS_COMMANDS}")
     port = parsed.port or 5432
     try:
         listing = subprocess.run(
             ["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=True
         ).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
-        raise HarnessError(f"pg_lsclusters failed ({exc}): pass --pg-restart-cmd") from None
+        raise HarnessError(f"pg_lsclusters failed ({exc}): {PASS_COMMANDS}") from None
     for line in listing.splitlines():
         fields = line.split()
         if len(fields) >= 4 and fields[2] == str(port) and fields[3].startswith("online"):
-            version, cluster = fields[0], fields[1]
-            return [
-                "pg_ctlcluster",
-                "--skip-systemctl-redirect",
-                version,
-                cluster,
-                "restart",
-                "-m",
-                "fast",
-            ]
-    raise HarnessError(f"no online cluster on port {port} in pg_lsclusters: pass --pg-restart-cmd")
+            cluster = ["pg_ctlcluster", "--skip-systemctl-redirect", fields[0], fields[1]]
+            return [*cluster, "stop", "-m", "fast"], [*cluster, "start"]
+    raise HarnessError(f"no online cluster on port {port} in pg_lsclusters: {PASS_COMMANDS}")
+
+
+PASS_COMMANDS = "pass --pg-stop-cmd and --pg-start-cmd"
 
 
 class ExternalDatabase(Database):
@@ -155,17 +159,22 @@ class ExternalDatabase(Database):
 
     mode = "external"
 
-    def __init__(self, url: str, restart_cmd: list[str] | None) -> None:
+    def __init__(self, url: str, stop_cmd: list[str] | None, start_cmd: list[str] | None) -> None:
         self.server_url = url
-        self.restart_cmd = restart_cmd or debian_restart_command(url)
+        if stop_cmd is None or start_cmd is None:
+            stop_cmd, start_cmd = debian_commands(url)
+        self.stop_cmd, self.start_cmd = stop_cmd, start_cmd
         parsed = async_url(url)
         self.description = (
             f"PostgreSQL at {parsed.host or 'localhost'}:{parsed.port or 5432}"
-            f" (restart: {shlex.join(self.restart_cmd)})"
+            f" (stop: {shlex.join(stop_cmd)}; start: {shlex.join(start_cmd)})"
         )
 
-    def restart(self) -> None:
-        subprocess.run(self.restart_cmd, check=True, timeout=120, capture_output=True)
+    def stop(self) -> None:
+        subprocess.run(self.stop_cmd, check=True, timeout=120, capture_output=True)
+
+    def start(self) -> None:
+        subprocess.run(self.start_cmd, check=True, timeout=120, capture_output=True)
 
 
 class Db:

@@ -25,6 +25,7 @@ from tests.processes.chaos.options import (
     BLOCKED_TIMEOUT_SECONDS,
     DATABASE,
     INTERRUPTED_ENQUEUES,
+    OUTAGE_HOLD_SECONDS,
     PROBES,
     RECOVERY_TIMEOUT_SECONDS,
     RESERVED_JOBS,
@@ -239,7 +240,15 @@ class FaultInjection(RunState):
         probing = asyncio.create_task(self.probe(stop_probing))
         await asyncio.sleep(0.3)
         started = time.time()
-        await asyncio.to_thread(self.database.restart)
+        await asyncio.to_thread(self.database.stop)
+        stopped = time.time()
+        # Stopped, PostgreSQL stays away until every service has answered both probes
+        # with a 503 (a starved harness may take a while to ask), then starts again.
+        deadline = time.monotonic() + OUTAGE_HOLD_SECONDS
+        while time.monotonic() < deadline and not self.refused_by_all(stopped):
+            await asyncio.sleep(0.05)
+        starting = time.time()
+        await asyncio.to_thread(self.database.start)
         ended = time.time()
         recovered: dict[str, float] = {}
         deadline = time.monotonic() + RECOVERY_TIMEOUT_SECONDS
@@ -248,20 +257,28 @@ class FaultInjection(RunState):
             recovered = self.recovered(ended)
         stop_probing.set()
         await probing
+        away = [p for p in self.probes if stopped <= p.sent and p.sent + p.seconds <= starting]
         down = [p for p in self.probes if started <= p.sent <= ended]
-        unavailable = sum(1 for p in down if p.code == UNAVAILABLE)
+        unavailable = sum(1 for p in away if p.code == UNAVAILABLE)
+        slowest = max((p.seconds for p in down), default=0.0)
         self.fault(
             "postgres_restart",
             started,
             restart_seconds=round(ended - started, 3),
+            away=(stopped, starting),
             recovered_seconds={k: round(v, 3) for k, v in sorted(recovered.items())},
         )
         say(
-            f"{self.elapsed()} FAULT PostgreSQL fast restart: {ended - started:.1f}s;"
-            f" {unavailable} of {len(down)} probes meanwhile answered 503 {UNAVAILABLE},"
-            f" slowest {max((p.seconds for p in down), default=0.0):.3f}s;"
+            f"{self.elapsed()} FAULT PostgreSQL fast restart: {ended - started:.1f}s, stopped"
+            f" for {starting - stopped:.1f}s; {unavailable} of {len(away)} probes meanwhile"
+            f" answered 503 {UNAVAILABLE}, slowest {slowest:.3f}s;"
             f" all services recovered: {len(recovered) == len(self.services)}"
         )
+
+    def refused_by_all(self, since: float) -> bool:
+        """Every service has answered both probes sent after `since` with a 503."""
+        refused = {(p.service, p.path) for p in self.probes if p.sent >= since and p.status == 503}
+        return all((s.name, path) in refused for s in self.services for path in PROBES)
 
     def recovered(self, since: float) -> dict[str, float]:
         """Per service, how long after `since` both its probes were first answered 200."""

@@ -36,6 +36,8 @@ HANG_SECONDS = 5.0  # a probe answered slower than this, outage or not, is a han
 # (5 s) or checkout (10 s) timeout would take longer.
 FAIL_FAST_SECONDS = 3.0
 RECOVERY_TIMEOUT_SECONDS = 30.0
+# PostgreSQL stays stopped until every service has answered both probes 503, at most this long
+OUTAGE_HOLD_SECONDS = 10.0
 OUTAGE_GRACE_SECONDS = 5.0  # clients' 503s this long after the restart still belong to it
 PROBES = {"jobs": "/v1/jobs?limit=1", "readyz": "/readyz"}  # a database read; readiness
 UNAVAILABLE = "database_unavailable"
@@ -74,7 +76,8 @@ class Options:
     producers: int
     seed: int
     database_url: str | None
-    pg_restart_cmd: list[str] | None
+    pg_stop_cmd: list[str] | None
+    pg_start_cmd: list[str] | None
     run_dir: Path | None
     keep: bool
     json_path: Path | None
@@ -99,15 +102,16 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument("--json", type=Path, dest="json_path", help="write the summary here")
     parser.add_argument("--run-dir", type=Path, help="logs and data [default: a temp dir]")
     parser.add_argument("--keep", action="store_true", help="keep the run dir even on success")
-    parser.add_argument(
-        "--pg-restart-cmd", help="command that restarts the JOBQ_DATABASE_URL server"
-    )
+    parser.add_argument("--pg-stop-cmd", help="command that stops the JOBQ_DATABASE_URL server")
+    parser.add_argument("--pg-start-cmd", help="command that starts it again")
     parser.add_argument(
         "--produce-seconds", type=float, help="how long producers spread their jobs over"
     )
     parser.add_argument("--worker-kills", type=int, help="workers to SIGKILL [default 3]")
     parser.add_argument("--timeout", type=float, help="give the load this long to finish")
     args = parser.parse_args(argv)
+    if bool(args.pg_stop_cmd) != bool(args.pg_start_cmd):
+        parser.error("--pg-stop-cmd and --pg-start-cmd go together")
     jobs = args.jobs or (BIG_JOBS if args.big else CI_JOBS)
     produce = args.produce_seconds or max(20.0, jobs / 250)
     return Options(
@@ -116,7 +120,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
         producers=args.producers,
         seed=args.seed if args.seed is not None else random.randrange(1_000_000),
         database_url=os.environ.get("JOBQ_DATABASE_URL") or None,
-        pg_restart_cmd=shlex.split(args.pg_restart_cmd) if args.pg_restart_cmd else None,
+        pg_stop_cmd=shlex.split(args.pg_stop_cmd) if args.pg_stop_cmd else None,
+        pg_start_cmd=shlex.split(args.pg_start_cmd) if args.pg_start_cmd else None,
         run_dir=args.run_dir,
         keep=args.keep,
         json_path=args.json_path,

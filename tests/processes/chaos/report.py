@@ -43,8 +43,9 @@ def report(summary: dict[str, Any]) -> str:
         f" PostgreSQL fast restart x{faults['postgres_restart']};"
         f" stale completer x{faults['stale_completer']}"
         f" ({faults['stale_completer_refused']} refused 409, row unchanged)",
-        f"  postgres    restart took {outage.get('restart_seconds')}s; while down,"
-        f" probes answered 503 database_unavailable (/v1/jobs, /readyz)"
+        f"  postgres    restart took {outage.get('restart_seconds')}s, stopped for"
+        f" {outage.get('stopped_seconds')}s; meanwhile probes answered 503"
+        f" database_unavailable (/v1/jobs, /readyz)"
         f" {probe_503 or 'never'}, slowest {outage.get('slowest_probe_seconds')}s"
         f" (bound {outage.get('fail_fast_bound_seconds')}s; slowest of the whole restart"
         f" {outage.get('slowest_probe_seconds_overall')}s); clients got"

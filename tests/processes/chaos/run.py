@@ -35,7 +35,7 @@ class Run(FaultInjection):
     async def setup(self) -> None:
         opts = self.opts
         if opts.database_url:
-            self.database = ExternalDatabase(opts.database_url, opts.pg_restart_cmd)
+            self.database = ExternalDatabase(opts.database_url, opts.pg_stop_cmd, opts.pg_start_cmd)
         else:
             self.database = await asyncio.to_thread(EmbeddedDatabase, self.run_dir / PG_DIRNAME)
         say(f"database: {self.database.description}")
