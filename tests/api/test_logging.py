@@ -5,8 +5,11 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import random
 import re
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -201,6 +204,55 @@ def test_text_on_a_terminal_json_elsewhere() -> None:
     assert tty.getvalue().strip() == line  # the earlier handler was replaced, not added to
     assert jobq_logging.configure("text", "INFO", stream=pipe) == "text"
     assert jobq_logging.configure("json", "INFO", stream=tty) == "json"
+
+
+@pytest.mark.usefixtures("restore_root")
+def test_an_event_written_directly_is_the_line_logging_writes() -> None:
+    pipe = io.StringIO()
+    logging.getLogger().handlers.clear()  # pytest's own capture: restored after
+    jobq_logging.configure("json", "INFO", stream=pipe)
+    log = logging.getLogger("jobq.access")
+    (handler,) = logging.getLogger().handlers
+    token = jobq_logging.REQUEST_ID.set("r-9")
+    try:
+        assert jobq_logging._direct_handler(log, logging.INFO) is handler
+        jobq_logging.event(log, "request", "%s %d%%", "GET /v1/jobs", 200, status=200, ts="no")
+        jobq_logging.event(log, "plain", "100% done")  # no arguments: the message as it is
+        handler.addFilter(lambda record: True)  # any filter: logging's own path
+        assert jobq_logging._direct_handler(log, logging.INFO) is None
+        jobq_logging.event(log, "request", "%s %d%%", "GET /v1/jobs", 200, status=200, ts="no")
+        jobq_logging.event(log, "plain", "100% done")
+    finally:
+        jobq_logging.REQUEST_ID.reset(token)
+    direct_1, direct_2, logged_1, logged_2 = [json.loads(x) for x in pipe.getvalue().splitlines()]
+    for direct, logged in ((direct_1, logged_1), (direct_2, logged_2)):
+        assert direct.pop("ts") <= logged.pop("ts")
+        assert direct == logged
+    assert direct_1 == {
+        "level": "info", "logger": "jobq.access", "pid": os.getpid(), "event": "request",
+        "message": "GET /v1/jobs 200%", "request_id": "r-9", "status": 200,
+    }  # fmt: skip
+    assert direct_2["message"] == "100% done"
+    handler.filters.clear()
+    other = io.StringIO()
+    logging.getLogger().addHandler(logging.StreamHandler(other))  # a second handler
+    assert jobq_logging._direct_handler(log, logging.INFO) is None
+    jobq_logging.event(log, "seen", "by both")
+    assert other.getvalue() == "by both\n"
+    assert json.loads(pipe.getvalue().splitlines()[-1])["event"] == "seen"
+    logging.getLogger().setLevel(logging.WARNING)  # below the level: nothing at all
+    jobq_logging.event(log, "quiet", "not written")
+    assert "quiet" not in pipe.getvalue()
+
+
+def test_timestamps_are_datetimes_own_to_the_microsecond() -> None:
+    rng = random.Random(7)
+    moments = [0.0, 1.5, 1795321701.000001, 1795321701.9999994, 1795321701.9999996]
+    moments += [1795321701 + rng.random() * 3 for _ in range(5000)]  # a few seconds' worth
+    moments += [rng.uniform(0, 4e9) for _ in range(5000)]
+    for moment in moments:
+        expected = datetime.fromtimestamp(moment, UTC).isoformat(timespec="microseconds")
+        assert jobq_logging.timestamp(moment) == expected.replace("+00:00", "Z"), moment
 
 
 TOKEN = "2-329eac80c92c43138a31f98ec3d16578"
