@@ -17,9 +17,10 @@ from sqlalchemy.exc import DBAPIError, InterfaceError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import PoolProxiedConnection
-from sqlalchemy.util.concurrency import await_only, greenlet_spawn
+from sqlalchemy.util.concurrency import await_only
 
 from app.core.errors import DatabaseUnavailable
+from app.db import greenlets
 from app.db.statement import Statement
 
 # asyncpg's names for "the server went away, is starting, is stopping, or is full".
@@ -81,12 +82,12 @@ class Database:
         broke under a statement is invalidated (the pool opens a new one); an unreachable
         database becomes `DatabaseUnavailable`.
         """
-        pooled, driver = await greenlet_spawn(self._checkout)
+        pooled, driver = await greenlets.run(self._checkout)
         try:
             yield driver
         except Exception as exc:
             if _broke(driver, exc):
-                await greenlet_spawn(pooled.invalidate, exc)
+                await greenlets.run(pooled.invalidate, exc)
                 raise DatabaseUnavailable() from exc
             raise
         finally:
@@ -94,7 +95,7 @@ class Database:
             # never begun: statements go to the driver) does no I/O. Should a return
             # ever wait and be cancelled there, SQLAlchemy's pool takes the connection
             # back as failed and opens a new one.
-            await greenlet_spawn(pooled.close)
+            await greenlets.run(pooled.close)
 
     def _checkout(self) -> tuple[PoolProxiedConnection, asyncpg.Connection]:
         """In a greenlet: a pooled connection and the asyncpg connection under it; an
@@ -118,13 +119,13 @@ class Database:
     async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[asyncpg.Record]:
         """Every row `statement` returns.
 
-        The checkout, the statement and the return run in one greenlet: SQLAlchemy's
-        async pool runs each checkout and each return in a greenlet of its own, and a
-        new greenlet maps a fresh 16 KiB Python stack that its end unmaps again
-        (`mmap`, a page fault, `munmap`: the kernel's work, which no instruction count
-        shows). One greenlet per statement instead of two.
+        The checkout, the statement and the return run in one greenlet, one kept for
+        the next call (`greenlets.run`): SQLAlchemy's async pool runs each checkout and
+        each return in a new greenlet of its own, which maps a fresh 16 KiB Python stack
+        that its end unmaps again (`mmap`, a page fault, `munmap`: the kernel's work,
+        which no instruction count shows).
         """
-        return await greenlet_spawn(self._fetch, statement.sql, statement.args(params))
+        return await greenlets.run(self._fetch, statement.sql, statement.args(params))
 
     def _fetch(self, sql: str, args: list[Any]) -> list[asyncpg.Record]:
         """`fetch`'s body, in its greenlet: what `connection` does around a statement."""
