@@ -54,16 +54,25 @@ class Wire(asyncio.Transport):
         pass
 
 
-async def exchange(
-    app: Any, *requests: bytes, protocol: type[HttpToolsProtocol] = OneWriteHttp
-) -> Wire:
-    """Send `requests` on one connection, one after another; the wire once all are answered."""
+def connect(
+    app: Any, protocol: type[HttpToolsProtocol] = OneWriteHttp
+) -> tuple[HttpToolsProtocol, ServerState, Wire]:
+    """A connection to `app` as uvicorn's server makes one: the protocol, its server's
+    state (the requests' tasks) and the wire."""
     config = uvicorn.Config(app, log_config=None, lifespan="off")
     config.load()
     state = ServerState()
     wire = Wire()
     http = protocol(config=config, server_state=state, app_state={})
     http.connection_made(wire)
+    return http, state, wire
+
+
+async def exchange(
+    app: Any, *requests: bytes, protocol: type[HttpToolsProtocol] = OneWriteHttp
+) -> Wire:
+    """Send `requests` on one connection, one after another; the wire once all are answered."""
+    http, state, wire = connect(app, protocol)
     for request in requests:
         http.data_received(request)
         while state.tasks:
@@ -122,12 +131,7 @@ async def test_100_continue_is_not_held_back() -> None:
         seen.append(body)
         await Response(b"ok:" + body)(scope, receive, send)
 
-    config = uvicorn.Config(app, log_config=None, lifespan="off")
-    config.load()
-    state = ServerState()
-    wire = Wire()
-    http = OneWriteHttp(config=config, server_state=state, app_state={})
-    http.connection_made(wire)
+    http, state, wire = connect(app)
     http.data_received(
         b"POST /x HTTP/1.1\r\nhost: t\r\ncontent-length: 2\r\nexpect: 100-continue\r\n\r\n"
     )
