@@ -132,3 +132,16 @@ def test_each_thread_has_runners_of_its_own() -> None:
     assert seen["runners"] and not set(map(id, seen["runners"])) & set(  # type: ignore[call-overload]
         map(id, greenlets._idle())
     )
+
+
+async def test_a_runner_serves_callers_at_any_depth() -> None:
+    async def nested(depth: int, value: int) -> int:
+        if depth:
+            return await nested(depth - 1, value)  # each level a C frame of its own
+        return await greenlets.run(awaits, value)
+
+    greenlets._idle().clear()
+    assert await nested(0, 1) == 2  # a new runner, started near the top of the stack
+    for depth, value in ((200, 2), (0, 3), (60, 4), (200, 5)):
+        assert await nested(depth, value) == value + 1
+    assert len(greenlets._idle()) == 1  # the same runner, from every depth
