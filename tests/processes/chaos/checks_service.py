@@ -146,7 +146,7 @@ class ServiceChecks(CheckBase):
         v = self.v
         down = [p for p in self.run.probes if fault.started <= p.sent <= fault.ended]
         stopped, starting = fault.detail["away"]
-        away = [p for p in down if stopped <= p.sent and p.sent + p.seconds <= starting]
+        away = [p for p in down if p.within(stopped, starting)]
         answers_503: dict[str, dict[str, int]] = {}
         for service in self.run.services:
             mine = [p for p in away if p.service == service.name]

@@ -80,7 +80,7 @@ class EmbeddedDatabase(Database):
         self.server_url = embedded.start(root)
         version = (self.pgdata / "PG_VERSION").read_text().strip()
         self.description = f"embedded PostgreSQL {version} in {self.pgdata}"
-        self._options = ""
+        self._options = self._socket = ""  # the command line and socket `stop` saw
 
     def _pg_ctl(self, *args: str) -> None:
         pg_ctl(self.pgdata, *args)

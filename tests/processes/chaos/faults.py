@@ -257,7 +257,7 @@ class FaultInjection(RunState):
             recovered = self.recovered(ended)
         stop_probing.set()
         await probing
-        away = [p for p in self.probes if stopped <= p.sent and p.sent + p.seconds <= starting]
+        away = [p for p in self.probes if p.within(stopped, starting)]
         down = [p for p in self.probes if started <= p.sent <= ended]
         unavailable = sum(1 for p in away if p.code == UNAVAILABLE)
         slowest = max((p.seconds for p in down), default=0.0)

@@ -222,3 +222,7 @@ class Probe:
     seconds: float
     status: int | None  # None: no answer (connection error or timeout)
     code: str | None
+
+    def within(self, start: float, end: float) -> bool:
+        """Sent and answered between `start` and `end`."""
+        return start <= self.sent and self.sent + self.seconds <= end
