@@ -15,6 +15,8 @@ WITH expired AS (
                'message', 'the lease expired before the worker finished the job',
                'details', jsonb_build_object('worker_id', worker_id)) AS error
       FROM jobq.jobs
+     -- through the index of running jobs, the expired sorted here: no index keeps lease
+     -- ends, so that a heartbeat extending one is a HOT update (migration 0020)
      WHERE state = 'running' AND lease_expires_at < now()
      ORDER BY lease_expires_at
      LIMIT :batch_size
