@@ -45,8 +45,8 @@ class Bare(Load):
       table until it is empty (the reference for what the database allows);
     - `claim_finish`: the same, then one statement marks the claimed jobs done;
     - `insert`: insert one job, claim one, mark it done (jobq's single path, bare);
-    - `jobq_sql`: jobq's own LEASE and FINISH statements on its table (complete each
-      batch), as the service runs them minus HTTP, FastAPI and SQLAlchemy;
+    - `jobq_sql`: jobq's own LEASE and COMPLETE_MANY statements on its table (every job
+      completed), as the service runs them minus HTTP, FastAPI and SQLAlchemy;
     - `wide_sql`: the minimal claim and fenced finish of `bench.floor_whole` on its table
       shaped like jobq's: what jobq's row and answer cost without jobq's logic.
     """
@@ -97,7 +97,8 @@ class Bare(Load):
             )
 
         lease_sql, lease_names = jobq_statement("LEASE")
-        finish_sql, finish_names = jobq_statement("FINISH_MANY")
+        # every ack a complete: the statement the service runs for such a batch
+        finish_sql, finish_names = jobq_statement("COMPLETE_MANY")
 
         def jobq_sql(conn: asyncpg.Connection, number: int) -> Awaitable[None]:
             lease = {
@@ -108,19 +109,13 @@ class Bare(Load):
                 "worker_id": f"bench-sql-{number}",
                 "key_id": None,  # no API key: authentication is off
             }
-            backoff = {"backoff_base": 10.0, "backoff_cap": 3600.0, "backoff_jitter": 0.1}
 
             async def finish(rows: list[asyncpg.Record]) -> None:
                 params = {
                     "job_ids": [row["id"] for row in rows],
                     "lease_ids": [row["lease_id"] for row in rows],
-                    "outcomes": ["complete"] * len(rows),
                     "results": [None] * len(rows),
-                    "errors": [None] * len(rows),
-                    "retryable": [True] * len(rows),
-                    "retry_after": [None] * len(rows),
                     "key_id": None,
-                    **backoff,
                 }
                 done = await conn.fetch(finish_sql, *(params[n] for n in finish_names))
                 if len(done) != len(rows):

@@ -13,10 +13,10 @@ warming up and the server's own work cancel out. Repeatable to 0.01 %.
     python -m bench.pg_calls --path single --statements   and each of jobq's statements
 
 Loops, per job:
-- single: enqueue one job, lease it, complete it (jobq's ENQUEUE_ONE, LEASE, FINISH_ONE;
+- single: enqueue one job, lease it, complete it (jobq's ENQUEUE_ONE, LEASE, COMPLETE_ONE;
   the whole-job floor's insert, claim and fenced finish on a table shaped like jobq's;
   the bare insert, claim and finish on the minimal table);
-- batch: lease 100 and finish them in one statement (jobq's LEASE and FINISH_MANY; the
+- batch: lease 100 and finish them in one statement (jobq's LEASE and COMPLETE_MANY; the
   minimal claim and fenced finish on the table shaped like jobq's; the bare ones).
 
 What it counts is PostgreSQL's own work in user space: not the kernel's (the disk
@@ -169,9 +169,6 @@ class CountedServer:
 # ---- the loops: one connection, as the service and the benchmark's loops run them ---
 
 
-_BACKOFF = {"backoff_base": 10.0, "backoff_cap": 3600.0, "backoff_jitter": 0.1, "key_id": None}
-
-
 def _lease(max_jobs: int) -> dict[str, Any]:
     queues = {"queues": ["q"], "types": [], "max_jobs": max_jobs, "lease_seconds": None}
     return {**queues, "worker_id": "w", "key_id": None}
@@ -192,12 +189,9 @@ async def _jobq_steps(conn: asyncpg.Connection, loops: int, steps: int) -> None:
         (row,) = await conn.fetch(jobs.LEASE.sql, *jobs.LEASE.args(_lease(1)))
         if steps < 3:
             continue
-        finish = {
-            **dict.fromkeys(jobs.FINISH_ONE.names),
-            **{"job_id": row["id"], "lease_id": row["lease_id"], "outcome": "complete"},
-            **{"retryable": True, **_BACKOFF},
-        }
-        (_finished,) = await conn.fetch(jobs.FINISH_ONE.sql, *jobs.FINISH_ONE.args(finish))
+        # a complete, as the service runs it (finish_one's complete alone)
+        done = {"job_id": row["id"], "lease_id": row["lease_id"], "result": None, "key_id": None}
+        (_done,) = await conn.fetch(jobs.COMPLETE_ONE.sql, *jobs.COMPLETE_ONE.args(done))
 
 
 async def jobq_single(conn: asyncpg.Connection, loops: int) -> None:
@@ -221,15 +215,13 @@ async def bare_single(conn: asyncpg.Connection, loops: int) -> None:
 async def jobq_batch(conn: asyncpg.Connection, loops: int) -> None:
     for _ in range(loops):
         rows = await conn.fetch(jobs.LEASE.sql, *jobs.LEASE.args(_lease(BATCH)))
-        acks = {
+        acks = {  # every ack a complete, as the service runs them (finish_many's alone)
             "job_ids": [row["id"] for row in rows],
             "lease_ids": [row["lease_id"] for row in rows],
-            "outcomes": ["complete"] * len(rows),
-            **dict.fromkeys(("results", "errors", "retry_after"), [None] * len(rows)),
-            "retryable": [True] * len(rows),
-            **_BACKOFF,
+            "results": [None] * len(rows),
+            "key_id": None,
         }
-        done = await conn.fetch(jobs.FINISH_MANY.sql, *jobs.FINISH_MANY.args(acks))
+        done = await conn.fetch(jobs.COMPLETE_MANY.sql, *jobs.COMPLETE_MANY.args(acks))
         _check(len(done), BATCH)
 
 

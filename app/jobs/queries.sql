@@ -513,6 +513,45 @@ SELECT ord, id, queue, state, attempt, attempted_at, updated_at, last_error
   FROM finished CROSS JOIN (SELECT count(*) FROM announced) AS announcements;
 
 
+-- name: complete_one
+-- Complete one live lease held by this key, returning the whole job; no row when the
+-- lease is stale, unknown or another key's. What finish_one does for a complete, alone:
+-- none of a fail's expressions, which each execution sets up whatever its outcome
+-- (PostgreSQL's instructions a call, `bench.pg_calls --statements`: 366k with
+-- finish_one, 307k). A completed job is not queued again: nothing to announce.
+UPDATE jobq.jobs j
+   SET state = 'succeeded',
+       finished_at = now(),
+       result = CAST(:result AS jsonb),
+       lease_expires_at = NULL,
+       updated_at = now()
+ WHERE j.id = CAST(:job_id AS bigint) AND j.lease_id = CAST(:lease_id AS uuid)
+   AND j.state::text = 'running'
+   AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+RETURNING j.*;
+
+
+-- name: complete_many
+-- Complete a batch of live leases held by this key, in brief as finish_many answers; a
+-- stale, unknown or other key's lease matches no row. What finish_many does when every
+-- ack completes, alone: three arrays instead of seven, no fail's expressions per row
+-- (the drain's lease 100 + finish, bench.pg_calls: 208.8k of PostgreSQL's instructions
+-- a job with finish_many, 194.1k).
+UPDATE jobq.jobs j
+   SET state = 'succeeded',
+       finished_at = now(),
+       result = i.result,
+       lease_expires_at = NULL,
+       updated_at = now()
+  FROM unnest(CAST(:job_ids AS bigint[]), CAST(:lease_ids AS uuid[]),
+              CAST(:results AS jsonb[]))
+       WITH ORDINALITY AS i(job_id, lease_id, result, ord)
+ WHERE j.id = i.job_id AND j.lease_id = i.lease_id AND j.state::text = 'running'
+   AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+RETURNING i.ord, j.id, j.queue, j.state, j.attempt, j.attempted_at, j.updated_at,
+          j.last_error;
+
+
 -- name: get_job
 -- One job by id.
 SELECT * FROM jobq.jobs WHERE id = :job_id;

@@ -38,6 +38,8 @@ ANNOUNCE_SLOTS = QUERIES["announce_slots"]
 HEARTBEAT = QUERIES["heartbeat"]
 FINISH_ONE = QUERIES["finish_one"]
 FINISH_MANY = QUERIES["finish_many"]
+COMPLETE_ONE = QUERIES["complete_one"]
+COMPLETE_MANY = QUERIES["complete_many"]
 GET_JOB = QUERIES["get_job"]
 GET_JOBS = QUERIES["get_jobs"]
 LIST_JOBS = QUERIES["list_jobs"]
@@ -192,6 +194,20 @@ class JobsRepository:
         records = await self._db.fetch(
             FINISH_MANY, {**columns, **backoff.params(), "key_id": key_id}
         )
+        return [FinishedBrief._make(record) for record in records]
+
+    async def complete_one(
+        self, params: dict[str, Any], key_id: int | None = None
+    ) -> JobRow | None:
+        """`finish_one` for a complete: the whole job, or None (no live lease of this key)."""
+        record = await self._db.fetch_one(COMPLETE_ONE, {**params, "key_id": key_id})
+        return None if record is None else JobRow._make(record)
+
+    async def complete_many(
+        self, columns: dict[str, list[Any]], key_id: int | None = None
+    ) -> list[FinishedBrief]:
+        """`finish_many` when every ack completes: the jobs completed, in brief."""
+        records = await self._db.fetch(COMPLETE_MANY, {**columns, "key_id": key_id})
         return [FinishedBrief._make(record) for record in records]
 
     # ---- readers -------------------------------------------------------------------

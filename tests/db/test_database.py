@@ -60,7 +60,9 @@ async def _quiet_spell(db: asyncpg.Connection) -> None:
     await db.execute("ANALYZE jobq.jobs")
 
 
-@pytest.mark.parametrize("name", ["FINISH_MANY", "FINISH_ONE", "HEARTBEAT"])
+@pytest.mark.parametrize(
+    "name", ["FINISH_MANY", "FINISH_ONE", "COMPLETE_MANY", "COMPLETE_ONE", "HEARTBEAT"]
+)
 async def test_a_cached_plan_finds_each_lease_through_its_primary_key(
     db: asyncpg.Connection, name: str
 ) -> None:
