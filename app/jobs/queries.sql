@@ -535,8 +535,8 @@ RETURNING j.*;
 -- Complete a batch of live leases held by this key, in brief as finish_many answers; a
 -- stale, unknown or other key's lease matches no row. What finish_many does when every
 -- ack completes, alone: three arrays instead of seven, no fail's expressions per row
--- (the drain's lease 100 + finish, bench.pg_calls: 208.8k of PostgreSQL's instructions
--- a job with finish_many, 194.1k).
+-- (the drain's lease 100 + finish, bench.pg_calls: 211.6k of PostgreSQL's instructions
+-- a job with finish_many, 196.9k).
 UPDATE jobq.jobs j
    SET state = 'succeeded',
        finished_at = now(),
