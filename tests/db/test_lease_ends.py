@@ -87,8 +87,13 @@ async def test_the_reaper_reads_only_the_running_jobs(db: asyncpg.Connection, mo
     await _running(db, 2000)
     await db.execute("ANALYZE jobq.jobs")
     statement = maintenance_sql.REAP_EXPIRED
-    values = {"batch_size": "100", "backoff_base": "10", "backoff_cap": "60"}
-    arguments = ", ".join(values.get(n, "0.1") for n in statement.names)
+    values = {
+        "batch_size": "100",
+        "backoff_base": "10",
+        "backoff_cap": "60",
+        "backoff_jitter": "0.1",
+    }
+    arguments = ", ".join(values[n] for n in statement.names)
     await db.execute(f"PREPARE reap AS {statement.sql}")
     try:
         await db.execute(f"SET plan_cache_mode = {mode}")
