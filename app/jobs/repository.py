@@ -178,36 +178,31 @@ class JobsRepository:
             return None
         return Beat(record["written"], record["lease_expires_at"], record["cancel_requested"])
 
+    # A finish of completes alone runs complete_one / complete_many: the same fenced update
+    # and answer without a fail's expressions, which PostgreSQL sets up on every execution.
+
     async def finish_one(
         self, params: dict[str, Any], backoff: Backoff, key_id: int | None = None
     ) -> JobRow | None:
         """The whole job, finished; None when the lease matched no live lease of this key."""
-        record = await self._db.fetch_one(
-            FINISH_ONE, {**params, **backoff.params(), "key_id": key_id}
-        )
+        if params["outcome"] == "complete":
+            record = await self._db.fetch_one(COMPLETE_ONE, {**params, "key_id": key_id})
+        else:
+            record = await self._db.fetch_one(
+                FINISH_ONE, {**params, **backoff.params(), "key_id": key_id}
+            )
         return None if record is None else job_at(record, 0)
 
     async def finish_many(
         self, columns: dict[str, list[Any]], backoff: Backoff, key_id: int | None = None
     ) -> list[FinishedBrief]:
         """The jobs finished, in brief (`ord` is the ack's 1-based place in `columns`)."""
-        records = await self._db.fetch(
-            FINISH_MANY, {**columns, **backoff.params(), "key_id": key_id}
-        )
-        return [FinishedBrief._make(record) for record in records]
-
-    async def complete_one(
-        self, params: dict[str, Any], key_id: int | None = None
-    ) -> JobRow | None:
-        """`finish_one` for a complete: the whole job, or None (no live lease of this key)."""
-        record = await self._db.fetch_one(COMPLETE_ONE, {**params, "key_id": key_id})
-        return None if record is None else JobRow._make(record)
-
-    async def complete_many(
-        self, columns: dict[str, list[Any]], key_id: int | None = None
-    ) -> list[FinishedBrief]:
-        """`finish_many` when every ack completes: the jobs completed, in brief."""
-        records = await self._db.fetch(COMPLETE_MANY, {**columns, "key_id": key_id})
+        if all(outcome == "complete" for outcome in columns["outcomes"]):
+            records = await self._db.fetch(COMPLETE_MANY, {**columns, "key_id": key_id})
+        else:
+            records = await self._db.fetch(
+                FINISH_MANY, {**columns, **backoff.params(), "key_id": key_id}
+            )
         return [FinishedBrief._make(record) for record in records]
 
     # ---- readers -------------------------------------------------------------------

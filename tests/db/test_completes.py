@@ -15,8 +15,10 @@ _OWN = {"id", "lease_id", "created_at", "finished_at", "updated_at"}
 _BACKOFF = {"backoff_base": 10.0, "backoff_cap": 60.0, "backoff_jitter": 0.1}
 
 
-async def _running(db: asyncpg.Connection, count: int, **columns: Any) -> list[asyncpg.Record]:
-    """`count` running jobs alike (with `columns` set), with a lease held by key 7."""
+async def _running(
+    db: asyncpg.Connection, count: int, cancel_requested: bool = False
+) -> list[asyncpg.Record]:
+    """`count` running jobs alike, with a lease held by key 7."""
     rows: list[asyncpg.Record] = await db.fetch(
         """
         INSERT INTO jobq.jobs (queue, type, payload, state, max_attempts, lease_seconds,
@@ -30,7 +32,7 @@ async def _running(db: asyncpg.Connection, count: int, **columns: Any) -> list[a
         RETURNING id, lease_id
         """,
         count,
-        columns.get("cancel_requested", False),
+        cancel_requested,
     )
     return rows
 

@@ -139,12 +139,16 @@ async def test_migration_0020_goes_down_and_up_again(server_url: str) -> None:
     name = f"jobq_migration_0020_{os.getpid()}"
     url = await _recreate(server_url, name)  # at head
     conn = await asyncpg.connect(plain(url))
+
+    async def has_the_index() -> bool:
+        return "jobq.jobs_lease_expiry_idx" in [r[0] for r in await conn.fetch(_INDEXES)]
+
     try:
-        assert "jobq.jobs_lease_expiry_idx" not in [r[0] for r in await conn.fetch(_INDEXES)]
+        assert not await has_the_index()
         await downgrade(url, "0019")
-        assert "jobq.jobs_lease_expiry_idx" in [r[0] for r in await conn.fetch(_INDEXES)]
+        assert await has_the_index()
         await upgrade(url)
-        assert "jobq.jobs_lease_expiry_idx" not in [r[0] for r in await conn.fetch(_INDEXES)]
+        assert not await has_the_index()
     finally:
         await conn.close()
         await _drop(server_url, name)

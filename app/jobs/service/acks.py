@@ -150,24 +150,14 @@ class Acks:
         if not sent:  # every ack refused on its own: nothing to ask the database
             return [Finished(ack.lease_id, None, refused[i]) for i, ack in enumerate(acks)]
         done: list[tuple[int, JobRow | FinishedBrief]]  # (the ack's place among those sent, job)
-        # Completes alone take the statements that cannot fail a job (cheaper to run).
-        completes = all(p["outcome"] == "complete" for p in first.values())
         if whole:
             (one,) = first.values()
-            job = await (
-                self._repo.complete_one(one, key_id)
-                if completes
-                else self._repo.finish_one(one, self._backoff, key_id)
-            )
+            job = await self._repo.finish_one(one, self._backoff, key_id)
             done = [(0, job)] if job is not None else []
         else:
             params = first.values()
             columns = {array: [p[field] for p in params] for array, field in _ACK_ARRAYS.items()}
-            briefs = await (
-                self._repo.complete_many(columns, key_id)
-                if completes
-                else self._repo.finish_many(columns, self._backoff, key_id)
-            )
+            briefs = await self._repo.finish_many(columns, self._backoff, key_id)
             done = [(brief.ord - 1, brief) for brief in briefs]
         applied = {sent[place] for place, _ in done}
         telemetry.finished([job for _, job in done], [acks[sent[p]].outcome for p, _ in done])
