@@ -12,6 +12,11 @@ so that start-up and imports cancel out. Repeatable to about 0.5 %.
     python -m bench.calls --app jobq --app floor
     python -m bench.calls --http --workers 2   through HTTP: `jobq serve`, uvicorn
     python -m bench.calls --cache              level-1 cache misses per call too
+    python -m bench.calls --path drain         per job of the drain: lease 100, one ack call
+
+`--path drain` counts the drain instead (a lease of 100 jobs, then one `/v1/acks` call
+completing them), per job: the jobs are queued straight in SQL before each run, as the
+benchmark's drain does, so only the lease and the acks are counted.
 
 `--http` counts the served processes instead (`jobq serve --workers N`, or the floor
 under uvicorn as the benchmark runs it, with every worker process), while a client here
@@ -47,14 +52,18 @@ import httpx
 
 from bench import database
 from bench.floor import ANSWER_VARIABLE, DSN_VARIABLE
-from bench.generators import LEASE_TOKEN, job_body, lease_body
+from bench.floor_whole import WIDE_TABLE
+from bench.generators import ACK_OK, LEASE_TOKEN, acks_body, job_body, lease_body
 from bench.service import REPO, Service
 
 App = Literal["jobq", "floor", "whole"]
 APPS: tuple[App, ...] = ("jobq", "floor", "whole")
+CallPath = Literal["single", "drain"]
+PATHS: tuple[CallPath, ...] = ("single", "drain")
 QUEUE = "calls"
 WARMUP_LOOPS = 20
 CALLS_PER_LOOP = 3
+DRAIN_BATCH = 100  # jobs a drain loop leases, then acks in one call
 # cachegrind's summary lines: what it counts always, and with its cache simulation
 COUNTERS = {
     "instructions": re.compile(r"I\s+refs:\s+([\d,]+)"),
@@ -119,6 +128,18 @@ def _scope(path: str, body: bytes) -> dict[str, Any]:
 Post = Callable[[str, bytes, int], Awaitable[bytes]]
 
 
+async def _drain_loops(post: Post, times: int) -> None:
+    """`times` loops of the drain: lease 100 queued jobs, complete them in one ack call."""
+    lease = lease_body(QUEUE, "calls", DRAIN_BATCH)
+    for _ in range(times):
+        tokens = LEASE_TOKEN.findall(await post("/v1/leases", lease, 200))
+        if len(tokens) != DRAIN_BATCH:
+            raise SystemExit(f"a lease found {len(tokens)} jobs, not {DRAIN_BATCH}")
+        acked = await post("/v1/acks", acks_body(tokens), 200)
+        if acked.count(ACK_OK) != DRAIN_BATCH:
+            raise SystemExit(f"not every ack succeeded: {acked[:300]!r}")
+
+
 async def _loops(post: Post, times: int) -> None:
     """`times` loops of the single-job path: enqueue one job, lease it, complete it."""
     job = json.dumps(job_body({"i": 0})).encode()  # the benchmark's single-job bodies
@@ -176,14 +197,32 @@ def _build(name: App, url: str) -> Asgi:
     return create_floor()
 
 
-async def drive(name: App, url: str, loops: int) -> None:
+LOOPS: dict[CallPath, Callable[[Post, int], Awaitable[None]]] = {
+    "single": _loops,
+    "drain": _drain_loops,
+}
+
+
+async def _queue_jobs(name: App, url: str, path: CallPath, loops: int) -> None:
+    """Before a run of the drain: the jobs its warm-up and loops lease, queued straight
+    in SQL in the app's table (emptied first), as the benchmark's drain has them."""
+    if path != "drain":
+        return
+    jobs = (WARMUP_LOOPS + loops) * DRAIN_BATCH
+    if name == "floor":
+        await database.prepare_bare(url, jobs)
+    else:
+        await database.queue_jobs(url, QUEUE, jobs, "jobq.jobs" if name == "jobq" else WIDE_TABLE)
+
+
+async def drive(name: App, url: str, path: CallPath, loops: int) -> None:
     """Start the app (its lifespan), run the warm-up and `loops` loops, stop it."""
     app = _build(name, url)
     async with app.router.lifespan_context(app):  # type: ignore[attr-defined]
-        await _loops(functools.partial(_post, app), WARMUP_LOOPS + loops)
+        await LOOPS[path](functools.partial(_post, app), WARMUP_LOOPS + loops)
 
 
-async def _drive_http(base_url: str, loops: int) -> None:
+async def _drive_http(base_url: str, path: CallPath, loops: int) -> None:
     """The warm-up and `loops` loops through HTTP, on one kept-alive connection."""
     async with httpx.AsyncClient(base_url=base_url, timeout=HTTP_TIMEOUT_SECONDS) as client:
 
@@ -193,12 +232,15 @@ async def _drive_http(base_url: str, loops: int) -> None:
                 raise SystemExit(f"POST {path}: {answer.status_code} {answer.text[:300]}")
             return answer.content
 
-        await _loops(post, WARMUP_LOOPS + loops)
+        await LOOPS[path](post, WARMUP_LOOPS + loops)
 
 
-def served_instructions(name: App, url: str, loops: int, workers: int, cache: bool) -> Counts:
+def served_instructions(
+    name: App, url: str, path: CallPath, loops: int, workers: int, cache: bool
+) -> Counts:
     """Counters of the served processes (all of them) while `loops` loops go through
     HTTP: the service started under Valgrind, driven from here, stopped."""
+    asyncio.run(_queue_jobs(name, url, path, loops))
     with tempfile.TemporaryDirectory(prefix="jobq-calls-") as folder:
         log = Path(folder) / "service.log"
         service = Service(
@@ -211,7 +253,7 @@ def served_instructions(name: App, url: str, loops: int, workers: int, cache: bo
             start_timeout=VALGRIND_START_SECONDS,
         )
         with service:
-            asyncio.run(_drive_http(service.url, loops))
+            asyncio.run(_drive_http(service.url, path, loops))
         # uvicorn alone ends a SIGTERM by raising it again, once shut down cleanly
         if service.stop() not in (0, -signal.SIGTERM):
             raise SystemExit(f"{name} under valgrind failed:\n{service.log_tail()}")
@@ -221,12 +263,13 @@ def served_instructions(name: App, url: str, loops: int, workers: int, cache: bo
     return {key: sum(process[key] for process in counted) for key in counted[0]}
 
 
-def instructions(name: App, url: str, loops: int, cache: bool) -> Counts:
+def instructions(name: App, url: str, path: CallPath, loops: int, cache: bool) -> Counts:
     """Counters of a whole process that drives `loops` loops of `name`."""
+    asyncio.run(_queue_jobs(name, url, path, loops))
     command = [
         *valgrind(cache),
         *(sys.executable, "-m", "bench.calls", "--drive", name, "--loops", str(loops)),
-        *("--database-url", url),
+        *("--path", path, "--database-url", url),
     ]
     done = subprocess.run(  # noqa: S603 - our own interpreter and module
         command, cwd=REPO, capture_output=True, text=True
@@ -245,11 +288,11 @@ def per_call(count: Callable[[int], Counts], loops: int, per_loop: int = CALLS_P
     return {key: round((many[key] - fewer[key]) / ((loops - few) * per_loop)) for key in many}
 
 
-def _line(name: str, counts: Counts) -> str:
+def _line(name: str, counts: Counts, unit: str) -> str:
     """`jobq  910,512 instructions per call`, and the cache misses when counted."""
     misses = [f"{value:,} {key}" for key, value in counts.items() if key != "instructions"]
     extra = f" ({', '.join(misses)})" if misses else ""
-    return f"{name:6s} {counts['instructions']:>10,} instructions per call{extra}"
+    return f"{name:6s} {counts['instructions']:>10,} instructions per {unit}{extra}"
 
 
 async def _prepare(server_url: str, name: str) -> str:
@@ -262,8 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.calls",
         description="Instructions per call of the single-job loop (enqueue, lease, "
-        "complete) under Valgrind's cachegrind: the app driven in-process, or (--http) "
-        "the served processes driven through HTTP.",
+        "complete), or per job of the drain, under Valgrind's cachegrind: the app driven "
+        "in-process, or (--http) the served processes driven through HTTP.",
     )
     parser.add_argument(
         "--app",
@@ -272,7 +315,16 @@ def main(argv: list[str] | None = None) -> int:
         help="jobq; floor (the framework floor); whole (the floor answering whole jobs) "
         "[default: jobq and whole]",
     )
-    parser.add_argument("--loops", type=int, default=400, help="loops [default: 400]")
+    parser.add_argument(
+        "--path",
+        choices=PATHS,
+        default="single",
+        help="single: enqueue, lease, complete, per call; drain: a lease of 100 and one "
+        "ack call, per job [default: single]",
+    )
+    parser.add_argument(
+        "--loops", type=int, help="loops [default: 400 single, 100 drain (of 100 jobs)]"
+    )
     parser.add_argument(
         "--http",
         action="store_true",
@@ -297,21 +349,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drive", choices=APPS, help=argparse.SUPPRESS)  # the measured process
     args = parser.parse_args(argv)
     if args.drive:
-        asyncio.run(drive(args.drive, args.database_url, args.loops))
+        asyncio.run(drive(args.drive, args.database_url, args.path, args.loops))
         return 0
     if shutil.which("valgrind") is None:
         parser.error("needs Valgrind: apt-get install valgrind")
     server = database.resolve_server(args.database_url)
     url = asyncio.run(_prepare(server.url, args.database_name))
+    drain = args.path == "drain"
+    loops = args.loops or (100 if drain else 400)
     for name in args.app or ["jobq", "whole"]:
         count: Callable[[int], Counts] = functools.partial(
-            instructions, name, url, cache=args.cache
+            instructions, name, url, args.path, cache=args.cache
         )
         if args.http:
             count = functools.partial(
-                served_instructions, name, url, workers=args.workers, cache=args.cache
+                served_instructions, name, url, args.path, workers=args.workers, cache=args.cache
             )
-        print(_line(name, per_call(count, args.loops)), flush=True)
+        per_loop = DRAIN_BATCH if drain else CALLS_PER_LOOP
+        print(_line(name, per_call(count, loops, per_loop), "job" if drain else "call"), flush=True)
     return 0
 
 
