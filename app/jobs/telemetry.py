@@ -52,31 +52,30 @@ def leased(rows: Sequence[JobRow]) -> None:
 
 def finished(rows: Sequence[JobRow | FinishedBrief], outcomes: Sequence[str]) -> None:
     """Leases a finishing call applied: `outcomes[i]` ("complete"/"fail") for `rows[i]`."""
-    completed: Counter[str] = Counter()
-    failed: Counter[str] = Counter()
-    retried: Counter[str] = Counter()
-    dead: Counter[str] = Counter()
     runs: dict[str, list[float]] = defaultdict(list)
-    for row, outcome in zip(rows, outcomes, strict=True):
-        queue = row.queue
+    for row in rows:
         if row.attempted_at is not None:
-            runs[queue].append(max((row.updated_at - row.attempted_at).total_seconds(), 0))
-        if outcome == "complete":
-            completed[queue] += 1
-            continue
-        failed[queue] += 1
-        if row.state == "queued":
-            retried[queue] += 1
-        elif row.state == "failed":  # not `cancelled`: its cancellation was asked for
-            dead[queue] += 1
-            error = row.last_error or {}
-            dead_job(row.id, queue, row.attempt, "failed", error.get("type"))
+            runs[row.queue].append((row.updated_at - row.attempted_at).total_seconds())
+    completed = Counter(row.queue for row, o in zip(rows, outcomes, strict=True) if o == "complete")
+    if completed.total() < len(rows):  # some failed
+        _failed([row for row, o in zip(rows, outcomes, strict=True) if o != "complete"])
     _count(metrics.JOBS_COMPLETED, completed)
+    for queue, values in runs.items():
+        # a clock stepped back between lease and finish: a run of 0, not less
+        metrics.observe_many(metrics.child(metrics.RUN_SECONDS, queue), [max(v, 0) for v in values])
+
+
+def _failed(rows: Sequence[JobRow | FinishedBrief]) -> None:
+    """Failed attempts: retried, or dead (not `cancelled`: its cancellation was asked for)."""
+    failed = Counter(row.queue for row in rows)
+    retried = Counter(row.queue for row in rows if row.state == "queued")
+    dead = [row for row in rows if row.state == "failed"]
+    for row in dead:
+        error = row.last_error or {}
+        dead_job(row.id, row.queue, row.attempt, "failed", error.get("type"))
     _count(metrics.JOBS_FAILED, failed)
     _count(metrics.JOBS_RETRIED, retried)
-    _count(metrics.JOBS_DEAD, dead)
-    for queue, values in runs.items():
-        metrics.observe_many(metrics.child(metrics.RUN_SECONDS, queue), values)
+    _count(metrics.JOBS_DEAD, Counter(row.queue for row in dead))
 
 
 def dead_job(job_id: int, queue: str, attempt: int, cause: str, error_type: str | None) -> None:

@@ -134,6 +134,52 @@ async def test_the_exposition_has_every_family_and_counts_a_known_workload(
     assert value(after, "jobq_jobs_table_dead_tuples") >= 0
 
 
+async def test_one_batch_of_acks_counts_each_outcome_per_queue(
+    fresh_client: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, client = fresh_client
+    tag = uuid.uuid4().hex[:8]
+    first, second = f"ma-{tag}", f"mb-{tag}"
+    for queue, jobs in ((first, 3), (second, 2)):
+        body = {"jobs": [{"type": "t", "max_attempts": 2}] * jobs}
+        assert (await client.post(f"/v1/queues/{queue}/jobs/batch", json=body)).status_code == 201
+    a = await lease(client, first, max_jobs=3)
+    b = await lease(client, second, max_jobs=2)
+    fail = {"outcome": "fail", "error": {"type": "E"}}
+    acks = [
+        {"lease_id": a[0]["lease_id"], "outcome": "complete"},
+        {"lease_id": a[1]["lease_id"], **fail},  # retried: a try is left
+        {"lease_id": a[2]["lease_id"], **fail, "retryable": False},  # dead
+        {"lease_id": b[0]["lease_id"], "outcome": "complete", "result": {"n": 1}},
+        {"lease_id": b[1]["lease_id"], "outcome": "complete"},
+    ]
+    before = await scrape(client)
+    answer = await client.post("/v1/acks", json={"acks": acks})
+    assert [r["status"] for r in answer.json()["results"]] == [200] * 5
+    after = await scrape(client)
+
+    def moved(name: str, queue: str) -> float:
+        return value(after, name, queue=queue) - value(before, name, queue=queue)
+
+    counted = {
+        (name, queue): moved(f"jobq_jobs_{name}_total", queue)
+        for name in ("completed", "failed", "retried", "dead")
+        for queue in (first, second)
+    }
+    assert counted == {
+        ("completed", first): 1,
+        ("failed", first): 2,
+        ("retried", first): 1,
+        ("dead", first): 1,
+        ("completed", second): 2,
+        ("failed", second): 0,
+        ("retried", second): 0,
+        ("dead", second): 0,
+    }
+    assert moved("jobq_job_run_seconds_count", first) == 3
+    assert moved("jobq_job_run_seconds_count", second) == 2
+
+
 async def test_unmatched_paths_share_one_route_label(
     fresh_client: tuple[FastAPI, httpx.AsyncClient],
 ) -> None:

@@ -8,8 +8,7 @@ first was.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from app.core.config import Settings
@@ -25,36 +24,21 @@ from app.jobs.service.stale import explain_stale
 from app.jobs.tokens import parse_token
 
 Ack = AckComplete | AckFail
-# finish_many's array parameters, and finish_one's scalar parameter each is made of.
-_ACK_ARRAYS = {
-    "job_ids": "job_id",
-    "lease_ids": "lease_id",
-    "outcomes": "outcome",
-    "results": "result",
-    "errors": "error",
-    "retryable": "retryable",
-    "retry_after": "retry_after",
-}
+# finish_one's parameters, in the order an ack's are gathered, and finish_many's arrays
+# of each.
+_ACK_FIELDS = ("job_id", "lease_id", "outcome", "result", "error", "retryable", "retry_after")
+_ACK_ARRAYS = ("job_ids", "lease_ids", "outcomes", "results", "errors", "retryable", "retry_after")
+# A complete without a result: its parameters after the lease's (most acks).
+_PLAIN_COMPLETE = ("complete", "null", None, True, None)
 
 
-@dataclass(frozen=True, slots=True)
-class Finished:
+class Finished(NamedTuple):
     """One ack's answer: the job as it now is (whole, or in brief in a batch), or why the
     ack was refused."""
 
     token: str
     job: JobRow | FinishedBrief | None
     error: JobqError | None
-
-
-# Not `getattr(ack, name, default)`: a pydantic model answers a missing attribute by
-# raising inside `__getattr__`, which cost 5 % of a drain's CPU.
-def _retryable(ack: Ack) -> bool:
-    return ack.retryable if isinstance(ack, AckFail) else True
-
-
-def _retry_after(ack: Ack) -> float | None:
-    return ack.retry_after_seconds if isinstance(ack, AckFail) else None
 
 
 class Acks:
@@ -93,15 +77,23 @@ class Acks:
         checks.at_most(len(acks), self._settings.max_ack_batch, ("body", "acks"), "acks")
         return await self._finish(acks, key_id, whole=False)
 
-    def _ack_params(self, loc: checks.Loc, ack: Ack) -> tuple[Any, Any]:
-        """The ack's result and error as jsonb text; raises if either is too large or deep."""
+    def _ack_params(self, ack: Ack, index: int, whole: bool) -> tuple[Any, ...]:
+        """The ack's outcome, result and error as jsonb text, retryable and retry delay
+        (from `outcome` in _ACK_FIELDS' order); raises if its result or error is too
+        large or too deep."""
+        # `type(ack) is`, not isinstance: pydantic's models are ABCs, whose isinstance
+        # runs Python code (an ack of 100 leases asks 100 times).
+        if type(ack) is AckComplete and ack.result is None:  # most acks
+            return _PLAIN_COMPLETE
+        loc = ("body",) if whole else ("body", "acks", index)
         limit = self._settings.max_payload_bytes
         depth = self._settings.max_json_depth
-        if isinstance(ack, AckComplete):
+        if type(ack) is AckComplete:
             result = payloads.encode(
                 ack.result, field=(*loc, "result"), max_bytes=limit, max_depth=depth
             )
-            return result, None
+            return ("complete", result, None, True, None)
+        assert type(ack) is AckFail
         payloads.check_depth(ack.error.details, field=(*loc, "error", "details"), max_depth=depth)
         error = {
             "type": ack.error.type,
@@ -110,7 +102,8 @@ class Acks:
             ),
             "details": ack.error.details,
         }
-        return None, payloads.encode(error, field=(*loc, "error"), max_bytes=limit)
+        error_text = payloads.encode(error, field=(*loc, "error"), max_bytes=limit)
+        return ("fail", None, error_text, ack.retryable, ack.retry_after_seconds)
 
     async def _finish(
         self, acks: Sequence[Ack], key_id: int | None, *, whole: bool
@@ -123,61 +116,74 @@ class Acks:
         # An ack's own fault (a token never issued, a result or error too large or too
         # deep) is its answer alone, as for the single call, and it is not sent. Each
         # other lease goes to the database once; a repeat in the batch is judged after.
-        keys: dict[int, tuple[int, UUID]] = {}
+        keys: list[tuple[int, UUID] | None] = []  # each ack's lease; None: refused
         refused: dict[int, JobqError] = {}
-        first: dict[tuple[int, UUID], dict[str, Any]] = {}  # each lease's ack to send
-        sent: list[int] = []
+        first: set[tuple[int, UUID]] = set()  # each lease sent
+        sent: list[int] = []  # the index of each ack sent
+        params: list[tuple[Any, ...]] = []  # its parameters, in _ACK_FIELDS' order
         for index, ack in enumerate(acks):
             try:
                 key = parse_token(ack.lease_id)
-                loc = ("body",) if whole else ("body", "acks", index)
-                result, error = self._ack_params(loc, ack)
+                rest = self._ack_params(ack, index, whole)
             except (LeaseNotFound, PayloadTooLarge, ValidationFailed) as exc:
                 refused[index] = exc
+                keys.append(None)
                 continue
-            keys[index] = key
+            keys.append(key)
             if key not in first:
-                first[key] = {
-                    "job_id": key[0],
-                    "lease_id": key[1],
-                    "outcome": ack.outcome,
-                    "result": result,
-                    "error": error,
-                    "retryable": _retryable(ack),
-                    "retry_after": _retry_after(ack),
-                }
+                first.add(key)
                 sent.append(index)
+                params.append((*key, *rest))
         if not sent:  # every ack refused on its own: nothing to ask the database
             return [Finished(ack.lease_id, None, refused[i]) for i, ack in enumerate(acks)]
         done: list[tuple[int, JobRow | FinishedBrief]]  # (the ack's place among those sent, job)
         if whole:
-            (one,) = first.values()
+            one = dict(zip(_ACK_FIELDS, params[0], strict=True))
             job = await self._repo.finish_one(one, self._backoff, key_id)
             done = [(0, job)] if job is not None else []
         else:
-            params = first.values()
-            columns = {array: [p[field] for p in params] for array, field in _ACK_ARRAYS.items()}
+            columns = dict(zip(_ACK_ARRAYS, map(list, zip(*params, strict=True)), strict=True))
             briefs = await self._repo.finish_many(columns, self._backoff, key_id)
             done = [(brief.ord - 1, brief) for brief in briefs]
-        applied = {sent[place] for place, _ in done}
-        telemetry.finished([job for _, job in done], [acks[sent[p]].outcome for p, _ in done])
+        jobs = [job for _, job in done]
+        telemetry.finished(jobs, [params[place][2] for place, _ in done])
         if done:
             limited = await self._limited.names()
-            freed = sorted({job.queue for _, job in done if job.queue in limited})
+            freed = sorted({job.queue for job in jobs if job.queue in limited})
             if freed:  # a limited queue has room again: wake the leases waiting on it
                 await self._repo.announce_slots(freed)
+        if len(done) == len(acks):  # every ack applied (so none refused, none repeated)
+            answered: list[JobRow | FinishedBrief | None] = [None] * len(acks)
+            for place, finished in done:
+                answered[place] = finished
+            return [Finished(a.lease_id, j, None) for a, j in zip(acks, answered, strict=True)]
+        return await self._answers(acks, keys, refused, sent, done, key_id)
+
+    async def _answers(
+        self,
+        acks: Sequence[Ack],
+        keys: list[tuple[int, UUID] | None],
+        refused: dict[int, JobqError],
+        sent: list[int],
+        done: list[tuple[int, JobRow | FinishedBrief]],
+        key_id: int | None,
+    ) -> list[Finished]:
+        """Each ack's answer when some were not applied: those are explained from their
+        jobs, read whole."""
+        applied = {sent[place] for place, _ in done}
         latest: dict[int, JobRow | FinishedBrief] = {job.id: job for _, job in done}
         # Explaining an ack not applied (a repeat in the batch too) takes the whole job.
-        unexplained = {keys[i][0] for i in keys if i not in applied}
+        unexplained = {key[0] for i, key in enumerate(keys) if key and i not in applied}
         if unexplained:
             for found in await self._repo.get_many(sorted(unexplained)):
                 latest[found.id] = found
         answers = []
         for index, ack in enumerate(acks):
-            if index in refused:
+            key = keys[index]
+            if key is None:
                 answers.append(Finished(ack.lease_id, None, refused[index]))
                 continue
-            job_id, lease = keys[index]
+            job_id, lease = key
             current = latest.get(job_id)
             error = None
             if index not in applied:
