@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from app.core.config import Settings
 from app.core.errors import ValidationFailed
@@ -21,8 +22,9 @@ from app.jobs.tokens import format_token, parse_token
 from app.jobs.wakeups import Wakeups
 
 
-@dataclass(frozen=True, slots=True)
-class Lease:
+class Lease(NamedTuple):
+    """One job handed out (a named tuple: a lease call builds up to 100 of them)."""
+
     token: str
     expires_at: datetime
     job: JobRow
