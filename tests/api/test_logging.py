@@ -306,5 +306,21 @@ async def test_only_token_shaped_segments_are_cut(
 ) -> None:
     await client.get("/v1/queues/2024-reports")
     await client.get("/v1/queues/12-329eac80c92c43138a31f98ec3d1657")  # 31 hex digits
+    await client.get("/v1/queues/\u0661-329eac80c92c43138a31f98ec3d16570")  # not ASCII
     paths = [e["path"] for e in json_log.events("request")]
-    assert paths == ["/v1/queues/2024-reports", "/v1/queues/12-329eac80c92c43138a31f98ec3d1657"]
+    assert paths == [
+        "/v1/queues/2024-reports",
+        "/v1/queues/12-329eac80c92c43138a31f98ec3d1657",
+        "/v1/queues/\u0661-329eac80c92c43138a31f98ec3d16570",
+    ]
+
+
+async def test_a_token_is_cut_in_any_form_a_uuid_is_read(
+    client: httpx.AsyncClient, json_log: Lines
+) -> None:
+    lease = "329eac80-c92c-4313-8a31-f98ec3d16570"
+    for uuid_part in (lease.replace("-", ""), lease, lease.upper(), f"{{{lease}}}"):
+        await client.get(f"/v1/leases/5-{uuid_part}/x")
+    await client.get(f"/v1/leases/5-urn:uuid:{lease}/6-{lease}")
+    paths = [e["path"] for e in json_log.events("request")]
+    assert paths == [*["/v1/leases/5-…/x"] * 4, "/v1/leases/5-…/6-…"]
