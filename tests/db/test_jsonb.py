@@ -1,5 +1,6 @@
-"""jsonb through the service's pool: values come back as Python reads their JSON, a
-parameter is the JSON text the service sends, and nothing else is taken for one."""
+"""jsonb through the service's pool, read in text form by pydantic's parser: values come
+back as Python reads their JSON, a parameter is the JSON text the service sends, and
+nothing else is taken for one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
+import pydantic_core
 import pytest
 
 from app.db.database import Database
@@ -46,6 +48,27 @@ async def test_a_value_comes_back_as_python_reads_it(
     assert row["one"] == value
     assert row["many"] == [value, None, None]  # a jsonb null, then SQL's NULL
     assert row["missing"] is None
+
+
+async def test_the_service_s_codec_reads_jsonb(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = create_engine(database_url, 1)  # the dialect keeps the parser it is given now
+    read: list[str] = []
+    original = pydantic_core.from_json
+
+    def parse(text: str) -> Any:
+        read.append(text)
+        return original(text)
+
+    # a connection made from now on finds this one, if it sets its own codec
+    monkeypatch.setattr(pydantic_core, "from_json", parse)
+    try:
+        (row,) = await Database(engine).fetch(ROUND_TRIP, {"one": '{"a": 1}', "many": []})
+    finally:
+        await engine.dispose()
+    assert row["one"] == {"a": 1}
+    assert read == ['{"a": 1}']
 
 
 async def test_a_parameter_must_already_be_json_text(database: Database) -> None:
