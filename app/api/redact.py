@@ -3,8 +3,8 @@
 A lease token (`app.jobs.tokens`) is `<job id>-<uuid>`; the uuid is its holder's secret.
 Any path segment of that shape is cut, whether or not a route matched the path or the
 request was let in: a refused request's path is logged too. The uuid may be written in
-any form Python's `uuid.UUID` reads (dashes, braces, a `urn:uuid:` prefix), as the
-service itself would accept it.
+any form Python's `uuid.UUID` reads (dashes, braces, a `urn:uuid:` prefix): wider than
+what the service accepts, since a mistyped token still carries its holder's secret.
 """
 
 from __future__ import annotations

@@ -60,9 +60,6 @@ def create_engine(url: str, pool_size: int, *, pooler: bool = False) -> AsyncEng
         # transactions are asyncpg's own (`Database.transaction`), ended by their block;
         # the adapter's rollback had nothing to roll back (1.5 % of a call's instructions).
         pool_reset_on_return=None,
-        # jsonb columns (payloads, results, histories) are decoded on every row a lease
-        # or a read returns: pydantic's Rust parser does it 5-10x faster than `json`.
-        json_deserializer=pydantic_core.from_json,
         connect_args={
             "timeout": CONNECT_TIMEOUT_SECONDS,
             **caches,
@@ -78,11 +75,13 @@ def create_engine(url: str, pool_size: int, *, pooler: bool = False) -> AsyncEng
 
 
 def _jsonb_as_text(connection: Any, _record: object) -> None:
-    """jsonb in text form, each value handed straight to pydantic's parser, and jsonb
-    parameters (always JSON text here) sent as they are. The dialect's binary codec runs
-    a Python function per value, which strips a version byte and decodes the bytes
-    first: a lease decodes three a job (the drain's service instructions -1.2 %, `python
-    -m bench.calls --path drain`). Set after the dialect's own, on every new connection."""
+    """jsonb (payloads, results, histories: decoded on every row a lease or a read
+    returns) in text form, each value handed straight to pydantic's parser (5-10 x
+    faster than `json`), and jsonb parameters (always JSON text here) sent as they are.
+    The dialect's binary codec runs a Python function per value, which strips a version
+    byte and decodes the bytes first: a lease decodes three a job (the drain's service
+    instructions -1.2 %, `python -m bench.calls --path drain`). Set after the dialect's
+    own, on every new connection."""
     connection.run_async(
         lambda driver: driver.set_type_codec(
             "jsonb",

@@ -53,7 +53,7 @@ async def test_a_value_comes_back_as_python_reads_it(
 async def test_the_service_s_codec_reads_jsonb(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = create_engine(database_url, 1)  # the dialect keeps the parser it is given now
+    engine = create_engine(database_url, 1)
     read: list[str] = []
     original = pydantic_core.from_json
 

@@ -28,6 +28,7 @@ Ack = AckComplete | AckFail
 # of each.
 _ACK_FIELDS = ("job_id", "lease_id", "outcome", "result", "error", "retryable", "retry_after")
 _ACK_ARRAYS = ("job_ids", "lease_ids", "outcomes", "results", "errors", "retryable", "retry_after")
+_OUTCOME = _ACK_FIELDS.index("outcome")
 # A complete without a result: its parameters after the lease's (most acks).
 _PLAIN_COMPLETE = ("complete", "null", None, True, None)
 
@@ -146,7 +147,7 @@ class Acks:
             briefs = await self._repo.finish_many(columns, self._backoff, key_id)
             done = [(brief.ord - 1, brief) for brief in briefs]
         jobs = [job for _, job in done]
-        telemetry.finished(jobs, [params[place][2] for place, _ in done])
+        telemetry.finished(jobs, [params[place][_OUTCOME] for place, _ in done])
         if done:
             limited = await self._limited.names()
             freed = sorted({job.queue for job in jobs if job.queue in limited})
