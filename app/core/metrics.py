@@ -17,6 +17,7 @@ import os
 from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from prometheus_client import (
@@ -129,7 +130,7 @@ def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
         for v in values:
             histogram.observe(v)
         return
-    for index, n in Tally(bisect_left(bounds, v) for v in values).items():
+    for index, n in Tally(map(partial(bisect_left, bounds), values)).items():
         buckets[index].inc(n)
     total.inc(sum(values))
 

@@ -23,6 +23,7 @@ from app.jobs.rows import (
     Refused,
     WorkerRow,
     job_at,
+    many,
 )
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
@@ -124,7 +125,7 @@ class JobsRepository:
                 "key_id": key_id,
             },
         )
-        return [JobRow._make(record) for record in records]
+        return many(JobRow, records)
 
     async def lease_limited(
         self,
@@ -156,7 +157,7 @@ class JobsRepository:
                     "key_id": key_id,
                 },
             )
-            jobs = [JobRow._make(record) for record in records]
+            jobs = many(JobRow, records)
             state = None
             if len(jobs) < max_jobs:
                 (row,) = await fetch_in(conn, LIMITED_QUEUE_STATE, {"queue": queue})
@@ -203,7 +204,7 @@ class JobsRepository:
             records = await self._db.fetch(
                 FINISH_MANY, {**columns, **backoff.params(), "key_id": key_id}
             )
-        return [FinishedBrief._make(record) for record in records]
+        return many(FinishedBrief, records)
 
     # ---- readers -------------------------------------------------------------------
 

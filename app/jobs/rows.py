@@ -9,8 +9,10 @@ the table).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, NamedTuple
+from functools import partial
+from typing import Any, NamedTuple, TypeVar, cast
 from uuid import UUID
 
 import asyncpg
@@ -81,6 +83,17 @@ class JobRow(NamedTuple):
     def on_parent_failure(self) -> str:
         """What becomes of the job if a parent fails: `run` it anyway, or `cancel` it."""
         return "run" if self.run_on_parent_failure else "cancel"
+
+
+R = TypeVar("R", bound=tuple[Any, ...])
+
+
+def many(row: type[R], records: Iterable[asyncpg.Record]) -> list[R]:
+    """Rows of type `row` from records of exactly its columns, in its order. One C call
+    a row: `_make` is a Python call a row (0.6 against 0.4 µs for a brief, 0.9 against
+    0.7 for a whole job; a lease or an ack call shapes 100), and its length check is a
+    test's here (tests/db/test_named_sql.py: each statement's columns are its row's)."""
+    return cast(list[R], list(map(partial(tuple.__new__, row), records)))
 
 
 def job_at(record: asyncpg.Record, start: int) -> JobRow:

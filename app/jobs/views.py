@@ -164,5 +164,11 @@ def _ack_result(finished: Finished) -> dict[str, Any]:
 
 
 def acks(finished: Iterable[Finished]) -> Response:
-    """`AcksOut`: one result per ack, in order."""
-    return answer({"results": [_ack_result(f) for f in finished]})
+    """`AcksOut`: one result per ack, in order (an applied one's built in place)."""
+    results = [
+        {"lease_id": f.token, "status": 200, "code": None, "job_id": f.job.id, "state": f.job.state}
+        if f.error is None and f.job is not None
+        else _ack_result(f)
+        for f in finished
+    ]
+    return answer({"results": results})

@@ -13,7 +13,7 @@ import pytest
 
 from app.db.statement import Statement
 from app.jobs import repository as jobs_sql
-from app.jobs.rows import JobRow
+from app.jobs.rows import FinishedBrief, JobRow
 from app.keys import repository as keys_sql
 from app.keys.rows import KeyRow
 from app.maintenance import repository as maintenance_sql
@@ -57,6 +57,24 @@ async def test_typed_rows_hold_every_column_in_the_tables_order(
         table,
     )
     assert list(row._fields) == [c["column_name"] for c in columns]
+
+
+@pytest.mark.parametrize(
+    ("statement", "row"),
+    [
+        (jobs_sql.LEASE, JobRow),
+        (jobs_sql.LEASE_LIMITED, JobRow),
+        (jobs_sql.COMPLETE_MANY, FinishedBrief),
+        (jobs_sql.FINISH_MANY, FinishedBrief),
+    ],
+    ids=lambda value: getattr(value, "name", None) or value.__name__,
+)
+async def test_statements_read_into_rows_by_position_answer_exactly_their_columns(
+    db: asyncpg.Connection, statement: Statement, row: type[JobRow] | type[FinishedBrief]
+) -> None:
+    # rows.many builds these rows by position, with no length check of its own
+    prepared = await db.prepare(statement.sql)
+    assert [a.name for a in prepared.get_attributes()] == list(row._fields)
 
 
 def _quoted(value: str) -> str:

@@ -8,6 +8,8 @@ first was.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
+from itertools import repeat
 from typing import Any, NamedTuple
 from uuid import UUID
 
@@ -40,6 +42,11 @@ class Finished(NamedTuple):
     token: str
     job: JobRow | FinishedBrief | None
     error: JobqError | None
+
+
+# A Finished from its three values in one C call (the class's own `__new__` is a Python
+# call; an ack of 100 leases builds 100).
+_finished = partial(tuple.__new__, Finished)
 
 
 class Acks:
@@ -80,12 +87,8 @@ class Acks:
 
     def _ack_params(self, ack: Ack, index: int, whole: bool) -> tuple[Any, ...]:
         """The ack's outcome, result and error as jsonb text, retryable and retry delay
-        (from `outcome` in _ACK_FIELDS' order); raises if its result or error is too
-        large or too deep."""
-        # `type(ack) is`, not isinstance: pydantic's models are ABCs, whose isinstance
-        # runs Python code (an ack of 100 leases asks 100 times).
-        if type(ack) is AckComplete and ack.result is None:  # most acks
-            return _PLAIN_COMPLETE
+        (from `outcome` in _ACK_FIELDS' order), for an ack with a result or an error;
+        raises if it is too large or too deep."""
         loc = ("body",) if whole else ("body", "acks", index)
         limit = self._settings.max_payload_bytes
         depth = self._settings.max_json_depth
@@ -125,7 +128,12 @@ class Acks:
         for index, ack in enumerate(acks):
             try:
                 key = parse_token(ack.lease_id)
-                rest = self._ack_params(ack, index, whole)
+                # `type(ack) is`, not isinstance: pydantic's models are ABCs, whose
+                # isinstance runs Python code (an ack of 100 leases asks 100 times)
+                if type(ack) is AckComplete and ack.result is None:  # most acks
+                    rest = _PLAIN_COMPLETE
+                else:
+                    rest = self._ack_params(ack, index, whole)
             except (LeaseNotFound, PayloadTooLarge, ValidationFailed) as exc:
                 refused[index] = exc
                 keys.append(None)
@@ -157,7 +165,7 @@ class Acks:
             answered: list[JobRow | FinishedBrief | None] = [None] * len(acks)
             for place, finished in done:
                 answered[place] = finished
-            return [Finished(a.lease_id, j, None) for a, j in zip(acks, answered, strict=True)]
+            return list(map(_finished, zip([a.lease_id for a in acks], answered, repeat(None))))
         return await self._answers(acks, keys, refused, sent, done, key_id)
 
     async def _answers(

@@ -54,10 +54,25 @@ def _claim_order(job: JobRow) -> tuple[int, datetime, int]:
 _NO_PARENTS: list[Parent] = []
 
 
-def _lease(job: JobRow, parents: dict[int, list[Parent]]) -> Lease:
-    assert job.lease_id is not None and job.lease_expires_at is not None  # it is running
-    token = format_token(job.id, job.lease_id)
-    return Lease(token, job.lease_expires_at, job, parents.get(job.id, _NO_PARENTS))
+# A Lease from its four values in one C call (the class's own `__new__` is a Python call;
+# a lease call builds up to 100).
+_new_lease = functools.partial(tuple.__new__, Lease)
+
+
+def _leases(jobs: list[JobRow], parents: dict[int, list[Parent]]) -> list[Lease]:
+    """A lease of each job just claimed: running, so its lease id and expiry are set (the
+    table's `running_has_lease` check)."""
+    return [
+        _new_lease(
+            (
+                format_token(job.id, job.lease_id),
+                job.lease_expires_at,
+                job,
+                parents.get(job.id, _NO_PARENTS),
+            )
+        )
+        for job in jobs
+    ]
 
 
 class Leases:
@@ -126,7 +141,7 @@ class Leases:
         if children:  # a child is handed its parents' results
             for parent in await self._repo.parents_of(children):
                 parents.setdefault(parent.child_id, []).append(parent)
-        return Leased([_lease(job, parents) for job in jobs], throttled)
+        return Leased(_leases(jobs, parents), throttled)
 
     async def _claim(
         self,
