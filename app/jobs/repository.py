@@ -198,7 +198,8 @@ class JobsRepository:
         self, columns: dict[str, list[Any]], backoff: Backoff, key_id: int | None = None
     ) -> list[FinishedBrief]:
         """The jobs finished, in brief (`ord` is the ack's 1-based place in `columns`)."""
-        if all(outcome == "complete" for outcome in columns["outcomes"]):
+        outcomes = columns["outcomes"]
+        if outcomes.count("complete") == len(outcomes):
             records = await self._db.fetch(COMPLETE_MANY, {**columns, "key_id": key_id})
         else:
             records = await self._db.fetch(

@@ -243,6 +243,35 @@ async def test_acks_report_per_item_status_in_order(client: httpx.AsyncClient) -
     assert first["result"] == {"n": 0} and len(first["attempts"]) == 1
 
 
+@pytest.mark.parametrize(
+    ("with_result", "stale"), [(False, False), (False, True), (True, False), (True, True)]
+)
+async def test_a_batch_of_completes_answers_each_ack_in_its_place(
+    client: httpx.AsyncClient, with_result: bool, stale: bool
+) -> None:
+    # Completes without results, of distinct leases, take the service's shortest way,
+    # which must answer as the general one does (a result on one ack takes that one).
+    for _ in range(5):
+        await enqueue(client)
+    leased = await lease(client, max_jobs=5)
+    held = [item["lease_id"] for item in leased]
+    job_ids = [item["job"]["id"] for item in leased]
+    if stale:
+        await client.post(f"/v1/leases/{held[1]}/fail", json=BOOM)  # to be retried: lost
+    acks: list[dict[str, Any]] = [{"lease_id": token, "outcome": "complete"} for token in held]
+    if with_result:
+        acks[0]["result"] = {"n": 1}
+    acks.reverse()  # answered in the batch's order, whatever the database's
+    results = (await client.post("/v1/acks", json={"acks": acks})).json()["results"]
+    assert [(r["lease_id"], r["job_id"]) for r in results] == list(
+        zip(reversed(held), reversed(job_ids), strict=True)
+    )
+    expected: list[tuple[int, str | None, str]] = [(200, None, "succeeded")] * 5
+    if stale:
+        expected[3] = (409, "lease_lost", "queued")
+    assert [(r["status"], r["code"], r["state"]) for r in results] == expected
+
+
 async def test_an_ack_too_large_or_too_deep_is_refused_alone(
     client: httpx.AsyncClient, db: asyncpg.Connection
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 from itertools import repeat
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 from uuid import UUID
 
@@ -42,6 +43,25 @@ class Finished(NamedTuple):
     token: str
     job: JobRow | FinishedBrief | None
     error: JobqError | None
+
+
+_LEASE_ID = attrgetter("lease_id")
+_RESULT = attrgetter("result")
+_ORD = attrgetter("ord")
+_JOB_ID = itemgetter(0)
+
+
+def _plain_keys(acks: Sequence[Ack]) -> list[tuple[int, UUID]] | None:
+    """Each ack's lease, when every ack completes a lease jobq issued, each of another
+    job, and none has a result (most batches); else None (`Acks._finish` sorts the batch
+    out)."""
+    if set(map(type, acks)) != {AckComplete} or list(map(_RESULT, acks)).count(None) < len(acks):
+        return None
+    try:
+        keys = list(map(parse_token, map(_LEASE_ID, acks)))
+    except LeaseNotFound:
+        return None
+    return keys if len(set(map(_JOB_ID, keys))) == len(keys) else None
 
 
 # A Finished from its three values in one C call (the class's own `__new__` is a Python
@@ -83,7 +103,38 @@ class Acks:
         Only leases taken with `key_id` are finished (None: any, authentication is off).
         """
         checks.at_most(len(acks), self._settings.max_ack_batch, ("body", "acks"), "acks")
+        keys = _plain_keys(acks)
+        if keys is not None:
+            return await self._complete_plain(acks, keys, key_id)
         return await self._finish(acks, key_id, whole=False)
+
+    async def _complete_plain(
+        self, acks: Sequence[Ack], keys: list[tuple[int, UUID]], key_id: int | None
+    ) -> list[Finished]:
+        """`_finish` for a batch of completes without results, of distinct valid tokens
+        (most batches): nothing refused on its own, each ack's parameters the same but
+        its lease, and when all are applied each answer is its row."""
+        count = len(acks)
+        job_ids, lease_ids = map(list, zip(*keys, strict=True))
+        columns = {"job_ids": job_ids, "lease_ids": lease_ids}
+        plain = ([value] * count for value in _PLAIN_COMPLETE)
+        columns.update(zip(_ACK_ARRAYS[_OUTCOME:], plain, strict=True))
+        briefs = await self._repo.finish_many(columns, self._backoff, key_id)
+        telemetry.finished(briefs, ["complete"] * len(briefs))
+        await self._wake_freed(briefs)
+        if len(briefs) == count:  # each ack's row is the one of its place (`ord`)
+            briefs.sort(key=_ORD)
+            return list(map(_finished, zip(map(_LEASE_ID, acks), briefs, repeat(None))))
+        done: list[tuple[int, JobRow | FinishedBrief]] = [(b.ord - 1, b) for b in briefs]
+        return await self._answers(acks, list(keys), {}, list(range(count)), done, key_id)
+
+    async def _wake_freed(self, jobs: Sequence[JobRow | FinishedBrief]) -> None:
+        """Wake the leases waiting on a limited queue that finishing `jobs` gave room."""
+        if jobs:
+            limited = await self._limited.names()
+            freed = sorted({job.queue for job in jobs if job.queue in limited})
+            if freed:
+                await self._repo.announce_slots(freed)
 
     def _ack_params(self, ack: Ack, index: int, whole: bool) -> tuple[Any, ...]:
         """The ack's outcome, result and error as jsonb text, retryable and retry delay
@@ -156,11 +207,7 @@ class Acks:
             done = [(brief.ord - 1, brief) for brief in briefs]
         jobs = [job for _, job in done]
         telemetry.finished(jobs, [params[place][_OUTCOME] for place, _ in done])
-        if done:
-            limited = await self._limited.names()
-            freed = sorted({job.queue for job in jobs if job.queue in limited})
-            if freed:  # a limited queue has room again: wake the leases waiting on it
-                await self._repo.announce_slots(freed)
+        await self._wake_freed(jobs)
         if len(done) == len(acks):  # every ack applied (so none refused, none repeated)
             answered: list[JobRow | FinishedBrief | None] = [None] * len(acks)
             for place, finished in done:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 from typing import NamedTuple
 
 from app.core.config import Settings
@@ -47,8 +48,15 @@ class Heartbeat:
     progress_recorded: bool
 
 
-def _claim_order(job: JobRow) -> tuple[int, datetime, int]:
-    return (-job.priority, job.run_at, job.id)
+def _in_claim_order(jobs: list[JobRow]) -> None:
+    """Sort `jobs` as they were claimed (best priority, then earliest run_at, then id): two
+    stable sorts keyed in C (a key function is a Python call a job)."""
+    jobs.sort(key=_RUN_AT_ID)
+    jobs.sort(key=_PRIORITY, reverse=True)  # reverse keeps equal keys in their order
+
+
+_RUN_AT_ID = attrgetter("run_at", "id")
+_PRIORITY = attrgetter("priority")
 
 
 _NO_PARENTS: list[Parent] = []
@@ -135,7 +143,7 @@ class Leases:
                 if abandoned is not None and await abandoned():
                     return Leased([], [])
         telemetry.leased(jobs)
-        jobs.sort(key=_claim_order)
+        _in_claim_order(jobs)
         parents: dict[int, list[Parent]] = {}
         children = [job.id for job in jobs if job.has_parents]
         if children:  # a child is handed its parents' results
