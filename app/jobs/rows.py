@@ -17,6 +17,9 @@ from uuid import UUID
 
 import asyncpg
 
+# A job's `on_parent_failure` by its `run_on_parent_failure` column.
+ON_PARENT_FAILURE = {True: "run", False: "cancel"}
+
 
 class JobRow(NamedTuple):
     """One job as stored."""
@@ -82,7 +85,7 @@ class JobRow(NamedTuple):
     @property
     def on_parent_failure(self) -> str:
         """What becomes of the job if a parent fails: `run` it anyway, or `cancel` it."""
-        return "run" if self.run_on_parent_failure else "cancel"
+        return ON_PARENT_FAILURE[self.run_on_parent_failure]
 
 
 R = TypeVar("R", bound=tuple[Any, ...])
