@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
 from operator import attrgetter, sub
 from typing import Any
@@ -73,16 +73,17 @@ def _observe(
     rows: Sequence[JobRow | FinishedBrief],
     end: Callable[[Any], datetime | None],
     start: Callable[[Any], datetime | None],
-    queues: Counter[str],
+    queues: Collection[str],
 ) -> None:
-    """Each row's `end - start` in `histogram`, labelled by its queue (a clock stepped back
-    between the two: 0, not less). Rows without both times are left out."""
+    """Each row's `end - start` in `histogram`, labelled by its queue, one of `queues` (a
+    clock stepped back between the two: 0, not less). Rows without both times are left
+    out."""
     if len(queues) > 1:  # one observation per queue, of that queue's rows
         by_queue: dict[str, list[JobRow | FinishedBrief]] = defaultdict(list)
         for row in rows:
             by_queue[row.queue].append(row)
         for queue, of_queue in by_queue.items():
-            _observe(histogram, of_queue, end, start, Counter({queue: 1}))
+            _observe(histogram, of_queue, end, start, (queue,))
         return
     ends, starts = list(map(end, rows)), list(map(start, rows))
     if None in ends or None in starts:

@@ -3,7 +3,6 @@ had been observed on its own, per queue, a stepped-back clock counting 0."""
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
@@ -43,7 +42,7 @@ def test_a_batch_over_two_queues_is_observed_as_each_row_on_its_own() -> None:
         if row.attempted_at is not None:
             span = (row.updated_at - row.attempted_at).total_seconds()
             each.labels(row.queue).observe(max(span, 0))
-    queues = Counter(row.queue for row in rows)
+    queues = {row.queue for row in rows}
     telemetry._observe(batch, rows, telemetry._UPDATED, telemetry._ATTEMPTED, queues)
     assert _samples(registry, "batch") == _samples(registry, "each")
     counts = {s[1]["queue"]: s[2] for s in _samples(registry, "batch") if s[0] == "_count"}
@@ -57,7 +56,7 @@ def test_a_batch_of_one_queue_clamps_a_stepped_back_clock_to_zero() -> None:
         _brief(1, "q", T0, T0 - timedelta(seconds=5)),
         _brief(2, "q", T0, T0 + timedelta(seconds=1)),
     ]
-    telemetry._observe(batch, rows, telemetry._UPDATED, telemetry._ATTEMPTED, Counter({"q": 2}))
+    telemetry._observe(batch, rows, telemetry._UPDATED, telemetry._ATTEMPTED, ("q",))
     found = {(s[0], s[1].get("le")): s[2] for s in _samples(registry, "batch")}
     assert found[("_sum", None)] == 1.0
     assert found[("_bucket", "0.5")] == 1 and found[("_bucket", "1.0")] == 2

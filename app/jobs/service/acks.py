@@ -8,7 +8,6 @@ first was.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
@@ -20,7 +19,7 @@ from app.core.retry import Backoff
 from app.jobs import payloads, telemetry
 from app.jobs.limits import LimitedQueues
 from app.jobs.repository import JobsRepository
-from app.jobs.rows import FinishedBrief, JobRow
+from app.jobs.rows import FinishedBrief, JobRow, builder
 from app.jobs.schemas import AckComplete, AckFail, CompleteIn, FailIn
 from app.jobs.service import checks
 from app.jobs.service.stale import explain_stale
@@ -64,9 +63,7 @@ def _plain_keys(acks: Sequence[Ack]) -> list[tuple[int, UUID]] | None:
     return keys if len(set(map(_JOB_ID, keys))) == len(keys) else None
 
 
-# A Finished from its three values in one C call (the class's own `__new__` is a Python
-# call; an ack of 100 leases builds 100).
-_finished = partial(tuple.__new__, Finished)
+_finished = builder(Finished)  # an ack of 100 leases builds 100
 
 
 class Acks:
@@ -212,7 +209,7 @@ class Acks:
             answered: list[JobRow | FinishedBrief | None] = [None] * len(acks)
             for place, finished in done:
                 answered[place] = finished
-            return list(map(_finished, zip([a.lease_id for a in acks], answered, repeat(None))))
+            return list(map(_finished, zip(map(_LEASE_ID, acks), answered, repeat(None))))
         return await self._answers(acks, keys, refused, sent, done, key_id)
 
     async def _answers(

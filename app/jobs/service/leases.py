@@ -15,7 +15,7 @@ from app.core.errors import ValidationFailed
 from app.jobs import telemetry
 from app.jobs.limits import LimitedQueues
 from app.jobs.repository import JobsRepository
-from app.jobs.rows import JobRow, Parent
+from app.jobs.rows import JobRow, Parent, builder
 from app.jobs.schemas import HeartbeatIn, LeaseIn
 from app.jobs.service import checks
 from app.jobs.service.stale import explain_stale
@@ -62,9 +62,7 @@ _PRIORITY = attrgetter("priority")
 _NO_PARENTS: list[Parent] = []
 
 
-# A Lease from its four values in one C call (the class's own `__new__` is a Python call;
-# a lease call builds up to 100).
-_new_lease = functools.partial(tuple.__new__, Lease)
+_new_lease = builder(Lease)  # a lease call builds up to 100
 
 
 def _leases(jobs: list[JobRow], parents: dict[int, list[Parent]]) -> list[Lease]:
