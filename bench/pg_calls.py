@@ -11,6 +11,7 @@ warming up and the server's own work cancel out. Repeatable to 0.01 %.
     python -m bench.pg_calls                  the single job and the batch, all three
     python -m bench.pg_calls --path batch --loops 100
     python -m bench.pg_calls --path single --statements   and each of jobq's statements
+    python -m bench.pg_calls --queued 2000 --finished 1000   a small table, filled fast
 
 Loops, per job:
 - single: enqueue one job, lease it, complete it (jobq's ENQUEUE_ONE, LEASE, COMPLETE_ONE;
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -54,9 +56,9 @@ from bench.floor_whole import CLAIM, FINISH_MANY, FINISH_ONE, INSERT, WIDE_TABLE
 from bench.service import free_port
 
 BATCH = 100
-FINISHED_JOBS = 10_000  # in the table before each loop
-# queued before each batch loop, at least: a small table gets other plans (the bare
-# claim's join then reads the whole table each time)
+FINISHED_JOBS = 10_000  # in the table before each loop, by default
+# queued before each batch loop, at least, by default: a small table gets other plans
+# (the bare claim's join then reads the whole table each time)
 QUEUED_JOBS = 50_000
 WARMUP_LOOPS = 5  # the statements prepared and their plans settled (5 custom, then generic)
 PAYLOAD = json.dumps({"i": 0})
@@ -297,12 +299,23 @@ async def _backend_running(url: str, loop: Loop, loops: int) -> int:
     return backend
 
 
-def per_job(server: CountedServer, url: str, path: str, loop: Loop, table: str, loops: int) -> int:
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """What the table holds before each loop: jobs queued (the batch path's, at least)
+    and jobs finished."""
+
+    queued: int = QUEUED_JOBS
+    finished: int = FINISHED_JOBS
+
+
+def per_job(
+    server: CountedServer, url: str, path: str, loop: Loop, table: str, loops: int, held: Table
+) -> int:
     # the same table for every run (and so the same plans): as many queued as the longer needs
-    queued = max((WARMUP_LOOPS + loops) * BATCH, QUEUED_JOBS) if path == "batch" else 0
+    queued = max((WARMUP_LOOPS + loops) * BATCH, held.queued) if path == "batch" else 0
 
     def count(n: int) -> Counts:
-        asyncio.run(_fill(url, table, queued, FINISHED_JOBS))
+        asyncio.run(_fill(url, table, queued, held.finished))
         return {"instructions": server.instructions(asyncio.run(_backend_running(url, loop, n)))}
 
     return per_call(count, loops, per_loop=BATCH if path == "batch" else 1)["instructions"]
@@ -333,6 +346,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--path", action="append", choices=list(LOOPS), help="[default: both]")
     parser.add_argument("--loops", type=int, default=200, help="loops [default: 200]")
+    parser.add_argument(
+        "--queued",
+        type=int,
+        default=QUEUED_JOBS,
+        help=f"jobs queued before each batch loop, at least [default: {QUEUED_JOBS:,}]",
+    )
+    parser.add_argument(
+        "--finished",
+        type=int,
+        default=FINISHED_JOBS,
+        help=f"finished jobs in the table before each loop [default: {FINISHED_JOBS:,}]",
+    )
     parser.add_argument("--bindir", type=Path, help="PostgreSQL's binaries [default: see above]")
     parser.add_argument(
         "--statements",
@@ -340,13 +365,14 @@ def main(argv: list[str] | None = None) -> int:
         help="also jobq's single job a statement at a time (enqueue, lease, complete)",
     )
     args = parser.parse_args(argv)
+    held = Table(args.queued, args.finished)
     with _server(args.bindir or default_bindir()) as server:
         url, version = asyncio.run(_prepare(server.url))
         print(f"PostgreSQL {version} under cachegrind; instructions per job", flush=True)
         measured: dict[str, dict[str, int]] = {}
         for path in args.path or list(LOOPS):
             figures = measured[path] = {
-                name: per_job(server, url, path, loop, table, args.loops)
+                name: per_job(server, url, path, loop, table, args.loops, held)
                 for name, loop, table in LOOPS[path]
             }
             for name, figure in figures.items():
@@ -361,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
                 through = measured.get("single", {}).get("jobq") if steps == 3 else None
                 if through is None:
                     loop = functools.partial(_jobq_steps, steps=steps)
-                    through = per_job(server, url, "single", loop, "jobq.jobs", args.loops)
+                    through = per_job(server, url, "single", loop, "jobq.jobs", args.loops, held)
                 print(f"single  jobq's {name:13s} {through - before:>12,} a call", flush=True)
                 before = through
     return 0
