@@ -23,6 +23,20 @@ from app.db.migrate import upgrade
 from app.db.url import with_database
 
 TEST_DATABASE = f"jobq_test_{os.getpid()}"  # concurrent runs never share one
+# Set by .ci/run on one of its two runs of the suite (one a database mode, side by side):
+# the tests marked `once` check nothing a database mode changes and run in the other.
+ONCE_ELSEWHERE = "JOBQ_TESTS_ONCE_ELSEWHERE"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `JOBQ_TESTS_ONCE_ELSEWHERE=1`, leave out the tests marked `once` (reported as
+    deselected): the suite's other run has them."""
+    if os.environ.get(ONCE_ELSEWHERE) != "1":
+        return
+    once = [item for item in items if item.get_closest_marker("once")]
+    if once:
+        config.hook.pytest_deselected(items=once)
+        items[:] = [item for item in items if not item.get_closest_marker("once")]
 
 
 def plain(url: str) -> str:

@@ -10,10 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 MKDOCS = Path(sys.executable).parent / "mkdocs"
 
 
+@pytest.mark.once
 def test_the_site_builds_strictly_with_the_api_reference(tmp_path: Path) -> None:
     site = tmp_path / "site"
     result = subprocess.run(

@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from app.core.config import Settings
+from tests.conftest import ONCE_ELSEWHERE
 from tests.helpers import free_port, listens
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,6 +144,34 @@ def test_ci_runs_make_test_twice_with_ci_set() -> None:
     assert sorted(modes) == [False, True], "one `make test` without JOBQ_DATABASE_URL"
     exports = [n for n, line in enumerate(lines) if line == "export CI=true"]
     assert exports and exports[0] < runs[0], ".ci/run must `export CI=true` before `make test`"
+    # the tests marked `once` run in exactly one of the two
+    once = [f"{ONCE_ELSEWHERE}=1 " in lines[n] for n in runs]
+    assert sorted(once) == [False, True], f"one `make test` with {ONCE_ELSEWHERE}=1"
+
+
+@pytest.mark.parametrize("elsewhere", [False, True])
+def test_the_tests_marked_once_are_left_out_where_they_run_elsewhere(elsewhere: bool) -> None:
+    env = {k: v for k, v in os.environ.items() if k != ONCE_ELSEWHERE}
+    if elsewhere:
+        env[ONCE_ELSEWHERE] = "1"
+    # test_lint's are marked once, test_readme's are not
+    files = ["tests/unit/test_lint.py", "tests/processes/test_readme.py"]
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    ids = [line for line in collected.stdout.splitlines() if "::" in line]
+    assert any(i.startswith("tests/processes/test_readme.py::") for i in ids), ids
+    linted = [i for i in ids if i.startswith("tests/unit/test_lint.py::")]
+    if elsewhere:
+        assert not linted and "4 deselected" in collected.stdout, collected.stdout
+    else:
+        assert len(linted) == 4 and "deselected" not in collected.stdout, collected.stdout
 
 
 def test_makefile_has_the_readme_targets() -> None:

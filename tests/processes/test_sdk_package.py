@@ -11,6 +11,8 @@ import venv
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import exclusive
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +39,7 @@ SMOKE = textwrap.dedent(
 )
 
 
+@pytest.mark.once
 def test_the_wheel_installs_in_a_fresh_venv_and_works(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     with exclusive(SDK):  # the build writes its egg-info into the source tree
