@@ -23,20 +23,35 @@ from app.db.migrate import upgrade
 from app.db.url import with_database
 
 TEST_DATABASE = f"jobq_test_{os.getpid()}"  # concurrent runs never share one
-# Set by .ci/run on one of its two runs of the suite (one a database mode, side by side):
-# the tests marked `once` check nothing a database mode changes and run in the other.
-ONCE_ELSEWHERE = "JOBQ_TESTS_ONCE_ELSEWHERE"
+# Set by .ci/run on each of its two runs of the suite (one a database mode, side by side):
+# which run this is. A test marked `once("server")` or `once("embedded")` checks nothing
+# a database mode changes, and runs in that one of the two only.
+ONCE_IN = "JOBQ_TESTS_ONCE_IN"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `JOBQ_TESTS_ONCE_ELSEWHERE=1`, leave out the tests marked `once` (reported as
-    deselected): the suite's other run has them."""
-    if os.environ.get(ONCE_ELSEWHERE) != "1":
+    """Under `JOBQ_TESTS_ONCE_IN=<run>`, leave out the tests marked `once` for the other
+    run (reported as deselected). Without it, every test runs."""
+    run = os.environ.get(ONCE_IN)
+    if run is None:
         return
-    once = [item for item in items if item.get_closest_marker("once")]
-    if once:
-        config.hook.pytest_deselected(items=once)
-        items[:] = [item for item in items if not item.get_closest_marker("once")]
+    if run not in ("server", "embedded"):
+        raise pytest.UsageError(f"{ONCE_IN} must be server or embedded, not {run!r}")
+    elsewhere = [item for item in items if _once_in(item) not in (None, run)]
+    if elsewhere:
+        config.hook.pytest_deselected(items=elsewhere)
+        items[:] = [item for item in items if _once_in(item) in (None, run)]
+
+
+def _once_in(item: pytest.Item) -> str | None:
+    """The run a test marked `once` belongs to; None for a test of both."""
+    marker = item.get_closest_marker("once")
+    if marker is None:
+        return None
+    (run,) = marker.args
+    if run not in ("server", "embedded"):
+        raise pytest.UsageError(f"{item.nodeid}: once({run!r}): server or embedded")
+    return str(run)
 
 
 def plain(url: str) -> str:

@@ -228,7 +228,7 @@ CALLS_TIMEOUT_SECONDS = 300
 
 # Under Valgrind, with the other database mode's suite beside it on two cores, these
 # take longer than the suite's default timeout; the subprocess's own timeout governs.
-@pytest.mark.once
+@pytest.mark.once("embedded")
 @pytest.mark.timeout(CALLS_TIMEOUT_SECONDS + 30)
 @pytest.mark.parametrize("through", [(), ("--http",)], ids=["in-process", "http"])
 def test_calls_counts_the_instructions_of_a_call(
@@ -248,7 +248,7 @@ def test_calls_counts_the_instructions_of_a_call(
     assert int(counted.group(1).replace(",", "")) > 100_000
 
 
-@pytest.mark.once
+@pytest.mark.once("embedded")
 def test_calls_reads_the_cache_misses_cachegrind_simulates() -> None:
     # `--cache`'s counters, from a real cachegrind summary (of a small Python program: a
     # whole `bench.calls --cache` run simulates the caches through two app start-ups,
@@ -277,7 +277,7 @@ PG_CALLS_TIMEOUT_SECONDS = 600
 PG_CALLS_LINE = re.compile(r"^(single|batch) +(\S.*?) +([\d,]+) +([\d.]+) x bare$", re.MULTILINE)
 
 
-@pytest.mark.once
+@pytest.mark.once("embedded")
 @pytest.mark.timeout(PG_CALLS_TIMEOUT_SECONDS + 30)
 def test_pg_calls_counts_postgresql_instructions_per_job() -> None:
     # a PostgreSQL of its own under Valgrind, whatever JOBQ_DATABASE_URL says

@@ -127,7 +127,7 @@ def run_healthcheck(argv: list[str], port: int) -> int:
     ).returncode
 
 
-@pytest.mark.once
+@pytest.mark.once("server")
 def test_entrypoint_help_lists_the_subcommands() -> None:
     result = run_entrypoint("--help")
     assert result.returncode == 0, result.stderr
@@ -135,7 +135,7 @@ def test_entrypoint_help_lists_the_subcommands() -> None:
         assert command in result.stdout
 
 
-@pytest.mark.once
+@pytest.mark.once("server")
 def test_entrypoint_writes_the_openapi_document_to_stdout() -> None:
     result = run_entrypoint("openapi", "-o", "-")
     assert result.returncode == 0, result.stderr

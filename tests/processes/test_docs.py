@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 MKDOCS = Path(sys.executable).parent / "mkdocs"
 
 
-@pytest.mark.once
+@pytest.mark.once("server")
 def test_the_site_builds_strictly_with_the_api_reference(tmp_path: Path) -> None:
     site = tmp_path / "site"
     result = subprocess.run(

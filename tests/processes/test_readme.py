@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from app.core.config import Settings
-from tests.conftest import ONCE_ELSEWHERE
+from tests.conftest import ONCE_IN
 from tests.helpers import free_port, listens
 
 REPO = Path(__file__).resolve().parents[2]
@@ -144,19 +144,18 @@ def test_ci_runs_make_test_twice_with_ci_set() -> None:
     assert sorted(modes) == [False, True], "one `make test` without JOBQ_DATABASE_URL"
     exports = [n for n, line in enumerate(lines) if line == "export CI=true"]
     assert exports and exports[0] < runs[0], ".ci/run must `export CI=true` before `make test`"
-    # the tests marked `once` run in exactly one of the two
-    once = [f"{ONCE_ELSEWHERE}=1 " in lines[n] for n in runs]
-    assert sorted(once) == [False, True], f"one `make test` with {ONCE_ELSEWHERE}=1"
+    # each run names itself: the tests marked `once` for it run there only
+    named = [re.findall(rf"\b{ONCE_IN}=(\w+) ", lines[n]) for n in runs]
+    expected = [["embedded"] if embedded else ["server"] for embedded in modes]
+    assert named == expected, f"each `make test` with {ONCE_IN}=<its mode>"
 
 
-@pytest.mark.parametrize("elsewhere", [False, True])
-def test_the_tests_marked_once_are_left_out_where_they_run_elsewhere(elsewhere: bool) -> None:
-    env = {k: v for k, v in os.environ.items() if k != ONCE_ELSEWHERE}
-    if elsewhere:
-        env[ONCE_ELSEWHERE] = "1"
-    # test_lint's are marked once, test_readme's are not
-    files = ["tests/unit/test_lint.py", "tests/processes/test_readme.py"]
-    collected = subprocess.run(
+def _collect(run: str | None, *files: str) -> subprocess.CompletedProcess[str]:
+    """`pytest --collect-only -q FILES` with `JOBQ_TESTS_ONCE_IN=run` (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != ONCE_IN}
+    if run is not None:
+        env[ONCE_IN] = run
+    return subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
         cwd=REPO,
         env=env,
@@ -164,14 +163,32 @@ def test_the_tests_marked_once_are_left_out_where_they_run_elsewhere(elsewhere: 
         text=True,
         timeout=120,
     )
+
+
+@pytest.mark.parametrize("run", [None, "server", "embedded"])
+def test_the_tests_marked_once_run_in_the_run_they_name(run: str | None) -> None:
+    # test_lint's are marked once("server"), this one of test_bench's once("embedded"),
+    # test_readme's not at all
+    pg_calls = "tests/processes/test_bench.py::test_pg_calls_counts_postgresql_instructions_per_job"
+    collected = _collect(run, "tests/unit/test_lint.py", "tests/processes/test_readme.py", pg_calls)
     assert collected.returncode == 0, collected.stdout + collected.stderr
     ids = [line for line in collected.stdout.splitlines() if "::" in line]
     assert any(i.startswith("tests/processes/test_readme.py::") for i in ids), ids
     linted = [i for i in ids if i.startswith("tests/unit/test_lint.py::")]
-    if elsewhere:
-        assert not linted and "4 deselected" in collected.stdout, collected.stdout
+    assert len(linted) == (0 if run == "embedded" else 4), ids
+    assert (pg_calls in ids) == (run != "server"), ids
+    deselected = {None: None, "server": "1 deselected", "embedded": "4 deselected"}[run]
+    if deselected:
+        assert deselected in collected.stdout, collected.stdout
     else:
-        assert len(linted) == 4 and "deselected" not in collected.stdout, collected.stdout
+        assert "deselected" not in collected.stdout, collected.stdout
+
+
+def test_a_run_named_wrong_is_refused() -> None:
+    collected = _collect("both", "tests/unit/test_lint.py")
+    assert collected.returncode != 0
+    refused = f"{ONCE_IN} must be server or embedded, not 'both'"
+    assert refused in collected.stdout + collected.stderr
 
 
 def test_makefile_has_the_readme_targets() -> None:

@@ -92,7 +92,7 @@ async def http(service: Service, db: asyncpg.Connection) -> AsyncIterator[httpx.
         yield client
 
 
-@pytest.mark.once
+@pytest.mark.once("server")
 def test_generated_types_match_the_committed_spec(node_modules: None, tmp_path: Path) -> None:
     fresh = tmp_path / "schema.d.ts"
     _run(
@@ -160,7 +160,7 @@ def test_the_worker_passes_its_own_tests_against_the_service(
     assert "# pass 3" in output and "# fail 0" in output, output
 
 
-@pytest.mark.once
+@pytest.mark.once("server")
 def test_the_readme_examples_typecheck(node_modules: None) -> None:
     """Each ```ts block of the README, compiled against the package as users import it."""
     _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
@@ -192,7 +192,7 @@ def test_the_readme_examples_typecheck(node_modules: None) -> None:
         shutil.rmtree(check, ignore_errors=True)
 
 
-@pytest.mark.once
+@pytest.mark.once("server")
 def test_npm_pack_ships_the_build_and_its_types(node_modules: None) -> None:
     _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
     packed = subprocess.run(

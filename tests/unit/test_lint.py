@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-@pytest.mark.once
+@pytest.mark.once("server")
 @pytest.mark.parametrize(
     "command",
     [
