@@ -248,7 +248,7 @@ def test_calls_counts_the_instructions_of_a_call(
     assert int(counted.group(1).replace(",", "")) > 100_000
 
 
-@pytest.mark.once("embedded")
+@pytest.mark.once("server")
 def test_calls_reads_the_cache_misses_cachegrind_simulates() -> None:
     # `--cache`'s counters, from a real cachegrind summary (of a small Python program: a
     # whole `bench.calls --cache` run simulates the caches through two app start-ups,
@@ -277,7 +277,7 @@ PG_CALLS_TIMEOUT_SECONDS = 600
 PG_CALLS_LINE = re.compile(r"^(single|batch) +(\S.*?) +([\d,]+) +([\d.]+) x bare$", re.MULTILINE)
 
 
-@pytest.mark.once("embedded")
+@pytest.mark.once("server")  # the two bench.calls runs above are the embedded run's
 @pytest.mark.timeout(PG_CALLS_TIMEOUT_SECONDS + 30)
 def test_pg_calls_counts_postgresql_instructions_per_job() -> None:
     # a PostgreSQL of its own under Valgrind, whatever JOBQ_DATABASE_URL says

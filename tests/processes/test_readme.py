@@ -167,17 +167,18 @@ def _collect(run: str | None, *files: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("run", [None, "server", "embedded"])
 def test_the_tests_marked_once_run_in_the_run_they_name(run: str | None) -> None:
-    # test_lint's are marked once("server"), this one of test_bench's once("embedded"),
+    # test_lint's are marked once("server"), these of test_bench's once("embedded"),
     # test_readme's not at all
-    pg_calls = "tests/processes/test_bench.py::test_pg_calls_counts_postgresql_instructions_per_job"
-    collected = _collect(run, "tests/unit/test_lint.py", "tests/processes/test_readme.py", pg_calls)
+    calls = "tests/processes/test_bench.py::test_calls_counts_the_instructions_of_a_call"
+    collected = _collect(run, "tests/unit/test_lint.py", "tests/processes/test_readme.py", calls)
     assert collected.returncode == 0, collected.stdout + collected.stderr
     ids = [line for line in collected.stdout.splitlines() if "::" in line]
     assert any(i.startswith("tests/processes/test_readme.py::") for i in ids), ids
     linted = [i for i in ids if i.startswith("tests/unit/test_lint.py::")]
     assert len(linted) == (0 if run == "embedded" else 4), ids
-    assert (pg_calls in ids) == (run != "server"), ids
-    deselected = {None: None, "server": "1 deselected", "embedded": "4 deselected"}[run]
+    counted = [i for i in ids if i.startswith(calls)]
+    assert len(counted) == (0 if run == "server" else 2), ids
+    deselected = {None: None, "server": "2 deselected", "embedded": "4 deselected"}[run]
     if deselected:
         assert deselected in collected.stdout, collected.stdout
     else:

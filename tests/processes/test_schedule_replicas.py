@@ -11,6 +11,7 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import pytest
 
 from tests.conftest import plain
 from tests.processes.replicas import Replica, stop_all
@@ -72,6 +73,9 @@ async def _made(database_url: str) -> tuple[list[asyncpg.Record], list[asyncpg.R
         await conn.close()
 
 
+# Fifteen `jobq serve` starts (three a round, and the first three): 44 s alone, and once
+# over the suite's 120 s beside the other database mode's run on two cores.
+@pytest.mark.timeout(300)
 def test_every_tick_once_while_replicas_race_and_die(database_url: str, tmp_path: Path) -> None:
     rng = random.Random(15)
     started = 0
