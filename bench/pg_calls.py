@@ -304,8 +304,8 @@ class Table:
     """What the table holds before each loop: jobs queued (the batch path's, at least)
     and jobs finished."""
 
-    queued: int = QUEUED_JOBS
-    finished: int = FINISHED_JOBS
+    queued: int
+    finished: int
 
 
 def per_job(

@@ -27,6 +27,7 @@ TEST_DATABASE = f"jobq_test_{os.getpid()}"  # concurrent runs never share one
 # which run this is. A test marked `once("server")` or `once("embedded")` checks nothing
 # a database mode changes, and runs in that one of the two only.
 ONCE_IN = "JOBQ_TESTS_ONCE_IN"
+RUNS = ("server", "embedded")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -35,12 +36,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run = os.environ.get(ONCE_IN)
     if run is None:
         return
-    if run not in ("server", "embedded"):
+    if run not in RUNS:
         raise pytest.UsageError(f"{ONCE_IN} must be server or embedded, not {run!r}")
-    elsewhere = [item for item in items if _once_in(item) not in (None, run)]
+    kept: list[pytest.Item] = []
+    elsewhere: list[pytest.Item] = []
+    for item in items:
+        (kept if _once_in(item) in (None, run) else elsewhere).append(item)
     if elsewhere:
         config.hook.pytest_deselected(items=elsewhere)
-        items[:] = [item for item in items if _once_in(item) in (None, run)]
+        items[:] = kept
 
 
 def _once_in(item: pytest.Item) -> str | None:
@@ -49,7 +53,7 @@ def _once_in(item: pytest.Item) -> str | None:
     if marker is None:
         return None
     (run,) = marker.args
-    if run not in ("server", "embedded"):
+    if run not in RUNS:
         raise pytest.UsageError(f"{item.nodeid}: once({run!r}): server or embedded")
     return str(run)
 
