@@ -1,14 +1,16 @@
-"""Instructions per call: the single-job loop in-process, under Valgrind's cachegrind.
+"""Instructions per call: the single-job loop in-process, under Valgrind's callgrind.
 
 The benchmark's timings move by 10-50 % from run to run on a shared machine, and a
 change of 5 % to the service's per-request work hides in that noise. Instructions do
 not move: this drives an app in-process (ASGI messages built by hand: no socket, no
 uvicorn, no other process) through loops of the single-job path (enqueue one job, lease
-it, complete it) under `valgrind --tool=cachegrind`, once with `--loops` loops and once
-with a quarter as many, and reports the instructions of one call from the difference,
-so that start-up and imports cancel out. Every counted process runs with one hash
-seed (`PYTHONHASHSEED=0`), so that runs lay out their dicts alike: repeatable to about
-0.5 %.
+it, complete it) under `valgrind --tool=callgrind`, and reports the instructions of one
+call. Valgrind counts only the loops: the process starts with its instrumentation off
+(start-up and imports run some twice as fast, and are never counted), warms up, then
+has it turned on (`callgrind_control`), runs a few loops more (so that the simulated
+caches warm too), zeroes the counters, runs `--loops` loops and dumps them. Every
+counted process runs with one hash seed (`PYTHONHASHSEED=0`), so that runs lay out
+their dicts alike: repeatable to about 0.5 %.
 
     python -m bench.calls                      jobq, and the floor answering whole jobs
     python -m bench.calls --app jobq --app floor
@@ -24,12 +26,13 @@ benchmark's drain does, so only the lease and the acks are counted.
 under uvicorn as the benchmark runs it, with every worker process), while a client here
 drives the same loops through a socket: uvicorn, its HTTP parser and the sockets count
 too. PostgreSQL's own work is not counted (it is another process). Needs Valgrind
-(Debian's `valgrind`); the database is the benchmark's (`--database-url` or
-`JOBQ_DATABASE_URL`, else the embedded server), in a database of its own, recreated.
+(Debian's `valgrind`, with its `callgrind_control`); the database is the benchmark's
+(`--database-url` or `JOBQ_DATABASE_URL`, else the embedded server), in a database of
+its own, recreated.
 
 Instructions are not seconds: a call that runs through more distinct code misses the
 processor's instruction cache more often, and CPython's calls then take longer than
-their instructions say. `--cache` has cachegrind simulate the caches too (several
+their instructions say. `--cache` has callgrind simulate the caches too (several
 times slower) and adds each call's level-1 instruction and data misses.
 """
 
@@ -38,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import itertools
 import json
 import os
 import re
@@ -46,11 +50,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+import psutil
 
 from bench import database
 from bench.floor import ANSWER_VARIABLE, DSN_VARIABLE
@@ -63,32 +68,59 @@ APPS: tuple[App, ...] = ("jobq", "floor", "whole")
 CallPath = Literal["single", "drain"]
 PATHS: tuple[CallPath, ...] = ("single", "drain")
 QUEUE = "calls"
-WARMUP_LOOPS = 20
+WARMUP_LOOPS = 20  # before Valgrind counts anything: its instrumentation is off
+COUNTED_WARMUP_LOOPS = 2  # instrumented, then zeroed: the simulated caches warm too
 CALLS_PER_LOOP = 3
 DRAIN_BATCH = 100  # jobs a drain loop leases, then acks in one call
-# cachegrind's summary lines: what it counts always, and with its cache simulation
-COUNTERS = {
-    "instructions": re.compile(r"I\s+refs:\s+([\d,]+)"),
-    "I1 misses": re.compile(r"I1\s+misses:\s+([\d,]+)"),
-    "D1 misses": re.compile(r"D1\s+misses:\s+([\d,]+)"),
-}
 Counts = dict[str, int]
+# What `callgrind_control` has Valgrind do at each step of a count, in turn.
+INSTRUMENT, ZERO, DUMP = "--instr=on", "--zero", "--dump=loops"
+CONTROL_TIMEOUT_SECONDS = 120.0
+STEP_PREFIX = "callgrind_control "  # a driven process's request to its parent
 
 
-def valgrind(cache: bool) -> tuple[str, ...]:
-    """cachegrind, counting instructions; with `cache`, level-1 cache misses too."""
+def valgrind(cache: bool, folder: Path) -> tuple[str, ...]:
+    """callgrind, its instrumentation off until `INSTRUMENT`, its dumps in `folder`;
+    with `cache`, the level-1 caches simulated too."""
     simulate = "--cache-sim=yes" if cache else "--cache-sim=no"
-    return ("valgrind", "--tool=cachegrind", simulate, "--cachegrind-out-file=/dev/null")
+    return (
+        *("valgrind", "--tool=callgrind", "--instr-atstart=no", simulate),
+        f"--callgrind-out-file={folder}/callgrind.%p",
+    )
 
 
-def _counted(output: str, cache: bool) -> list[Counts]:
-    """Each counted process's counters, from cachegrind's summaries in `output`."""
-    names = list(COUNTERS) if cache else ["instructions"]
-    found = {name: COUNTERS[name].findall(output) for name in names}
-    return [
-        {name: int(found[name][i].replace(",", "")) for name in names}
-        for i in range(min(len(values) for values in found.values()))
-    ]
+def control(pids: Iterable[int], step: str) -> None:
+    """Have each callgrind process in `pids` take `step` (through vgdb, answered)."""
+    for pid in pids:
+        done = subprocess.run(  # noqa: S603 - Valgrind's own script
+            ["callgrind_control", step, str(pid)],  # noqa: S607 - installed with Valgrind
+            capture_output=True,
+            text=True,
+            timeout=CONTROL_TIMEOUT_SECONDS,
+        )
+        if done.returncode != 0 or "OK." not in done.stdout:
+            raise SystemExit(f"callgrind_control {step} {pid}: {done.stdout}{done.stderr}")
+
+
+def dumped(folder: Path, cache: bool) -> list[Counts]:
+    """Each process's counters of the loops: the dumps `DUMP` wrote (callgrind.PID.1)."""
+    return [counts(dump.read_text(), cache) for dump in sorted(folder.glob("callgrind.*.1"))]
+
+
+def counts(dump: str, cache: bool) -> Counts:
+    """The counters of one callgrind dump, from its `events:` and `summary:` lines."""
+    events = re.search(r"^events: (.+)$", dump, re.MULTILINE)
+    summary = re.search(r"^summary: (.+)$", dump, re.MULTILINE)
+    if events is None or summary is None:
+        raise SystemExit(f"not a callgrind dump: {dump[:300]!r}")
+    # a cost line leaves out its trailing zeros
+    names, numbers = events.group(1).split(), map(int, summary.group(1).split())
+    values = dict(itertools.zip_longest(names, numbers, fillvalue=0))
+    found = {"instructions": values["Ir"]}
+    if cache:
+        found["I1 misses"] = values["I1mr"]
+        found["D1 misses"] = values["D1mr"] + values["D1mw"]
+    return found
 
 
 HTTP_TIMEOUT_SECONDS = 120.0  # a call under Valgrind runs some 50 times slower
@@ -209,28 +241,60 @@ LOOPS: dict[CallPath, Callable[[Post, int], Awaitable[None]]] = {
 }
 
 
+Step = Callable[[str], Awaitable[None]]
+
+
+async def count_loops(post: Post, path: CallPath, loops: int, step: Step) -> None:
+    """The warm-up, uncounted, then `loops` loops, counted: `step` has callgrind turn
+    its instrumentation on, zero its counters and dump them, in turn."""
+    run = LOOPS[path]
+    await run(post, WARMUP_LOOPS)
+    await step(INSTRUMENT)
+    await run(post, COUNTED_WARMUP_LOOPS)
+    await step(ZERO)
+    await run(post, loops)
+    await step(DUMP)
+
+
 async def _queue_jobs(name: App, url: str, path: CallPath, loops: int) -> None:
     """Before a run of the drain: the jobs its warm-up and loops lease, queued straight
     in SQL in the app's table (emptied first), as the benchmark's drain has them."""
     if path != "drain":
         return
-    jobs = (WARMUP_LOOPS + loops) * DRAIN_BATCH
+    jobs = (WARMUP_LOOPS + COUNTED_WARMUP_LOOPS + loops) * DRAIN_BATCH
     if name == "floor":
         await database.prepare_bare(url, jobs)
     else:
         await database.queue_jobs(url, QUEUE, jobs, "jobq.jobs" if name == "jobq" else WIDE_TABLE)
 
 
+async def _ask_parent(step: str) -> None:
+    """In the driven process: have the counting process take `step` on this one; wait.
+    (The loop stands still meanwhile: nothing runs in this process but the calls.)"""
+    print(f"{STEP_PREFIX}{step}", flush=True)
+    if not sys.stdin.readline():
+        raise SystemExit("the counting process went away")
+
+
 async def drive(name: App, url: str, path: CallPath, loops: int) -> None:
-    """Start the app (its lifespan), run the warm-up and `loops` loops, stop it."""
+    """The driven process: start the app (its lifespan), run the warm-up and `loops`
+    loops, the counting process told of each step; stop it."""
     app = _build(name, url)
     async with app.router.lifespan_context(app):  # type: ignore[attr-defined]
-        await LOOPS[path](functools.partial(_post, app), WARMUP_LOOPS + loops)
+        await count_loops(functools.partial(_post, app), path, loops, _ask_parent)
 
 
-async def _drive_http(base_url: str, path: CallPath, loops: int) -> None:
-    """The warm-up and `loops` loops through HTTP, on one kept-alive connection."""
-    async with httpx.AsyncClient(base_url=base_url, timeout=HTTP_TIMEOUT_SECONDS) as client:
+def _tree(pid: int) -> list[int]:
+    """A process and all its descendants (the service and its worker processes)."""
+    parent = psutil.Process(pid)
+    return [pid, *(child.pid for child in parent.children(recursive=True))]
+
+
+async def _drive_http(service: Service, path: CallPath, loops: int) -> list[int]:
+    """The warm-up and `loops` loops through HTTP, on one kept-alive connection, each
+    step taken by every served process; their pids."""
+    pids: list[int] = []
+    async with httpx.AsyncClient(base_url=service.url, timeout=HTTP_TIMEOUT_SECONDS) as client:
 
         async def post(path: str, body: bytes, status: int) -> bytes:
             answer = await client.post(path, content=body, headers=JSON)
@@ -238,7 +302,13 @@ async def _drive_http(base_url: str, path: CallPath, loops: int) -> None:
                 raise SystemExit(f"POST {path}: {answer.status_code} {answer.text[:300]}")
             return answer.content
 
-        await LOOPS[path](post, WARMUP_LOOPS + loops)
+        async def step(step: str) -> None:
+            if not pids:  # after the warm-up: every worker process has started
+                pids.extend(_tree(service.pid))
+            await asyncio.to_thread(control, pids, step)
+
+        await count_loops(post, path, loops, step)
+    return pids
 
 
 def served_instructions(
@@ -258,43 +328,58 @@ def served_instructions(
                 **FIXED_HASH_SEED,
                 **(QUIET_MAINTENANCE if name == "jobq" else _floor_env(name)),
             },
-            wrapper=(*valgrind(cache), "--trace-children=yes"),
+            wrapper=(*valgrind(cache, Path(folder)), "--trace-children=yes"),
             start_timeout=VALGRIND_START_SECONDS,
         )
         with service:
-            asyncio.run(_drive_http(service.url, path, loops))
+            pids = asyncio.run(_drive_http(service, path, loops))
         # uvicorn alone ends a SIGTERM by raising it again, once shut down cleanly
         if service.stop() not in (0, -signal.SIGTERM):
             raise SystemExit(f"{name} under valgrind failed:\n{service.log_tail()}")
-        counted = _counted(log.read_text(errors="replace"), cache)
-    if len(counted) < 1 + (workers if workers > 1 else 0):
-        raise SystemExit(f"{name} under valgrind: {len(counted)} processes counted")
+        counted = dumped(Path(folder), cache)
+    if len(counted) != len(pids) or len(counted) < 1 + (workers if workers > 1 else 0):
+        raise SystemExit(f"{name} under valgrind: {len(counted)} of {len(pids)} processes counted")
     return {key: sum(process[key] for process in counted) for key in counted[0]}
 
 
 def instructions(name: App, url: str, path: CallPath, loops: int, cache: bool) -> Counts:
-    """Counters of a whole process that drives `loops` loops of `name`."""
+    """Counters of `loops` loops of `name`, driven in a process of their own."""
     asyncio.run(_queue_jobs(name, url, path, loops))
-    command = [
-        *valgrind(cache),
-        *(sys.executable, "-m", "bench.calls", "--drive", name, "--loops", str(loops)),
-        *("--path", path, "--database-url", url),
-    ]
-    done = subprocess.run(  # noqa: S603 - our own interpreter and module
-        command, cwd=REPO, capture_output=True, text=True, env={**os.environ, **FIXED_HASH_SEED}
-    )
-    counted = _counted(done.stderr, cache)
-    if done.returncode != 0 or not counted:
-        raise SystemExit(f"{name} under valgrind failed:\n{done.stdout}\n{done.stderr[-2000:]}")
-    return counted[-1]
+    with tempfile.TemporaryDirectory(prefix="jobq-calls-") as folder:
+        log = Path(folder) / "valgrind.log"
+        command = [
+            *valgrind(cache, Path(folder)),
+            *(sys.executable, "-m", "bench.calls", "--drive", name, "--loops", str(loops)),
+            *("--path", path, "--database-url", url),
+        ]
+        with (
+            log.open("w") as errors,
+            subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                command,
+                cwd=REPO,
+                env={**os.environ, **FIXED_HASH_SEED},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                text=True,
+            ) as driven,
+        ):
+            assert driven.stdin is not None and driven.stdout is not None
+            # on an error, leaving this closes its stdin: it stops waiting, and exits
+            for line in driven.stdout:
+                if line.startswith(STEP_PREFIX):
+                    control([driven.pid], line.removeprefix(STEP_PREFIX).strip())
+                    driven.stdin.write("\n")
+                    driven.stdin.flush()
+        counted = dumped(Path(folder), cache)
+        if driven.returncode != 0 or len(counted) != 1:
+            raise SystemExit(f"{name} under valgrind failed:\n{log.read_text()[-2000:]}")
+    return counted[0]
 
 
-def per_call(count: Callable[[int], Counts], loops: int, per_loop: int = CALLS_PER_LOOP) -> Counts:
-    """Counters per call (of `per_loop` in a loop): two runs, `loops` and a quarter as
-    many, differenced, so that start-up and warm-up cancel out."""
-    few = max(loops // 4, 1)
-    many, fewer = count(loops), count(few)
-    return {key: round((many[key] - fewer[key]) / ((loops - few) * per_loop)) for key in many}
+def per_call(counted: Counts, calls: int) -> Counts:
+    """Counters per call, of `calls` counted."""
+    return {key: round(value / calls) for key, value in counted.items()}
 
 
 def _line(name: str, counts: Counts, unit: str) -> str:
@@ -314,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.calls",
         description="Instructions per call of the single-job loop (enqueue, lease, "
-        "complete), or per job of the drain, under Valgrind's cachegrind: the app driven "
+        "complete), or per job of the drain, under Valgrind's callgrind: the app driven "
         "in-process, or (--http) the served processes driven through HTTP.",
     )
     parser.add_argument(
@@ -367,15 +452,14 @@ def main(argv: list[str] | None = None) -> int:
     drain = args.path == "drain"
     loops = args.loops or (100 if drain else 400)
     for name in args.app or ["jobq", "whole"]:
-        count: Callable[[int], Counts] = functools.partial(
-            instructions, name, url, args.path, cache=args.cache
-        )
         if args.http:
-            count = functools.partial(
-                served_instructions, name, url, args.path, workers=args.workers, cache=args.cache
+            counted = served_instructions(
+                name, url, args.path, loops, workers=args.workers, cache=args.cache
             )
-        per_loop = DRAIN_BATCH if drain else CALLS_PER_LOOP
-        print(_line(name, per_call(count, loops, per_loop), "job" if drain else "call"), flush=True)
+        else:
+            counted = instructions(name, url, args.path, loops, cache=args.cache)
+        calls = loops * (DRAIN_BATCH if drain else CALLS_PER_LOOP)
+        print(_line(name, per_call(counted, calls), "job" if drain else "call"), flush=True)
     return 0
 
 

@@ -51,7 +51,6 @@ import asyncpg
 from app.jobs import repository as jobs
 from bench import database
 from bench.bare import BARE_CLAIM, BARE_FINISH_MANY, BARE_FINISH_ONE, BARE_INSERT
-from bench.calls import Counts, per_call
 from bench.floor_whole import CLAIM, FINISH_MANY, FINISH_ONE, INSERT, WIDE_TABLE
 from bench.service import free_port
 
@@ -314,11 +313,15 @@ def per_job(
     # the same table for every run (and so the same plans): as many queued as the longer needs
     queued = max((WARMUP_LOOPS + loops) * BATCH, held.queued) if path == "batch" else 0
 
-    def count(n: int) -> Counts:
+    def count(n: int) -> int:
         asyncio.run(_fill(url, table, queued, held.finished))
-        return {"instructions": server.instructions(asyncio.run(_backend_running(url, loop, n)))}
+        return server.instructions(asyncio.run(_backend_running(url, loop, n)))
 
-    return per_call(count, loops, per_loop=BATCH if path == "batch" else 1)["instructions"]
+    # two backends, `loops` loops and a quarter as many, differenced: connecting, warming
+    # up and ending cancel out
+    few = max(loops // 4, 1)
+    many, fewer = count(loops), count(few)
+    return round((many - fewer) / ((loops - few) * (BATCH if path == "batch" else 1)))
 
 
 async def _prepare(server_url: str) -> tuple[str, str]:
