@@ -102,14 +102,15 @@ class Service:
                 start_new_session=True,  # our signals only: a Ctrl-C reaches us, we stop it
             )
         deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServiceError(f"{self.app} service exited at start:\n{self.log_tail()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    self._wait_for_workers(deadline)
-                    return
-            time.sleep(0.2)
+        with httpx.Client(timeout=2) as http:  # one: each new client reads the CA bundle
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise ServiceError(f"{self.app} service exited at start:\n{self.log_tail()}")
+                with contextlib.suppress(httpx.TransportError):
+                    if http.get(f"{self.url}/readyz").status_code == 200:
+                        self._wait_for_workers(deadline)
+                        return
+                time.sleep(0.2)
         raise ServiceError(f"{self.app} service not ready in {self.start_timeout:.0f} s")
 
     def _wait_for_workers(self, deadline: float) -> None:

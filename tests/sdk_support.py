@@ -84,19 +84,20 @@ def start_service(database_url: str, log: Path) -> Service:
         )
     service = Service(f"http://127.0.0.1:{port}", process, log)
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while True:
-        if process.poll() is not None:
-            raise AssertionError(f"jobq serve exited:\n{service.output()}")
-        try:
-            answer = httpx.get(f"{service.url}/healthz", timeout=1)
-            if answer.status_code == 200 and listens(process.pid, port):
-                return service  # this process answered, not one that took its port
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            stop_process(process)
-            raise AssertionError(f"jobq serve did not start:\n{service.output()}")
-        time.sleep(0.1)
+    with httpx.Client(timeout=1) as http:  # one: each new client reads the CA bundle
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(f"jobq serve exited:\n{service.output()}")
+            try:
+                answer = http.get(f"{service.url}/healthz")
+                if answer.status_code == 200 and listens(process.pid, port):
+                    return service  # this process answered, not one that took its port
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                stop_process(process)
+                raise AssertionError(f"jobq serve did not start:\n{service.output()}")
+            time.sleep(0.1)
 
 
 def running_service(database_url: str, log: Path) -> Iterator[Service]:

@@ -39,15 +39,16 @@ class Replica:
                 stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, log.read_text()
-            try:
-                answer = httpx.get(f"{self.url}/readyz", timeout=1)
-                if answer.status_code == 200 and listens(self.process.pid, int(port)):
-                    return  # this process answered, not one that took its port
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
+        with httpx.Client(timeout=1) as http:  # one: each new client reads the CA bundle
+            while time.monotonic() < deadline:
+                assert self.process.poll() is None, log.read_text()
+                try:
+                    answer = http.get(f"{self.url}/readyz")
+                    if answer.status_code == 200 and listens(self.process.pid, int(port)):
+                        return  # this process answered, not one that took its port
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
         raise AssertionError("jobq serve did not start")
 
     def kill(self) -> None:

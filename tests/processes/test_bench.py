@@ -65,6 +65,9 @@ def _bench(database_url: str, output: Path, *args: str) -> str:
     )
 
 
+# The benchmark runs on the server it is given, the same code whichever mode the suite
+# runs in: in CI, in the embedded run only (the server run has bench.pg_calls and lint).
+@pytest.mark.once("embedded")
 def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path) -> None:
     output = tmp_path / "bench.json"
     printed = _bench(database_url, output, "--quick")
@@ -193,6 +196,7 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     assert all(targets[key]["pass"] is None for key in set(targets) - measured)  # no soak
 
 
+@pytest.mark.once("embedded")  # as the quick benchmark
 def test_the_soak_samples_sizes_latency_and_memory(database_url: str, tmp_path: Path) -> None:
     output = tmp_path / "soak.json"
     printed = _bench(

@@ -44,12 +44,13 @@ def test_workers_answer_scrapes_with_the_sum_and_log_alike(
     q = f"w-{uuid.uuid4().hex[:8]}"
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.TransportError):
-                answer = httpx.get(f"{base}/readyz", timeout=1)
-                if answer.status_code == 200 and listens(service.pid, port):
-                    break  # this process answered, not one that took its port
-            time.sleep(0.2)
+        with httpx.Client(timeout=1) as http:  # one: each new client reads the CA bundle
+            while time.monotonic() < deadline:
+                with contextlib.suppress(httpx.TransportError):
+                    answer = http.get(f"{base}/readyz")
+                    if answer.status_code == 200 and listens(service.pid, port):
+                        break  # this process answered, not one that took its port
+                time.sleep(0.2)
         assert len(metrics_dirs(tmp_path)) == 1  # the workers' shared metrics folder
         for _ in range(6):  # new connections: spread over the workers
             created = httpx.post(f"{base}/v1/queues/{q}/jobs", json={"type": "t"})

@@ -56,19 +56,20 @@ class Service:
             text=True,
         )
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                log = self.stop()
-                if "address already in use" in log:
-                    return False
-                raise AssertionError(f"jobq serve exited:\n{log}")
-            try:  # answered by this process, not by one that took its port meanwhile
-                answer = httpx.get(f"{self.url}/healthz", timeout=1)
-                if answer.status_code == 200 and listens(self.process.pid, self.port):
-                    return True
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
+        with httpx.Client(timeout=1) as http:  # one: each new client reads the CA bundle
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    log = self.stop()
+                    if "address already in use" in log:
+                        return False
+                    raise AssertionError(f"jobq serve exited:\n{log}")
+                try:  # answered by this process, not by one that took its port meanwhile
+                    answer = http.get(f"{self.url}/healthz")
+                    if answer.status_code == 200 and listens(self.process.pid, self.port):
+                        return True
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.2)
         raise AssertionError(f"jobq serve did not start:\n{self.stop()}")
 
     def stop(self, sig: int = signal.SIGTERM) -> str:
