@@ -99,15 +99,44 @@ def database_url(server_url: str) -> Iterator[str]:
     asyncio.run(_drop(server_url, TEST_DATABASE))
 
 
+# Emptied before each test: the tables that hold rows, or whose ids moved (their owned
+# sequences used), in one TRUNCATE. Not all seven each time: a TRUNCATE gives each table
+# new files, 10 ms a test for the seven, most of them empty (4 ms for jobs alone).
+EMPTY_TABLES = """
+DO $$
+DECLARE
+    tables text[] := ARRAY['jobq.jobs', 'jobq.queues', 'jobq.job_dependencies',
+                           'jobq.schedules', 'jobq.maintenance_runs', 'jobq.queue_rate_log',
+                           'jobq.schedule_runs'];
+    used text[] := ARRAY(
+        SELECT d.refobjid::regclass::text
+          FROM pg_sequences s
+          JOIN pg_depend d
+            ON d.classid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
+           AND d.objid = format('%I.%I', s.schemaname, s.sequencename)::regclass
+         WHERE s.schemaname = 'jobq' AND s.last_value IS NOT NULL);
+    stale text[] := '{}';
+    name text;
+    found boolean;
+BEGIN
+    FOREACH name IN ARRAY tables LOOP
+        EXECUTE format('SELECT EXISTS (SELECT FROM %s)', name) INTO found;
+        IF found OR name = ANY(used) THEN
+            stale := stale || name;
+        END IF;
+    END LOOP;
+    IF cardinality(stale) > 0 THEN
+        EXECUTE format('TRUNCATE %s RESTART IDENTITY', array_to_string(stale, ', '));
+    END IF;
+END $$
+"""
+
+
 @pytest.fixture
 async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     """A direct connection to the test database, its jobs and queue settings emptied first."""
     conn = await asyncpg.connect(plain(database_url))
-    await conn.execute(
-        "TRUNCATE jobq.jobs, jobq.queues, jobq.job_dependencies, jobq.schedules,"
-        " jobq.maintenance_runs, jobq.queue_rate_log,"
-        " jobq.schedule_runs RESTART IDENTITY"
-    )
+    await conn.execute(EMPTY_TABLES)
     try:
         yield conn
     finally:
