@@ -2,8 +2,9 @@
 
 Every statement that makes jobs `queued` sends `NOTIFY jobq_due, '<queue> <epoch>'`
 (the earliest `run_at` per queue) when it commits. The listener passes each to a
-callback; if its connection drops it says so, reconnects with backoff, and the waiters
-fall back to polling meanwhile. It holds no pooled connection.
+callback; if its connection drops (noticed at once when the server closes it, else by
+a keepalive query) it says so, reconnects with backoff, and the waiters fall back to
+polling meanwhile. It holds no pooled connection.
 
 The same connection listens on `jobq_keys`, where creating or revoking an API key
 announces `created <lookup id>` or `revoked <lookup id>`, so every replica drops a
@@ -100,12 +101,20 @@ class DueListener:
                     await conn.add_listener(FINISHED_CHANNEL, self._finished)
                 if self._on_settings is not None:
                     await conn.add_listener(SETTINGS_CHANNEL, self._settings_changed)
+                # a connection the server closes (a restart, pg_terminate_backend) is
+                # known at once, not at the next keepalive
+                closed = asyncio.Event()
+                conn.add_termination_listener(lambda _conn, closed=closed: closed.set())
                 log.info("listening for due jobs")
                 self._on_state(True)
                 backoff = RECONNECT_MIN_SECONDS
-                while True:  # a dead peer does not always close the socket: ask
-                    await asyncio.sleep(KEEPALIVE_SECONDS)
-                    await asyncio.wait_for(conn.execute("SELECT 1"), KEEPALIVE_SECONDS)
+                while True:
+                    try:
+                        await asyncio.wait_for(closed.wait(), KEEPALIVE_SECONDS)
+                    except TimeoutError:  # a dead peer does not always close the socket: ask
+                        await asyncio.wait_for(conn.execute("SELECT 1"), KEEPALIVE_SECONDS)
+                    else:
+                        raise ConnectionResetError("the server closed the connection")
             except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 self._on_state(False)
                 log.warning("listener lost (%s); polling until it reconnects", exc)

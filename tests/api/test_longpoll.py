@@ -9,8 +9,10 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from fastapi import FastAPI
 
+from app.db import listener
 from app.db.listener import APPLICATION_NAME
 from app.jobs.wakeups import Wakeups
 from tests.helpers import enqueue, lease
@@ -163,6 +165,26 @@ async def test_without_the_listener_waiters_fall_back_to_polling(
     leased, elapsed = await waiting
     assert len(leased) == 1 and elapsed < 2
     await _listening(app)  # and the listener comes back by itself
+
+
+async def test_the_listener_knows_at_once_when_the_server_closes_its_connection(
+    app_factory: Callable[..., FastAPI],
+    client_factory: Callable[[FastAPI], Any],
+    db: asyncpg.Connection,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # no keepalive query within the test: only the closed socket can tell the listener
+    monkeypatch.setattr(listener, "KEEPALIVE_SECONDS", 600.0)
+    app = app_factory()
+    await client_factory(app)
+    await _listening(app)
+    await db.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE application_name = $1 AND datname = current_database()",
+        APPLICATION_NAME,
+    )
+    await _listening(app, up=False)
+    await _listening(app)  # and it reconnects after its first backoff
 
 
 async def test_a_caller_that_went_away_is_handed_nothing(
