@@ -29,6 +29,15 @@ async def _listening(app: FastAPI, up: bool = True) -> None:
     raise AssertionError(f"listener never became {'up' if up else 'down'}")
 
 
+async def _terminate_listener(db: asyncpg.Connection) -> None:
+    """Close the listener's connection from the server's side, as a restart would."""
+    await db.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE application_name = $1 AND datname = current_database()",
+        APPLICATION_NAME,
+    )
+
+
 async def _timed_lease(
     client: httpx.AsyncClient, *queues: str, **extra: Any
 ) -> tuple[list[Any], float]:
@@ -149,11 +158,7 @@ async def test_without_the_listener_waiters_fall_back_to_polling(
     app = app_factory(longpoll_recheck_seconds=30, longpoll_poll_seconds=0.2)
     client: httpx.AsyncClient = await client_factory(app)
     await _listening(app)
-    await db.execute(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-        " WHERE application_name = $1 AND datname = current_database()",
-        APPLICATION_NAME,
-    )
+    await _terminate_listener(db)
     await _listening(app, up=False)
     waiting = asyncio.create_task(_timed_lease(client, "mail", **WAIT))
     await asyncio.sleep(0.3)
@@ -178,11 +183,7 @@ async def test_the_listener_knows_at_once_when_the_server_closes_its_connection(
     app = app_factory()
     await client_factory(app)
     await _listening(app)
-    await db.execute(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-        " WHERE application_name = $1 AND datname = current_database()",
-        APPLICATION_NAME,
-    )
+    await _terminate_listener(db)
     await _listening(app, up=False)
     await _listening(app)  # and it reconnects after its first backoff
 
