@@ -225,9 +225,10 @@ def _build(name: App, url: str) -> Asgi:
         os.environ["JOBQ_MIGRATE_ON_START"] = "false"
         # as under `jobq serve --workers N`: the metrics live in files
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="jobq-calls-")
+        from app.cli.serve import frozen
         from app.main import create_app
 
-        return create_app(run_maintenance=False)
+        return frozen(create_app(run_maintenance=False))  # as `jobq serve` freezes it
     os.environ[DSN_VARIABLE] = database.dsn(url)
     os.environ.update(_floor_env(name))
     from bench.floor import create_app as create_floor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import math
 import os
@@ -34,7 +35,17 @@ def worker_app() -> FastAPI:
     from app.main import create_app
 
     setup_logging()
-    return create_app()
+    return frozen(create_app())
+
+
+def frozen(app: FastAPI) -> FastAPI:
+    """`app`, once every object made so far (the modules, the app's routes and schemas:
+    the process's whole life) is out of the garbage collector's reach: its full
+    collections then walk only what requests made, not the whole program again (one
+    took some 50 M instructions, a twentieth of a request's in a drain)."""
+    gc.collect()  # the start-up's garbage first: what is frozen is never collected
+    gc.freeze()
+    return app
 
 
 def _exit_cleanly(signum: int, _frame: object) -> None:
@@ -94,7 +105,8 @@ def serve(
     for stop in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop, _exit_cleanly)
     if processes == 1:
-        uvicorn.Server(uvicorn.Config(create_app(settings, database_url=url), **options)).run()
+        app = frozen(create_app(settings, database_url=url))
+        uvicorn.Server(uvicorn.Config(app, **options)).run()
         return
     # Each worker process builds its own app from the environment: hand them the
     # database this process resolved (the embedded server stays this process's to stop).
