@@ -210,6 +210,9 @@ def test_an_admin_acts_with_confirmations_and_sees_answers(
     # a refusal's reason is shown: deleting a job that started running meanwhile
     queued = admin.post("/v1/queues/late/jobs", json={"type": "t"}).json()
     page.goto(f"{service.url}/ui/#/job/{queued['id']}")
+    # its own page first: the last job's (succeeded, with a Delete button too) lingers
+    # until this one's answer comes, which, after the lease below, would have no Delete
+    expect(page.locator("h1")).to_contain_text(f"Job {queued['id']} queued")
     expect(page.get_by_role("button", name="Delete")).to_be_visible()
     _lease(admin, "late")
     page.get_by_role("button", name="Delete").click()
