@@ -44,6 +44,15 @@ def listens(pid: int, port: int) -> bool:
     )
 
 
+def answers(http: httpx.Client, url: str, pid: int, port: int) -> bool:
+    """Whether process `pid` answers GET `url` with 200 (and not another process that
+    took its port meanwhile: `listens`); a refused or dropped connection is a no."""
+    try:
+        return http.get(url).status_code == 200 and listens(pid, port)
+    except httpx.TransportError:
+        return False
+
+
 @contextlib.contextmanager
 def exclusive(directory: Path) -> Iterator[None]:
     """Hold `directory` alone among the test runs on this machine (CI runs both database

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from tests.helpers import free_port, listens
+from tests.helpers import answers, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_SECONDS = 30.0
@@ -88,12 +88,8 @@ def start_service(database_url: str, log: Path) -> Service:
         while True:
             if process.poll() is not None:
                 raise AssertionError(f"jobq serve exited:\n{service.output()}")
-            try:
-                answer = http.get(f"{service.url}/healthz")
-                if answer.status_code == 200 and listens(process.pid, port):
-                    return service  # this process answered, not one that took its port
-            except httpx.TransportError:
-                pass
+            if answers(http, f"{service.url}/healthz", process.pid, port):
+                return service
             if time.monotonic() > deadline:
                 stop_process(process)
                 raise AssertionError(f"jobq serve did not start:\n{service.output()}")

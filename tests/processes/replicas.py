@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.helpers import free_port, listens
+from tests.helpers import answers, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 60
@@ -42,12 +42,8 @@ class Replica:
         with httpx.Client(timeout=1) as http:  # one: each new client reads the CA bundle
             while time.monotonic() < deadline:
                 assert self.process.poll() is None, log.read_text()
-                try:
-                    answer = http.get(f"{self.url}/readyz")
-                    if answer.status_code == 200 and listens(self.process.pid, int(port)):
-                        return  # this process answered, not one that took its port
-                except httpx.TransportError:
-                    pass
+                if answers(http, f"{self.url}/readyz", self.process.pid, int(port)):
+                    return
                 time.sleep(0.1)
         raise AssertionError("jobq serve did not start")
 

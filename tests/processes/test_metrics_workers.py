@@ -3,7 +3,6 @@ and they all log alike."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -16,7 +15,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from tests.helpers import free_port, listens
+from tests.helpers import answers, free_port
 from tests.metrics_support import metrics_dirs, parse, value
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,10 +45,8 @@ def test_workers_answer_scrapes_with_the_sum_and_log_alike(
         deadline = time.monotonic() + 60
         with httpx.Client(timeout=1) as http:  # one: each new client reads the CA bundle
             while time.monotonic() < deadline:
-                with contextlib.suppress(httpx.TransportError):
-                    answer = http.get(f"{base}/readyz")
-                    if answer.status_code == 200 and listens(service.pid, port):
-                        break  # this process answered, not one that took its port
+                if answers(http, f"{base}/readyz", service.pid, port):
+                    break
                 time.sleep(0.2)
         assert len(metrics_dirs(tmp_path)) == 1  # the workers' shared metrics folder
         for _ in range(6):  # new connections: spread over the workers

@@ -17,7 +17,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.helpers import free_port, listens
+from tests.helpers import answers, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 60
@@ -63,12 +63,8 @@ class Service:
                     if "address already in use" in log:
                         return False
                     raise AssertionError(f"jobq serve exited:\n{log}")
-                try:  # answered by this process, not by one that took its port meanwhile
-                    answer = http.get(f"{self.url}/healthz")
-                    if answer.status_code == 200 and listens(self.process.pid, self.port):
-                        return True
-                except httpx.TransportError:
-                    pass
+                if answers(http, f"{self.url}/healthz", self.process.pid, self.port):
+                    return True
                 time.sleep(0.2)
         raise AssertionError(f"jobq serve did not start:\n{self.stop()}")
 
