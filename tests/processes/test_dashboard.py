@@ -214,7 +214,8 @@ def test_an_admin_acts_with_confirmations_and_sees_answers(
     # until this one's answer comes, which, after the lease below, would have no Delete
     expect(page.locator("h1")).to_contain_text(f"Job {queued['id']} queued")
     expect(page.get_by_role("button", name="Delete")).to_be_visible()
-    _lease(admin, "late")
+    (held,) = _lease(admin, "late")
+    assert held["job"]["id"] == queued["id"]  # it is running now: Delete must be refused
     page.get_by_role("button", name="Delete").click()
     expect(page.locator("#status")).to_contain_text("409 job_running")
     assert any(message == f"Delete job {queued['id']}?" for message in dialogs)
