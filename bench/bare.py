@@ -37,6 +37,14 @@ def jobq_statement(name: str) -> tuple[str, tuple[str, ...]]:
     return statement.sql, statement.names
 
 
+def jobq_lease(max_jobs: int) -> tuple[str, tuple[str, ...]]:
+    """jobq's lease of `max_jobs` from one queue, as the service runs it (`jobq_statement`)."""
+    from app.jobs import repository
+
+    statement = repository.lease_statement(["one queue"], max_jobs)
+    return statement.sql, statement.names
+
+
 class Bare(Load):
     """SKIP LOCKED loops straight on asyncpg, no HTTP; each statement commits on its own.
 
@@ -45,7 +53,7 @@ class Bare(Load):
       table until it is empty (the reference for what the database allows);
     - `claim_finish`: the same, then one statement marks the claimed jobs done;
     - `insert`: insert one job, claim one, mark it done (jobq's single path, bare);
-    - `jobq_sql`: jobq's own LEASE and COMPLETE_MANY statements on its table (every job
+    - `jobq_sql`: jobq's own lease and COMPLETE_MANY statements on its table (every job
       completed), as the service runs them minus HTTP, FastAPI and SQLAlchemy;
     - `wide_sql`: the minimal claim and fenced finish of `bench.floor_whole` on its table
       shaped like jobq's: what jobq's row and answer cost without jobq's logic.
@@ -96,12 +104,13 @@ class Bare(Load):
                 lambda: conn.fetch(BARE_CLAIM, batch), finish if mode == "claim_finish" else None
             )
 
-        lease_sql, lease_names = jobq_statement("LEASE")
+        lease_sql, lease_names = jobq_lease(batch)
         # every ack a complete: the statement the service runs for such a batch
         finish_sql, finish_names = jobq_statement("COMPLETE_MANY")
 
         def jobq_sql(conn: asyncpg.Connection, number: int) -> Awaitable[None]:
             lease = {
+                "queue": self.params["queue"],
                 "queues": [self.params["queue"]],
                 "types": [],
                 "max_jobs": batch,

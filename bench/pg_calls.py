@@ -14,10 +14,11 @@ warming up and the server's own work cancel out. Repeatable to 0.01 %.
     python -m bench.pg_calls --queued 2000 --finished 1000   a small table, filled fast
 
 Loops, per job:
-- single: enqueue one job, lease it, complete it (jobq's ENQUEUE_ONE, LEASE, COMPLETE_ONE;
+- single: enqueue one job, lease it, complete it (jobq's ENQUEUE_ONE, LEASE_QUEUE of 1,
+  COMPLETE_ONE: `lease_statement` picks the lease the service runs;
   the whole-job floor's insert, claim and fenced finish on a table shaped like jobq's;
   the bare insert, claim and finish on the minimal table);
-- batch: lease 100 and finish them in one statement (jobq's LEASE and COMPLETE_MANY; the
+- batch: lease 100 and finish them in one statement (jobq's LEASE_QUEUE and COMPLETE_MANY; the
   minimal claim and fenced finish on the table shaped like jobq's; the bare ones).
 
 What it counts is PostgreSQL's own work in user space: not the kernel's (the disk
@@ -170,9 +171,13 @@ class CountedServer:
 # ---- the loops: one connection, as the service and the benchmark's loops run them ---
 
 
-def _lease(max_jobs: int) -> dict[str, Any]:
-    queues = {"queues": ["q"], "types": [], "max_jobs": max_jobs, "lease_seconds": None}
-    return {**queues, "worker_id": "w", "key_id": None}
+def _lease(max_jobs: int) -> tuple[str, list[Any]]:
+    """jobq's lease of `max_jobs` from queue `q`: the statement the service runs, its args."""
+    statement = jobs.lease_statement(["q"], max_jobs)
+    params = {"queue": "q", "queues": ["q"], "types": [], "max_jobs": max_jobs}
+    return statement.sql, statement.args(
+        {**params, "lease_seconds": None, "worker_id": "w", "key_id": None}
+    )
 
 
 async def _jobq_steps(conn: asyncpg.Connection, loops: int, steps: int) -> None:
@@ -187,7 +192,8 @@ async def _jobq_steps(conn: asyncpg.Connection, loops: int, steps: int) -> None:
         await conn.fetch(jobs.ENQUEUE_ONE.sql, *jobs.ENQUEUE_ONE.args(job))
         if steps < 2:
             continue
-        (row,) = await conn.fetch(jobs.LEASE.sql, *jobs.LEASE.args(_lease(1)))
+        sql, args = _lease(1)
+        (row,) = await conn.fetch(sql, *args)
         if steps < 3:
             continue
         # a complete, as the service runs it (finish_one's complete alone)
@@ -215,7 +221,8 @@ async def bare_single(conn: asyncpg.Connection, loops: int) -> None:
 
 async def jobq_batch(conn: asyncpg.Connection, loops: int) -> None:
     for _ in range(loops):
-        rows = await conn.fetch(jobs.LEASE.sql, *jobs.LEASE.args(_lease(BATCH)))
+        sql, args = _lease(BATCH)
+        rows = await conn.fetch(sql, *args)
         acks = {  # every ack a complete, as the service runs them (finish_many's alone)
             "job_ids": [row["id"] for row in rows],
             "lease_ids": [row["lease_id"] for row in rows],

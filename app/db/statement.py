@@ -20,13 +20,15 @@ execution or result layer per call.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 # `:name`, but not the second colon of a `::type` cast.
 _PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+# `$n` as compile_sql writes it.
+_POSITIONAL = re.compile(r"\$(\d+)(?!\d)")
 # A comment to the end of the line, or a quoted literal or identifier (kept as it is).
 _COMMENT_OR_QUOTED = re.compile(r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
 _HEADER = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
@@ -44,6 +46,23 @@ class Statement:
     def args(self, params: Mapping[str, Any]) -> list[Any]:
         """The positional arguments for `params` (KeyError names a missing one)."""
         return [params[name] for name in self.names]
+
+    def with_number(self, name: str, value: int) -> Statement:
+        """This statement with parameter `name` written in as the integer `value`, the
+        later parameters renumbered: a plan PostgreSQL caches then knows it (a LIMIT)."""
+        if type(value) is not int:  # never text, nor a bool
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        index = self.names.index(name) + 1
+
+        def renumber(match: re.Match[str]) -> str:
+            number = int(match.group(1))
+            if number == index:
+                return str(value)
+            return f"${number - 1 if number > index else number}"
+
+        sql = _outside_quotes(self.sql, lambda text: _POSITIONAL.sub(renumber, text))
+        names = tuple(n for n in self.names if n != name)
+        return Statement(self.name, self.purpose, sql, names)
 
 
 def _without_comments(text: str) -> str:
@@ -64,14 +83,19 @@ def compile_sql(name: str, text: str, purpose: str = "") -> Statement:
             names.append(parameter)
         return f"${names.index(parameter) + 1}"
 
-    def parameters(match: re.Match[str]) -> str:
-        quoted = match.group(0)
-        return quoted if quoted[0] in "'\"" else _PARAMETER.sub(number, quoted)
-
     body = _without_comments(text).rstrip().removesuffix(";")
-    # Parameters outside quoted text only.
-    compiled = re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[^'\"]+", parameters, body)
+    compiled = _outside_quotes(body, lambda part: _PARAMETER.sub(number, part))
     return Statement(name, purpose, compiled, tuple(names))
+
+
+def _outside_quotes(sql: str, change: Callable[[str], str]) -> str:
+    """`sql` with `change` applied to its text outside quoted literals and identifiers."""
+
+    def apply(match: re.Match[str]) -> str:
+        part = match.group(0)
+        return part if part[0] in "'\"" else change(part)
+
+    return re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[^'\"]+", apply, sql)
 
 
 def load(path: Path) -> dict[str, Statement]:

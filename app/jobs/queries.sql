@@ -189,6 +189,41 @@ UPDATE jobq.jobs j
 RETURNING j.*;
 
 
+-- name: lease_queue
+-- `lease` from one queue, the usual call, written so that PostgreSQL can keep one plan for
+-- it: no array of queues, whose length a cached plan cannot know (it assumes ten), and a
+-- LIMIT the repository writes in as a number for the usual batch sizes (a cached plan
+-- takes a `$n` limit for a tenth of the queue). Otherwise `lease`, whose UPDATE this is.
+WITH picked AS (
+    SELECT id
+      FROM jobq.jobs
+     WHERE state = 'queued' AND queue = :queue AND run_at <= now()
+       AND (cardinality(CAST(:types AS text[])) = 0
+            OR type = ANY(CAST(:types AS text[])))
+       -- a paused or limited queue gives nothing here (as in `lease`)
+       AND NOT EXISTS (SELECT FROM jobq.queues p
+                        WHERE p.name = :queue AND (p.paused OR p.limited))
+     ORDER BY priority DESC, run_at, id
+     LIMIT :max_jobs
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobq.jobs j
+   SET state = 'running',
+       attempt = j.attempt + 1,
+       lease_id = gen_random_uuid(),
+       current_lease_seconds = coalesce(:lease_seconds, j.lease_seconds),
+       lease_expires_at = now() + make_interval(
+           secs => coalesce(:lease_seconds, j.lease_seconds)),
+       worker_id = :worker_id,
+       lease_key_id = :key_id,
+       attempted_at = now(),
+       started_at = coalesce(j.started_at, now()),
+       updated_at = now()
+ WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+   AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
+RETURNING j.*;
+
+
 -- ---- limited queues (max_running, max_running_per_key, rate limit) --------------------
 
 -- name: lock_limited_queue

@@ -63,6 +63,7 @@ async def test_typed_rows_hold_every_column_in_the_tables_order(
     ("statement", "row"),
     [
         (jobs_sql.LEASE, JobRow),
+        (jobs_sql.LEASE_QUEUE, JobRow),
         (jobs_sql.LEASE_LIMITED, JobRow),
         (jobs_sql.COMPLETE_MANY, FinishedBrief),
         (jobs_sql.FINISH_MANY, FinishedBrief),

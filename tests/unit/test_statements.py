@@ -66,3 +66,19 @@ def test_arguments_follow_the_parameters_order() -> None:
     assert statement.args({"a": 1, "b": 2, "unused": 3}) == [2, 1]
     with pytest.raises(KeyError):
         statement.args({"a": 1})
+
+
+def test_a_parameter_written_in_as_a_number_renumbers_the_others() -> None:
+    statement = compile_sql("s", "SELECT :a, '$2 :b', :b, :c, :a LIMIT :b")
+    assert statement.sql == "SELECT $1, '$2 :b', $2, $3, $1 LIMIT $2"
+    numbered = statement.with_number("b", 100)
+    assert numbered.sql == "SELECT $1, '$2 :b', 100, $2, $1 LIMIT 100"  # quoted text kept
+    assert numbered.names == ("a", "c")
+    assert numbered.args({"a": 1, "b": 2, "c": 3}) == [1, 3]
+    assert statement.with_number("a", 5).sql == "SELECT 5, '$2 :b', $1, $2, 5 LIMIT $1"
+
+
+@pytest.mark.parametrize("value", ["1; DROP TABLE t", True, 1.5])
+def test_only_an_int_is_written_in(value: object) -> None:
+    with pytest.raises(TypeError, match="must be an int"):
+        compile_sql("s", "SELECT :a").with_number("a", value)  # type: ignore[arg-type]
