@@ -17,6 +17,11 @@ POOL_OVERFLOW = 10
 POOL_TIMEOUT_SECONDS = 10.0
 CONNECT_TIMEOUT_SECONDS = 5.0
 PREPARED_STATEMENT_CACHE_SIZE = 256
+# asyncpg's own cache, of the statements the hot paths hand the driver as text (its
+# default, 100, is less than the ~60 named statements and a lease from one queue for
+# each batch size up to 100: a statement it drops is prepared again, and planned afresh
+# for its next five runs).
+STATEMENT_CACHE_SIZE = 256
 
 
 def behind_pooler(settings: Settings) -> bool:
@@ -44,7 +49,10 @@ def create_engine(url: str, pool_size: int, *, pooler: bool = False) -> AsyncEng
     sends each statement unnamed, its Parse and Describe flushed (not synced) ahead of
     Bind and Execute, so the pooler keeps the server connection for the whole exchange.
     """
-    caches: dict[str, Any] = {"prepared_statement_cache_size": PREPARED_STATEMENT_CACHE_SIZE}
+    caches: dict[str, Any] = {
+        "prepared_statement_cache_size": PREPARED_STATEMENT_CACHE_SIZE,
+        "statement_cache_size": STATEMENT_CACHE_SIZE,
+    }
     if pooler:
         caches = {
             "statement_cache_size": 0,

@@ -192,7 +192,7 @@ RETURNING j.*;
 -- name: lease_queue
 -- `lease` from one queue, the usual call, written so that PostgreSQL can keep one plan for
 -- it: no array of queues, whose length a cached plan cannot know (it assumes ten), and a
--- LIMIT the repository writes in as a number for the usual batch sizes (a cached plan
+-- LIMIT the repository writes in as the batch size, a statement per size (a cached plan
 -- takes a `$n` limit for a tenth of the queue). Otherwise `lease`, whose UPDATE this is.
 WITH picked AS (
     SELECT id

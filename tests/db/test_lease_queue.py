@@ -1,4 +1,4 @@
-"""The lease from one queue (lease_queue, its size written in for the usual ones) takes the
+"""The lease from one queue (lease_queue, its size written in) takes the
 jobs the general lease would take, in the same order, and PostgreSQL keeps one plan for
 it where it planned the general lease afresh on every call of a backlog."""
 
@@ -67,18 +67,19 @@ async def test_the_lease_from_one_queue_takes_what_the_general_one_takes(
         assert await _taken(db, one, params) == general
 
 
-async def test_a_lease_of_a_usual_size_keeps_one_plan_through_a_backlog(
-    db: asyncpg.Connection,
+@pytest.mark.parametrize("max_jobs", [5, 100])
+async def test_a_lease_keeps_one_plan_through_a_backlog(
+    db: asyncpg.Connection, max_jobs: int
 ) -> None:
     await db.execute(
         "INSERT INTO jobq.jobs (queue, type, payload, state, max_attempts, lease_seconds)"
         " SELECT 'q', 't', '{}', 'queued', 5, 60 FROM generate_series(1, 5000)"
     )
     await db.execute("ANALYZE jobq.jobs")
-    statement = jobs_sql.lease_statement(["q"], 100)
-    params = {**PARAMS, "queue": "q", "queues": ["q"], "max_jobs": 100}
+    statement = jobs_sql.lease_statement(["q"], max_jobs)
+    params = {**PARAMS, "queue": "q", "queues": ["q"], "max_jobs": max_jobs}
     for _ in range(10):
-        assert len(await db.fetch(statement.sql, *statement.args(params))) == 100
+        assert len(await db.fetch(statement.sql, *statement.args(params))) == max_jobs
     plans = await db.fetchrow(
         "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
         statement.sql,
@@ -89,12 +90,15 @@ async def test_a_lease_of_a_usual_size_keeps_one_plan_through_a_backlog(
     assert (plans["custom_plans"], plans["generic_plans"]) == (5, 5)
 
 
-def test_only_one_queue_and_the_usual_sizes_get_the_numbered_lease() -> None:
+def test_a_lease_from_one_queue_has_its_size_written_in() -> None:
     assert jobs_sql.lease_statement(["a", "b"], 100) is jobs_sql.LEASE
-    assert jobs_sql.lease_statement(["a"], 37) is jobs_sql.LEASE_QUEUE
-    numbered = jobs_sql.lease_statement(["a"], 100)
-    assert "LIMIT 100" in numbered.sql
-    assert "max_jobs" not in numbered.names
+    for size in (1, 37, 100):
+        numbered = jobs_sql.lease_statement(["a"], size)
+        assert numbered.name == "lease_queue"
+        assert f"LIMIT {size}\n" in numbered.sql
+        assert "max_jobs" not in numbered.names
+        assert jobs_sql.lease_statement(["b"], size) is numbered  # made once
+    assert jobs_sql.lease_statement(["a"], 101) is jobs_sql.LEASE_QUEUE  # none is asked
 
 
 def test_the_lease_from_one_queue_updates_as_the_general_one() -> None:

@@ -79,3 +79,15 @@ async def test_a_broken_connection_is_replaced(database: Database, db: asyncpg.C
             await conn.fetchval("SELECT 1")
     assert _checked_out(database) == 0
     assert await _backend(database) != victim
+
+
+async def test_a_connection_keeps_as_many_statements_prepared_as_jobq_runs(
+    database: Database,
+) -> None:
+    # ~60 named statements and a lease from one queue per batch size up to 100: asyncpg's
+    # default cache (100) would close the oldest, to be prepared and planned afresh
+    async with database.connection() as conn:
+        for n in range(200):
+            assert await conn.fetchval(f"SELECT $1::int + {n}", 1) == n + 1
+        prepared = await conn.fetchval("SELECT count(*) FROM pg_prepared_statements")
+    assert prepared >= 200
