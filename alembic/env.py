@@ -29,16 +29,19 @@ def run_with(connection: Connection) -> None:
 
 
 def run_standalone() -> None:
-    """`alembic upgrade head` typed by hand: same lock, same database as the service."""
+    """`alembic upgrade head` (or downgrade) typed by hand: the same lock and database as
+    the service, and this command's own target. (Calling `upgrade` here would start a
+    second Alembic command inside this one: it upgraded to head whatever was asked, and
+    its end tore down this command's context, a traceback after every run.)"""
     from app.core.config import get_settings
     from app.db.engine import resolve_database_url
-    from app.db.migrate import upgrade
+    from app.db.migrate import with_migration_lock
 
     if config.config_file_name is not None:
         fileConfig(config.config_file_name)
 
     async def run() -> None:
-        await upgrade(await resolve_database_url(get_settings()))
+        await with_migration_lock(await resolve_database_url(get_settings()), run_with)
 
     asyncio.run(run())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -31,6 +32,11 @@ def _upgrade(connection: Connection, revision: str) -> None:
 
 async def upgrade(url: str, revision: str = "head") -> None:
     """Apply pending migrations under an advisory lock, so replicas starting together are safe."""
+    await with_migration_lock(url, lambda connection: _upgrade(connection, revision))
+
+
+async def with_migration_lock(url: str, work: Callable[[Connection], None]) -> None:
+    """Run `work` on a connection that holds the migration lock (replicas wait their turn)."""
     engine = create_async_engine(async_url(url), poolclass=NullPool)
     try:
         async with engine.connect() as conn:
@@ -38,7 +44,7 @@ async def upgrade(url: str, revision: str = "head") -> None:
             # enum value is usable only once the migration that added it committed).
             await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
             await conn.commit()
-            await conn.run_sync(_upgrade, revision)
+            await conn.run_sync(work)
             await conn.commit()
     finally:
         await engine.dispose()

@@ -163,6 +163,37 @@ def test_entrypoint_migrate_creates_the_schema_on_an_empty_database(
     assert asyncio.run(_schema_state(empty_database_url)) == (head, True)
 
 
+def test_alembic_typed_by_hand_goes_where_it_is_told(empty_database_url: str) -> None:
+    """`alembic upgrade head` and `alembic downgrade -1` from the checkout: each reaches its
+    own target and ends cleanly, also when there is nothing to do."""
+
+    def alembic(*args: str) -> None:
+        result = subprocess.run(
+            [sys.executable, "-m", "alembic", *args],
+            cwd=REPO,
+            env={**os.environ, "JOBQ_DATABASE_URL": empty_database_url},
+            capture_output=True,
+            text=True,
+            timeout=SUBPROCESS_TIMEOUT_SECONDS,
+        )
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output
+        assert "Traceback" not in output
+
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    head = script.get_current_head()
+    assert head is not None
+    previous = script.get_revision(head).down_revision
+    alembic("upgrade", "head")
+    assert asyncio.run(_schema_state(empty_database_url)) == (head, True)
+    alembic("upgrade", "head")  # already there
+    assert asyncio.run(_schema_state(empty_database_url)) == (head, True)
+    alembic("downgrade", "-1")
+    assert asyncio.run(_schema_state(empty_database_url)) == (previous, True)
+    alembic("upgrade", "head")
+    assert asyncio.run(_schema_state(empty_database_url)) == (head, True)
+
+
 def test_serve_passes_the_image_healthcheck_and_stops_cleanly_on_sigterm(
     final: Stage, empty_database_url: str
 ) -> None:
