@@ -12,7 +12,7 @@ from bench import database
 
 SCENARIOS = (
     "bare", "drain", "limited", "single", "latency", "lease-levels", "dashboard", "floor",
-    "soak",
+    "paired", "soak",
 )  # fmt: skip
 DEFAULT_SCENARIOS = SCENARIOS[:-1]  # the soak runs when --soak gives it minutes
 PROFILED_SCENARIOS = ("drain", "single", "latency")
@@ -42,6 +42,8 @@ class Config:
     drain_workers: int = 8
     single_jobs: int = 10_000
     single_concurrency: int = 8
+    paired_rounds: int = 3  # the single-job path of jobq and the floors, back to back
+    paired_jobs: int = 5_000
     latency_samples: int = 1000
     latency_workers: int = 4
     latency_interval_ms: float = 10.0
@@ -69,6 +71,8 @@ QUICK = {
     "drain_workers": 4,
     "single_jobs": 200,
     "single_concurrency": 4,
+    "paired_rounds": 1,
+    "paired_jobs": 100,
     "latency_samples": 30,
     "latency_workers": 2,
     "finished_rows": [0, 20_000],
@@ -193,6 +197,17 @@ def parser() -> argparse.ArgumentParser:
         help=f"concurrent single-job loops [default: {defaults.single_concurrency}]",
     )
     a(
+        "--paired-rounds",
+        type=_positive,
+        help="rounds of the single-job path of jobq and both floors back to back "
+        f"[default: {defaults.paired_rounds}; quick: 1]",
+    )
+    a(
+        "--paired-jobs",
+        type=_positive,
+        help=f"jobs per load of those rounds [default: {defaults.paired_jobs:,}]",
+    )
+    a(
         "--latency-samples",
         type=_positive,
         help=f"jobs timed from enqueue to lease [default: {defaults.latency_samples}]",
@@ -286,6 +301,8 @@ _OPTIONS = (
     "drain_workers",
     "single_jobs",
     "single_concurrency",
+    "paired_rounds",
+    "paired_jobs",
     "latency_samples",
     "latency_workers",
     "latency_interval_ms",

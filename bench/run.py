@@ -19,7 +19,10 @@
    - floor: the drain and single-job loads, unchanged, against `bench.floor` (FastAPI
      and one bare statement per call, served like jobq): what the HTTP stack allows;
      then again against the floor answering whole jobs as jobq does (`bench.floor_whole`):
-     what the API's answer itself costs.
+     what the API's answer itself costs;
+   - paired: the single-job path of jobq, the floor and the whole-job floor back to
+     back, in rounds of rotating order: the machine's drift cancels out of each
+     round's ratios, and their median judges the single-job path.
 4. A table on stdout, JSON with `--json PATH` (`-` for stdout, the table then goes to
    stderr); `--check` makes a missed target exit 1.
 """
@@ -58,13 +61,13 @@ from bench.options import (
     config_from,
     parser,
 )
-from bench.scenarios import Scenarios
+from bench.paired import Paired
 from bench.service import REPO, Service
 from bench.soak import Soak
 from bench.stats import ratio
 
 
-class Bench(Scenarios, Soak):
+class Bench(Paired, Soak):
     """One run: its scenarios in order, each retried after a database outage, then the report."""
 
     def attempt(self, name: str, scenario: Callable[[], None]) -> None:
@@ -182,7 +185,8 @@ class Bench(Scenarios, Soak):
                 self.meters = Meters(
                     TreeMeter(service.pid), TreeMeter(self.postmaster) if self.postmaster else None
                 )
-                if c.warmup and set(c.scenarios) & {"drain", "single", "latency", "lease-levels"}:
+                warmed = {"drain", "single", "latency", "lease-levels", "paired"}
+                if c.warmup and set(c.scenarios) & warmed:
                     self.attempt("warm-up", self.warm_up)
                 steps: dict[str, Callable[[], None]] = {
                     "bare": self.bare,
@@ -193,6 +197,7 @@ class Bench(Scenarios, Soak):
                     "lease-levels": self.lease_levels,
                     "dashboard": self.dashboard,
                     "floor": self.floor,
+                    "paired": self.paired,
                     "soak": self.soak,
                 }
                 try:

@@ -281,8 +281,9 @@ class Scenarios(BenchBase):
             ],
         )  # fmt: skip
 
-    def run_single(self, queue: str) -> GeneratorRun:
-        """The single-job load: loops of enqueue one, lease one, complete it."""
+    def run_single(self, queue: str, count: int | None = None) -> GeneratorRun:
+        """The single-job load: loops of enqueue one, lease one, complete it; `count` jobs
+        in all (by default the configuration's)."""
         c = self.config
         generators = min(c.generators, c.single_concurrency)
         return self.generate(
@@ -290,7 +291,7 @@ class Scenarios(BenchBase):
             [
                 {"base_url": self.base_url, "queue": queue, "jobs": jobs, "concurrency": share}
                 for jobs, share in zip(
-                    split(c.single_jobs, generators),
+                    split(count or c.single_jobs, generators),
                     split(c.single_concurrency, generators),
                     strict=True,
                 )

@@ -90,6 +90,7 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "lease_latency",
         "dashboard",
         "floor",
+        "paired",
     }
     for key in ("batch_enqueue", "drain", "single"):
         _positive(scenarios[key], "jobs", "seconds", "jobs_per_s")
@@ -131,6 +132,18 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     floor_wait = scenarios["floor"]["enqueue_to_lease"]  # the floor long-polls too
     _positive(floor_wait, "count", "p50_ms", "p99_ms")
     assert floor_wait["count"] == scenarios["enqueue_to_lease"]["count"]
+
+    # the single-job path of jobq and both floors back to back: one round in --quick
+    paired = scenarios["paired"]
+    (only,) = paired["rounds"]
+    assert sorted(only["order"]) == ["floor", "jobq", "whole"]
+    for leg in ("jobq", "floor", "whole"):
+        _positive(only, leg)
+        _cpu_reported(only["cpu"][leg])
+    assert only["single_vs_floor"] == pytest.approx(only["jobq"] / only["floor"], rel=1e-3)
+    assert only["single_vs_floor_whole"] == pytest.approx(only["jobq"] / only["whole"], rel=1e-3)
+    assert only["floor_whole_vs_floor"] == pytest.approx(only["whole"] / only["floor"], rel=1e-3)
+    assert paired["median"] == {k: v for k, v in only.items() if k not in ("order", "cpu")}
 
     waited = scenarios["enqueue_to_lease"]
     _positive(waited, "count", "p50_ms", "p95_ms", "p99_ms")
@@ -194,6 +207,10 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         assert isinstance(target["measured"], int | float) and target["measured"] > 0, target
         assert isinstance(target["pass"], bool), target
     assert all(targets[key]["pass"] is None for key in set(targets) - measured)  # no soak
+    # the single-job path is judged on the rounds run back to back
+    assert targets["single_vs_floor"]["measured"] == paired["median"]["single_vs_floor"]
+    whole_judged = targets["single_vs_floor_whole"]["measured"]
+    assert whole_judged == paired["median"]["single_vs_floor_whole"]
 
 
 @pytest.mark.once("embedded")  # as the quick benchmark
