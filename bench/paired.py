@@ -1,10 +1,13 @@
-"""The single-job path of jobq and of both floors, back to back, in rounds.
+"""jobq and the floors back to back, in rounds: the single-job path and enqueue-to-lease.
 
-This machine's speed drifts by tens of percent within minutes. The `single` scenario and
-the floors' single-job loads run minutes apart, so their ratio carries that drift (from
-0.68 to 1.08 in one afternoon's runs). Here the three loads run one right after the
-other, in a rotating order, several rounds; each round gives its ratios, and their median
-judges the single-job path. Every service stays up throughout, idle while another serves.
+This machine's speed drifts by tens of percent within minutes. The `single` and
+`latency` scenarios and the floors' loads run minutes apart, so their ratios carry that
+drift (the single-job path's jobq / floor from 0.68 to 1.08 in one morning's runs).
+Here the loads run one right after the other, in a rotating order, several rounds: the
+single-job path through jobq, the framework floor and the floor answering whole jobs,
+then enqueue-to-lease with workers waiting through jobq and the framework floor. Each
+round gives its ratios, and their median judges the targets. Every service stays up
+throughout, idle while another serves.
 """
 
 from __future__ import annotations
@@ -21,17 +24,28 @@ from bench.service import Service
 from bench.stats import ratio
 
 LEGS = ("jobq", "floor", "whole")  # jobq; the framework floor; the floor answering whole jobs
-RATIOS = ("single_vs_floor", "single_vs_floor_whole", "floor_whole_vs_floor")
+WAIT_LEGS = ("jobq", "floor")  # the whole-job floor does not long-poll
+RATIOS = (
+    "single_vs_floor",
+    "single_vs_floor_whole",
+    "floor_whole_vs_floor",
+    "wait_p50_vs_floor",
+    "wait_p99_vs_floor",
+)
 WARMUP_JOBS = 200  # through each floor before the rounds (jobq's warm-up is the run's)
 
 
+def _rotated(legs: tuple[str, ...], number: int) -> tuple[str, ...]:
+    turn = number % len(legs)
+    return legs[turn:] + legs[:turn]
+
+
 class Paired(Scenarios):
-    """The `paired` scenario: jobq's and the floors' single-job path, back to back."""
+    """The `paired` scenario: jobq's and the floors' loads, back to back."""
 
     def paired(self) -> None:
         c = self.config
         assert self.log_dir is not None and self.service is not None
-        jobq = self.service
         floors = {
             "floor": Service(
                 self.url, workers=c.workers, log_path=self.log_dir / "paired-floor.log",
@@ -43,9 +57,10 @@ class Paired(Scenarios):
             ),
         }  # fmt: skip
         self.say(
-            f"single-job path back to back: jobq, the floor, the floor answering whole jobs; "
-            f"{c.paired_rounds} rounds of {c.paired_jobs:,} jobs each, {c.single_concurrency} "
-            "loops"
+            f"back to back, {c.paired_rounds} rounds: the single-job path through jobq, the "
+            f"floor and the whole-job floor ({c.paired_jobs:,} jobs each, "
+            f"{c.single_concurrency} loops), then enqueue-to-lease through jobq and the floor "
+            f"({c.latency_samples} jobs each, {c.latency_workers} workers waiting)"
         )
         self.db(database.prepare_wide(self.url))
         rounds: list[dict[str, Any]] = []
@@ -55,31 +70,40 @@ class Paired(Scenarios):
                 self._prepare(leg)
                 with self.serving(floor):
                     self.run_single("bench-paired", WARMUP_JOBS)
-            services = {"jobq": jobq, **floors}
+            services = {"jobq": self.service, **floors}
             for number in range(c.paired_rounds):
-                order = LEGS[number % len(LEGS) :] + LEGS[: number % len(LEGS)]
-                runs = {leg: self._leg(leg, services[leg]) for leg in order}
-                legs = {leg: runs[leg][0] for leg in LEGS}
-                rounds.append(
-                    {
-                        **legs,
-                        "order": list(order),
-                        "single_vs_floor": ratio(legs["jobq"], legs["floor"]),
-                        "single_vs_floor_whole": ratio(legs["jobq"], legs["whole"]),
-                        # what answering as jobq does costs, with none of jobq's logic
-                        "floor_whole_vs_floor": ratio(legs["whole"], legs["floor"]),
-                        "cpu": {leg: runs[leg][1] for leg in LEGS},
-                    }
-                )
-                self.say(
-                    f"  round {number + 1}: jobq {legs['jobq']:,.0f}, floor "
-                    f"{legs['floor']:,.0f}, whole {legs['whole']:,.0f} jobs/s"
-                )
+                rounds.append(self._round(number, services))
         self.scenarios["paired"] = {
             "jobs": c.paired_jobs,
             "concurrency": c.single_concurrency,
+            "latency_samples": c.latency_samples,
             "rounds": rounds,
             "median": {key: statistics.median(r[key] for r in rounds) for key in (*LEGS, *RATIOS)},
+        }
+
+    def _round(self, number: int, services: dict[str, Service]) -> dict[str, Any]:
+        order = _rotated(LEGS, number)
+        runs = {leg: self._single(leg, services[leg]) for leg in order}
+        legs = {leg: runs[leg][0] for leg in LEGS}
+        wait_order = _rotated(WAIT_LEGS, number)
+        waits = {leg: self._wait(leg, services[leg]) for leg in wait_order}
+        self.say(
+            f"  round {number + 1}: jobq {legs['jobq']:,.0f}, floor {legs['floor']:,.0f}, "
+            f"whole {legs['whole']:,.0f} jobs/s; enqueue-to-lease p50 jobq "
+            f"{waits['jobq']['p50_ms']:.2f}, floor {waits['floor']['p50_ms']:.2f} ms"
+        )
+        return {
+            **legs,
+            "order": list(order),
+            "single_vs_floor": ratio(legs["jobq"], legs["floor"]),
+            "single_vs_floor_whole": ratio(legs["jobq"], legs["whole"]),
+            # what answering as jobq does costs, with none of jobq's logic
+            "floor_whole_vs_floor": ratio(legs["whole"], legs["floor"]),
+            "cpu": {leg: runs[leg][1] for leg in LEGS},
+            "wait_order": list(wait_order),
+            "wait": waits,
+            "wait_p50_vs_floor": ratio(waits["jobq"]["p50_ms"], waits["floor"]["p50_ms"]),
+            "wait_p99_vs_floor": ratio(waits["jobq"]["p99_ms"], waits["floor"]["p99_ms"]),
         }
 
     def _prepare(self, leg: str) -> None:
@@ -91,8 +115,8 @@ class Paired(Scenarios):
         else:
             self.db(database.prepare_wide(self.url))
 
-    def _leg(self, leg: str, service: Service) -> tuple[float, dict[str, Any]]:
-        """One leg's jobs per second and CPU per job, every job of it checked done."""
+    def _single(self, leg: str, service: Service) -> tuple[float, dict[str, Any]]:
+        """One single-job load's jobs per second and CPU per job, every job checked done."""
         c = self.config
         self._prepare(leg)
         with self.serving(service):
@@ -106,3 +130,10 @@ class Paired(Scenarios):
         self._check_done(f"paired {leg}", run.total("jobs"), c.paired_jobs, done)
         seconds = float(max(r["t1"] for r in run.results)) - run.started
         return round(c.paired_jobs / seconds, 1), self.cpu(run, c.paired_jobs)
+
+    def _wait(self, leg: str, service: Service) -> dict[str, Any]:
+        """Enqueue-to-lease with workers waiting, through one service: its latencies."""
+        self._prepare(leg)
+        with self.serving(service):
+            run = self.run_wait_latency("bench-paired-wait", floor=leg == "floor")
+        return self.wait_latency_figures(run)

@@ -143,7 +143,18 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     assert only["single_vs_floor"] == pytest.approx(only["jobq"] / only["floor"], rel=1e-3)
     assert only["single_vs_floor_whole"] == pytest.approx(only["jobq"] / only["whole"], rel=1e-3)
     assert only["floor_whole_vs_floor"] == pytest.approx(only["whole"] / only["floor"], rel=1e-3)
-    assert paired["median"] == {k: v for k, v in only.items() if k not in ("order", "cpu")}
+    # ... then enqueue-to-lease through jobq and the floor, as many jobs as `latency`
+    assert sorted(only["wait_order"]) == ["floor", "jobq"]
+    for leg in ("jobq", "floor"):
+        _positive(only["wait"][leg], "count", "p50_ms", "p99_ms")
+        assert only["wait"][leg]["count"] == paired["latency_samples"]
+    p50s = only["wait"]["jobq"]["p50_ms"], only["wait"]["floor"]["p50_ms"]
+    assert only["wait_p50_vs_floor"] == pytest.approx(p50s[0] / p50s[1], rel=1e-3)
+    assert set(paired["median"]) == {
+        *("jobq", "floor", "whole", "single_vs_floor", "single_vs_floor_whole"),
+        *("floor_whole_vs_floor", "wait_p50_vs_floor", "wait_p99_vs_floor"),
+    }
+    assert paired["median"] == {key: only[key] for key in paired["median"]}
 
     waited = scenarios["enqueue_to_lease"]
     _positive(waited, "count", "p50_ms", "p95_ms", "p99_ms")
@@ -211,6 +222,8 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     assert targets["single_vs_floor"]["measured"] == paired["median"]["single_vs_floor"]
     whole_judged = targets["single_vs_floor_whole"]["measured"]
     assert whole_judged == paired["median"]["single_vs_floor_whole"]
+    wait_judged = targets["wait_latency_p50_vs_floor"]["measured"]
+    assert wait_judged == paired["median"]["wait_p50_vs_floor"]
 
 
 @pytest.mark.once("embedded")  # as the quick benchmark
