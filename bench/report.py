@@ -229,6 +229,14 @@ def _verdict(passed: bool | None) -> str:
     return {True: "[green]pass[/]", False: "[red]FAIL[/]", None: "[dim]not run[/]"}[passed]
 
 
+def _round_columns(table: Table, *figures: str) -> None:
+    """A round's label and order, left; its figures, right."""
+    table.add_column("round")
+    table.add_column("order")
+    for column in figures:
+        table.add_column(column, justify="right")
+
+
 def _render_paired(paired: dict[str, Any] | None, console: Console) -> None:
     """The single-job path back to back: each round's jobs/s and ratios, and the medians."""
     if not paired:
@@ -237,9 +245,8 @@ def _render_paired(paired: dict[str, Any] | None, console: Console) -> None:
         title=f"Single-job path back to back ({paired['jobs']:,} jobs a load, "
         f"{paired['concurrency']} loops): jobs/s"
     )
-    for column in ("round", "order", "jobq", "floor", "whole-job floor", "jobq/floor",
-                   "jobq/whole", "whole/floor"):  # fmt: skip
-        table.add_column(column, justify="left" if column in ("round", "order") else "right")
+    _round_columns(table, "jobq", "floor", "whole-job floor", "jobq/floor", "jobq/whole",
+                   "whole/floor")  # fmt: skip
     rows = [(str(n), ", ".join(r["order"]), r) for n, r in enumerate(paired["rounds"], 1)]
     for label, order, r in [*rows, ("median", "", paired["median"])]:
         table.add_row(
@@ -256,9 +263,8 @@ def _render_paired(paired: dict[str, Any] | None, console: Console) -> None:
     waits = Table(
         title=f"Enqueue-to-lease back to back ({paired['latency_samples']:,} jobs a load): ms"
     )
-    for column in ("round", "order", "jobq p50", "floor p50", "p50 ratio", "jobq p99",
-                   "floor p99", "p99 ratio"):  # fmt: skip
-        waits.add_column(column, justify="left" if column in ("round", "order") else "right")
+    _round_columns(waits, "jobq p50", "floor p50", "p50 ratio", "jobq p99", "floor p99",
+                   "p99 ratio")  # fmt: skip
     for n, r in enumerate(paired["rounds"], 1):
         jobq, floor = r["wait"]["jobq"], r["wait"]["floor"]
         waits.add_row(
