@@ -42,8 +42,9 @@ class Config:
     drain_workers: int = 8
     single_jobs: int = 10_000
     single_concurrency: int = 8
-    paired_rounds: int = 3  # the single-job path of jobq and the floors, back to back
-    paired_jobs: int = 5_000
+    paired_rounds: int = 3  # jobq's and the floors' loads, back to back
+    paired_jobs: int = 5_000  # ... their single-job path
+    paired_drain_jobs: int = 100_000  # ... their drain
     latency_samples: int = 1000
     latency_workers: int = 4
     latency_interval_ms: float = 10.0
@@ -73,6 +74,7 @@ QUICK = {
     "single_concurrency": 4,
     "paired_rounds": 1,
     "paired_jobs": 100,
+    "paired_drain_jobs": 2000,
     "latency_samples": 30,
     "latency_workers": 2,
     "finished_rows": [0, 20_000],
@@ -199,13 +201,18 @@ def parser() -> argparse.ArgumentParser:
     a(
         "--paired-rounds",
         type=_positive,
-        help="rounds of the single-job path of jobq and both floors back to back "
+        help="rounds of jobq's and both floors' loads back to back "
         f"[default: {defaults.paired_rounds}; quick: 1]",
     )
     a(
         "--paired-jobs",
         type=_positive,
-        help=f"jobs per load of those rounds [default: {defaults.paired_jobs:,}]",
+        help=f"jobs per single-job load of those rounds [default: {defaults.paired_jobs:,}]",
+    )
+    a(
+        "--paired-drain-jobs",
+        type=_positive,
+        help=f"jobs per drain of those rounds [default: {defaults.paired_drain_jobs:,}]",
     )
     a(
         "--latency-samples",
@@ -303,6 +310,7 @@ _OPTIONS = (
     "single_concurrency",
     "paired_rounds",
     "paired_jobs",
+    "paired_drain_jobs",
     "latency_samples",
     "latency_workers",
     "latency_interval_ms",

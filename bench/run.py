@@ -20,9 +20,10 @@
      and one bare statement per call, served like jobq): what the HTTP stack allows;
      then again against the floor answering whole jobs as jobq does (`bench.floor_whole`):
      what the API's answer itself costs;
-   - paired: the single-job path of jobq, the floor and the whole-job floor back to
-     back, in rounds of rotating order: the machine's drift cancels out of each
-     round's ratios, and their median judges the single-job path.
+   - paired: the drain and the single-job path through jobq, the floor and the
+     whole-job floor, then enqueue-to-lease through jobq and the floor, back to back,
+     in rounds of rotating order: the machine's drift cancels out of each round's
+     ratios, and their median judges the targets against the floors.
 4. A table on stdout, JSON with `--json PATH` (`-` for stdout, the table then goes to
    stderr); `--check` makes a missed target exit 1.
 """
