@@ -72,6 +72,8 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     output = tmp_path / "bench.json"
     printed = _bench(database_url, output, "--quick")
     assert "Targets" in printed  # the readable table
+    for title in ("Drain back to back", "Single-job path back to back", "Enqueue-to-lease back"):
+        assert title in printed  # the paired rounds' tables
 
     report = json.loads(output.read_text())
     assert report["database"]["database"] == BENCH_DATABASE
