@@ -20,7 +20,6 @@ from typing import Any
 
 from bench import database
 from bench.floor import ANSWER_VARIABLE
-from bench.floor_whole import WIDE_TABLE
 from bench.scenarios import Scenarios
 from bench.service import Service
 from bench.stats import ratio
@@ -139,7 +138,7 @@ class Paired(Scenarios):
             return self.db(database.job_states(self.url)).get("succeeded", 0)
         if leg == "floor":
             return self.db(database.bare_states(self.url)).get(2, 0)
-        return self.db(database.job_states(self.url, WIDE_TABLE)).get("succeeded", 0)
+        return self._wide_done()
 
     def _load(self, load: str, leg: str, service: Service) -> tuple[float, dict[str, Any]]:
         """One load's jobs per second and CPU per job, every job of it checked done."""
@@ -155,8 +154,8 @@ class Paired(Scenarios):
             with self.serving(service):
                 run = self.run_single(QUEUE, jobs)
         self._check_done(f"paired {load} {leg}", run.total("jobs"), jobs, self._done(leg))
-        seconds = float(max(r[done_at] for r in run.results)) - run.started
-        return round(jobs / seconds, 1), self.cpu(run, jobs)
+        figures = self.load_figures(run, jobs, done_at)
+        return figures["jobs_per_s"], figures["cpu"]
 
     def _wait(self, leg: str, service: Service) -> dict[str, Any]:
         """Enqueue-to-lease with workers waiting, through one service: its latencies."""

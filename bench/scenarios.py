@@ -526,14 +526,19 @@ class Scenarios(BenchBase):
     def _floor_figures(
         self, run: GeneratorRun, jobs: int, done_at: str, **shape: int
     ) -> dict[str, Any]:
-        """A floor load's figures: `done_at` names each generator's time of its last job."""
+        figures = self.load_figures(run, jobs, done_at, **shape)
+        self.say(f"    {figures['jobs_per_s']:,.0f} jobs/s")
+        return figures
+
+    def load_figures(
+        self, run: GeneratorRun, jobs: int, done_at: str, **shape: int
+    ) -> dict[str, Any]:
+        """A load's figures: `done_at` names each generator's time of its last job."""
         seconds = max(r[done_at] for r in run.results) - run.started
-        figures = {
+        return {
             "jobs": jobs,
             **shape,
             "seconds": round(seconds, 3),
             "jobs_per_s": round(jobs / seconds, 1),
             "cpu": self.cpu(run, jobs),
         }
-        self.say(f"    {figures['jobs_per_s']:,.0f} jobs/s")
-        return figures

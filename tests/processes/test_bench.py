@@ -150,7 +150,7 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         assert figures["vs_floor_whole"] == pytest.approx(jobq / whole, rel=1e-3)
         assert figures["floor_whole_vs_floor"] == pytest.approx(whole / floor, rel=1e-3)
         medians = paired["median"][load]
-        assert medians == {key: figures[key] for key in (*medians,)}
+        assert medians == {key: figures[key] for key in medians}
         assert set(medians) == {"jobq", "floor", "whole", "vs_floor", "vs_floor_whole",
                                 "floor_whole_vs_floor"}  # fmt: skip
     # ... then enqueue-to-lease through jobq and the floor, as many jobs as `latency`
