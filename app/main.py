@@ -103,10 +103,13 @@ def create_app(
             direct_url(settings, url),  # LISTEN holds its session: never through a pooler
             on_due=wakeups.announce,
             on_state=listening,
+            on_hearing=wakeups.heard,
             on_keys=auth.notified,
             on_finished=finishes.announce,
             on_settings=lambda _queue: limited.forget(),
         )
+        wakeups.hear_with(listener.hear_due, jobs_repo.next_due)
+        app.state.listener = listener
         tasks = [
             asyncio.create_task(listener.run(), name="listener"),
             asyncio.create_task(metrics.sample_pool_every(engine), name="pool gauge"),

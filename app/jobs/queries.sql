@@ -401,6 +401,34 @@ SELECT name FROM jobq.queues WHERE limited;
 SELECT jobq.announce_due(queue, now(), 1) FROM unnest(CAST(:queues AS text[])) AS queue;
 
 
+-- name: next_due
+-- The earliest run_at still ahead among each queue's queued jobs: what a process that
+-- begins to hear announcements missed (jobs delayed or retried later while it did not).
+-- A loose scan of jobs_claim_idx: one probe per priority in use, however many jobs wait.
+SELECT q.name AS queue, extract(epoch FROM due.run_at) AS due_epoch
+  FROM unnest(CAST(:queues AS text[])) AS q(name)
+ CROSS JOIN LATERAL (
+       WITH RECURSIVE levels(priority) AS (
+           (SELECT priority FROM jobq.jobs
+             WHERE state = 'queued' AND queue = q.name
+             ORDER BY priority DESC LIMIT 1)
+           UNION ALL
+           SELECT (SELECT j.priority FROM jobq.jobs j
+                    WHERE j.state = 'queued' AND j.queue = q.name AND j.priority < l.priority
+                    ORDER BY j.priority DESC LIMIT 1)
+             FROM levels l
+            WHERE l.priority IS NOT NULL
+       )
+       SELECT min((SELECT j.run_at FROM jobq.jobs j
+                    WHERE j.state = 'queued' AND j.queue = q.name
+                      AND j.priority = l.priority AND j.run_at > now()
+                    ORDER BY j.run_at LIMIT 1)) AS run_at
+         FROM levels l
+        WHERE l.priority IS NOT NULL
+     ) due
+ WHERE due.run_at IS NOT NULL;
+
+
 -- name: heartbeat
 -- Extend a live lease (of this key) and record progress, writing at most once per interval.
 WITH held AS (

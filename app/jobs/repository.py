@@ -39,6 +39,7 @@ LEASE_LIMITED = QUERIES["lease_limited"]
 LIMITED_QUEUE_STATE = QUERIES["limited_queue_state"]
 LIMITED_QUEUES = QUERIES["limited_queues"]
 ANNOUNCE_SLOTS = QUERIES["announce_slots"]
+NEXT_DUE = QUERIES["next_due"]
 HEARTBEAT = QUERIES["heartbeat"]
 FINISH_ONE = QUERIES["finish_one"]
 FINISH_MANY = QUERIES["finish_many"]
@@ -196,6 +197,11 @@ class JobsRepository:
     async def announce_slots(self, queues: list[str]) -> None:
         """Wake leases waiting on these limited queues: their running jobs ended."""
         await self._db.fetch(ANNOUNCE_SLOTS, {"queues": queues})
+
+    async def next_due(self, queues: list[str]) -> list[tuple[str, float]]:
+        """Each queue's earliest due time still ahead (epoch seconds), where it has one."""
+        records = await self._db.fetch(NEXT_DUE, {"queues": queues})
+        return [(record["queue"], float(record["due_epoch"])) for record in records]
 
     async def heartbeat(self, params: dict[str, Any]) -> Beat | None:
         """None when the lease is not live (or not this key's)."""

@@ -11,6 +11,12 @@ the queue: a herd of claims for one job would cost a statement per waiter. A wai
 that leaves holding a wake-up it did not use (it went away, or had already claimed)
 hands it on. Waiters limited to some job types are always woken, since the job may not
 be of their type.
+
+A process hears announcements only while requests wait in it (and `LINGER_SECONDS`
+after): one whose leases find jobs at once has nobody to wake. A waiter about to wait
+makes sure it hears them (`ready`); when hearing has just begun, it first learns the
+due times it missed (each queue's next delayed job, looked up once per queue) and
+looks for jobs again, since one may have been announced before this process heard.
 """
 
 from __future__ import annotations
@@ -20,9 +26,12 @@ import contextlib
 import heapq
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 MAX_TIMERS_PER_QUEUE = 10_000  # past this, later due times are left to the re-check
+LINGER_SECONDS = 30.0  # announcements are heard this long after the last wait ended
+HEAR_TIMEOUT_SECONDS = 5.0  # a waiter waits this long at most for hearing to begin
+NextDue = Callable[[list[str]], Awaitable[list[tuple[str, float]]]]
 
 
 class Waiter:
@@ -32,6 +41,7 @@ class Waiter:
         self.queues = tuple(queues)
         self.typed = typed  # it only takes some job types
         self.woken = asyncio.get_running_loop().create_future()
+        self.looked_at = time.monotonic()  # when its last look for jobs began
 
     def wake(self) -> bool:
         """Whether this woke it (False: it was awake already)."""
@@ -42,6 +52,7 @@ class Waiter:
 
     def reset(self) -> None:
         """Arm again before the next look, so a wake-up during it is kept."""
+        self.looked_at = time.monotonic()
         if self.woken.done():
             self.woken = asyncio.get_running_loop().create_future()
 
@@ -49,12 +60,29 @@ class Waiter:
 class Wakeups:
     """Fans database announcements out to the requests waiting in this process."""
 
-    def __init__(self, *, poll_seconds: float, recheck_seconds: float) -> None:
+    def __init__(
+        self,
+        *,
+        poll_seconds: float,
+        recheck_seconds: float,
+        linger_seconds: float = LINGER_SECONDS,
+    ) -> None:
         self.poll_seconds = poll_seconds  # how often waiters re-check without a listener
         self.recheck_seconds = recheck_seconds  # ... and with one
-        self.listening = False
+        self.linger_seconds = linger_seconds
+        self.listening = False  # the LISTEN connection is up
+        self.hearing = False  # ... and listens for due jobs
         self.closed = False
         self._loop = asyncio.get_running_loop()
+        self._hear: Callable[[bool], None] = lambda _wanted: None
+        self._next_due: NextDue | None = None
+        self._wanted = False  # hearing is asked for
+        self._began = asyncio.Event()  # set while hearing
+        self._heard_since = 0.0  # (monotonic) when hearing began
+        self._known: set[str] = set()  # queues whose due times were looked up since
+        self._waiting = 0  # waiters in `wait` now
+        self._active_at = 0.0  # (loop time) when a waiter last got ready or stopped waiting
+        self._linger: asyncio.TimerHandle | None = None
         # per queue, in the order they began to wait (a dict as an ordered set)
         self._waiters: dict[str, dict[Waiter, None]] = defaultdict(dict)
         # per queue, a heap of (epoch seconds, jobs due then; None: unknown)
@@ -81,15 +109,62 @@ class Wakeups:
                 for queue in waiter.queues:
                     self.wake(queue, 1)
 
+    def hear_with(self, hear: Callable[[bool], None], next_due: NextDue) -> None:
+        """How to start or stop hearing announcements of due jobs (the listener's
+        `hear_due`), and to look up the due times missed meanwhile."""
+        self._hear = hear
+        self._next_due = next_due
+
+    def heard(self, up: bool) -> None:
+        """The listener began (True) or stopped (False) hearing announcements."""
+        self.hearing = up
+        self._known.clear()
+        if up:
+            self._heard_since = time.monotonic()
+            self._began.set()
+        else:
+            self._began.clear()
+
+    async def ready(self, waiter: Waiter, within: float) -> bool:
+        """Before `waiter` waits: make sure this process hears announcements for its
+        queues. True: hearing has just begun, and the waiter looks for jobs again first
+        (one may have been announced before); False: it may wait."""
+        if self.closed or not self.listening or self._next_due is None:
+            return False  # nothing to hear: the wait polls
+        self._active_at = self._loop.time()
+        if not self._wanted:
+            self._wanted = True
+            self._hear(True)
+            self._linger_after(self.linger_seconds)
+        if not self.hearing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._began.wait(), min(within, HEAR_TIMEOUT_SECONDS))
+            if not self.hearing:
+                return False  # not yet: the wait polls meanwhile
+        since = self._heard_since
+        missed = [queue for queue in waiter.queues if queue not in self._known]
+        if missed:
+            due = await self._next_due(missed)
+            if self._heard_since != since or not self.hearing:
+                return True  # hearing began anew meanwhile: look it up again
+            for queue, due_epoch in due:
+                self.announce(queue, due_epoch)
+            self._known.update(missed)
+        return bool(missed) or waiter.looked_at < since
+
     async def wait(self, waiter: Waiter, within: float) -> bool:
         """Until woken (True), or `within` seconds or the re-check interval pass (False)."""
         if self.closed:
             return False
-        interval = self.recheck_seconds if self.listening else self.poll_seconds
+        interval = self.recheck_seconds if self.hearing else self.poll_seconds
+        self._waiting += 1
         try:
             await asyncio.wait_for(asyncio.shield(waiter.woken), min(within, interval))
         except TimeoutError:
             return False
+        finally:
+            self._waiting -= 1
+            self._active_at = self._loop.time()
         return True
 
     def announce(self, queue: str, due_epoch: float, jobs: int | None = None) -> None:
@@ -118,9 +193,24 @@ class Wakeups:
             for waiter in waiters:
                 waiter.wake()
 
+    def _linger_after(self, delay: float) -> None:
+        self._linger = self._loop.call_later(delay, self._stop_hearing_when_idle)
+
+    def _stop_hearing_when_idle(self) -> None:
+        """Stop hearing once no waiter has waited for `linger_seconds`."""
+        self._linger = None
+        idle = self._loop.time() - self._active_at
+        if self._waiting or idle < self.linger_seconds:
+            self._linger_after(max(self.linger_seconds - idle, 0.0) or self.linger_seconds)
+            return
+        self._wanted = False
+        self._hear(False)
+
     def close(self) -> None:
         """Release every waiter now and for good: the service is stopping."""
         self.closed = True
+        if self._linger is not None:
+            self._linger.cancel()
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()

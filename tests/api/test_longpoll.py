@@ -14,19 +14,25 @@ from fastapi import FastAPI
 
 from app.db import listener
 from app.db.listener import APPLICATION_NAME
+from app.jobs.repository import JobsRepository
 from app.jobs.wakeups import Wakeups
 from tests.helpers import enqueue, lease
 
 WAIT = {"wait_seconds": 5}
 
 
-async def _listening(app: FastAPI, up: bool = True) -> None:
+async def _until(app: FastAPI, state: str, up: bool) -> None:
+    """Until the app's wakeups are `listening` (the connection) or `hearing` (due jobs)."""
     wakeups: Wakeups = app.state.wakeups
     for _ in range(200):
-        if wakeups.listening is up:
+        if getattr(wakeups, state) is up:
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"listener never became {'up' if up else 'down'}")
+    raise AssertionError(f"never {state} {up}")
+
+
+async def _listening(app: FastAPI, up: bool = True) -> None:
+    await _until(app, "listening", up)
 
 
 async def _terminate_listener(db: asyncpg.Connection) -> None:
@@ -215,3 +221,57 @@ async def test_shutdown_releases_waiting_requests(
     app.state.wakeups.close_threadsafe()
     leased, elapsed = await waiting
     assert leased == [] and elapsed < 2
+
+
+async def test_a_process_hears_due_jobs_only_while_leases_wait(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> None:
+    app, client = await _slow_client(app_factory, client_factory)
+    app.state.wakeups.linger_seconds = 0.3
+    job = await enqueue(client, "mail")
+    (held,) = await lease(client, "mail")  # found at once: nothing to hear
+    assert held["job"]["id"] == job["id"] and not app.state.wakeups.hearing
+    waiting = asyncio.create_task(_timed_lease(client, "mail", **WAIT))
+    await _until(app, "hearing", True)
+    later = await enqueue(client, "mail")
+    leased, elapsed = await waiting
+    assert [item["job"]["id"] for item in leased] == [later["id"]] and elapsed < 2
+    await _until(app, "hearing", False)  # the linger after the last wait
+
+
+async def test_a_job_announced_before_the_process_heard_is_leased_at_once(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> None:
+    """Enqueued after the lease's empty look, before its LISTEN: the lease looks again."""
+    app, client = await _slow_client(app_factory, client_factory)
+    wakeups: Wakeups = app.state.wakeups
+    enqueued: list[dict[str, Any]] = []
+
+    async def enqueue_then_hear() -> None:
+        enqueued.append(await enqueue(client, "mail"))
+        app.state.listener.hear_due(True)
+
+    def hear_late(wanted: bool) -> None:
+        if not wanted:
+            app.state.listener.hear_due(False)
+        else:
+            hearing.append(asyncio.create_task(enqueue_then_hear()))
+
+    hearing: list[asyncio.Task[None]] = []
+    wakeups.hear_with(hear_late, JobsRepository(app.state.db).next_due)
+    leased, elapsed = await _timed_lease(client, "mail", **WAIT)
+    assert [item["job"]["id"] for item in leased] == [enqueued[0]["id"]]
+    assert elapsed < 2  # not the wait's end, nor a re-check (30 s)
+
+
+async def test_a_job_another_process_delayed_before_this_one_waited_wakes_it_when_due(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> None:
+    app, waiter = await _slow_client(app_factory, client_factory)
+    _, producer = await _slow_client(app_factory, client_factory)
+    low = await enqueue(producer, "mail", delay_seconds=1.0, priority=-5)
+    await enqueue(producer, "mail", delay_seconds=60, priority=5)  # a later one, on top
+    assert not app.state.wakeups.hearing
+    leased, elapsed = await _timed_lease(waiter, "mail", **WAIT)
+    assert [item["job"]["id"] for item in leased] == [low["id"]]
+    assert 0.9 < elapsed < 2.5

@@ -1,4 +1,5 @@
-"""Who an announcement wakes: as many waiting requests as jobs announced, not the herd."""
+"""Who an announcement wakes: as many waiting requests as jobs announced, not the herd;
+and when a process hears announcements at all."""
 
 from __future__ import annotations
 
@@ -80,3 +81,71 @@ async def test_a_timer_wakes_as_many_as_the_jobs_falling_due() -> None:
         assert _woken(waiters) == [False] * 4
         await asyncio.sleep(0.3)
         assert _woken(waiters) == [True, True, False, False]
+
+
+def _hearing(wakeups: Wakeups, due: list[tuple[str, float]]) -> tuple[list[bool], list[str]]:
+    """Wire `wakeups` to a listener that hears at once when asked; what it was asked, and
+    the queues whose due times were looked up."""
+    asked: list[bool] = []
+    looked_up: list[str] = []
+
+    def hear(wanted: bool) -> None:
+        asked.append(wanted)
+        wakeups.heard(wanted)
+
+    async def next_due(queues: list[str]) -> list[tuple[str, float]]:
+        looked_up.extend(queues)
+        return due
+
+    wakeups.hear_with(hear, next_due)
+    wakeups.listening = True
+    return asked, looked_up
+
+
+async def test_a_waiter_that_looked_before_hearing_began_looks_again_first() -> None:
+    wakeups = _wakeups()
+    asked, looked_up = _hearing(wakeups, [])
+    with wakeups.waiter(["q"]) as first, wakeups.waiter(["q"]) as second:
+        second.reset()  # its look began before the process heard announcements
+        await asyncio.sleep(0.01)
+        assert await wakeups.ready(first, 5) is True  # hearing began: look again
+        assert asked == [True] and looked_up == ["q"]
+        assert await wakeups.ready(second, 5) is True  # "q" is known, but it looked before
+        assert looked_up == ["q"]  # once per queue
+        first.reset()
+        second.reset()
+        assert await wakeups.ready(first, 5) is False
+        assert await wakeups.ready(second, 5) is False
+
+
+async def test_due_times_missed_before_hearing_arm_the_timers() -> None:
+    wakeups = _wakeups()
+    _hearing(wakeups, [("q", time.time() + 0.2)])
+    with wakeups.waiter(["q"]) as waiter:
+        assert await wakeups.ready(waiter, 5) is True
+        waiter.reset()
+        assert await wakeups.ready(waiter, 5) is False
+        started = time.monotonic()
+        assert await wakeups.wait(waiter, 5) is True  # the looked-up due time's timer
+        assert 0.1 < time.monotonic() - started < 1
+
+
+async def test_hearing_stops_a_linger_after_the_last_wait() -> None:
+    wakeups = Wakeups(poll_seconds=30, recheck_seconds=30, linger_seconds=0.2)
+    asked, _ = _hearing(wakeups, [])
+    with wakeups.waiter(["q"]) as waiter:
+        await wakeups.ready(waiter, 5)
+        waiter.reset()
+        assert await wakeups.wait(waiter, 0.4) is False  # waiting holds the hearing on
+        assert asked == [True] and wakeups.hearing
+    await asyncio.sleep(0.35)
+    assert asked == [True, False] and not wakeups.hearing
+
+
+async def test_without_a_listener_a_waiter_waits_at_once() -> None:
+    wakeups = _wakeups()
+    asked, _ = _hearing(wakeups, [])
+    wakeups.listening = False  # the LISTEN connection is down: the wait polls
+    with wakeups.waiter(["q"]) as waiter:
+        assert await wakeups.ready(waiter, 5) is False
+    assert asked == []

@@ -137,6 +137,8 @@ class Leases:
                 left = deadline - time.monotonic()
                 if jobs or left <= 0 or self._wakeups.closed:
                     break
+                if await self._wakeups.ready(waiter, left):
+                    continue  # this process has just begun to hear announcements
                 await self._wakeups.wait(waiter, left)
                 if abandoned is not None and await abandoned():
                     return Leased([], [])
