@@ -139,8 +139,8 @@ class Wakeups:
         if not self.hearing:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._began.wait(), min(within, HEAR_TIMEOUT_SECONDS))
-            if not self.hearing:
-                return False  # not yet: the wait polls meanwhile
+            if not self.hearing or self.closed:
+                return False  # not yet: the wait polls meanwhile (or ends: closed)
         since = self._heard_since
         missed = [queue for queue in waiter.queues if queue not in self._known]
         if missed:
@@ -209,6 +209,7 @@ class Wakeups:
     def close(self) -> None:
         """Release every waiter now and for good: the service is stopping."""
         self.closed = True
+        self._began.set()  # a waiter waiting for hearing to begin stops waiting too
         if self._linger is not None:
             self._linger.cancel()
         for timer in self._timers.values():

@@ -149,3 +149,21 @@ async def test_without_a_listener_a_waiter_waits_at_once() -> None:
     with wakeups.waiter(["q"]) as waiter:
         assert await wakeups.ready(waiter, 5) is False
     assert asked == []
+
+
+async def test_closing_releases_a_waiter_waiting_for_hearing_to_begin() -> None:
+    wakeups = _wakeups()
+
+    async def next_due(queues: list[str]) -> list[tuple[str, float]]:
+        return []
+
+    wakeups.hear_with(lambda _wanted: None, next_due)  # a listener that never hears
+    wakeups.listening = True
+    with wakeups.waiter(["q"]) as waiter:
+        getting_ready = asyncio.create_task(wakeups.ready(waiter, 30))
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        wakeups.close()
+        assert await getting_ready is False
+        assert time.monotonic() - started < 1
+        assert await wakeups.wait(waiter, 30) is False
