@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -98,6 +98,23 @@ class BenchBase:
                 "bottleneck (try --generators 2)"
             )
         return result
+
+    @contextmanager
+    def idle_replica(self) -> Iterator[Callable[[], float]]:
+        """Another `jobq serve` process on the same database, serving nothing: yields a
+        function giving the CPU seconds it has used since (what each replica of a
+        deployment pays for work done elsewhere)."""
+        assert self.log_dir is not None
+        replica = Service(
+            self.url,
+            workers=1,
+            log_path=self.log_dir / "idle-replica.log",
+            extra_env=self.config.service_env,
+        )
+        with replica:
+            meter = TreeMeter(replica.pid)
+            start = sum(meter.per_process().values())
+            yield lambda: sum(meter.per_process().values()) - start
 
     @contextmanager
     def serving(self, service: Service) -> Iterator[None]:

@@ -38,10 +38,14 @@ def _get(*path: str) -> Callable[[dict[str, Any]], float | None]:
 def _ratio(
     numerator: Callable[[dict[str, Any]], float | None],
     denominator: Callable[[dict[str, Any]], float | None],
+    *,
+    percent: bool = False,
 ) -> Callable[[dict[str, Any]], float | None]:
     def read(scenarios: dict[str, Any]) -> float | None:
         top, bottom = numerator(scenarios), denominator(scenarios)
-        return None if top is None or not bottom else round(top / bottom, 3)
+        if top is None or not bottom:
+            return None
+        return round(top / bottom * 100, 2) if percent else round(top / bottom, 3)
 
     return read
 
@@ -110,6 +114,18 @@ TARGETS = [
         _first(
             _get("paired", "median", "single", "vs_floor_whole"),
             _ratio(_get("single", "jobs_per_s"), _get("floor", "whole", "single", "jobs_per_s")),
+        ),
+    ),
+    Target(
+        "idle_replica_share",
+        "single-job path: an idle replica's CPU per job, % of the serving processes'",
+        "<=",
+        2,
+        "%",
+        _ratio(
+            _get("single", "idle_replica_us_per_job"),
+            _get("single", "cpu", "service_us_per_job"),
+            percent=True,
         ),
     ),
     Target(

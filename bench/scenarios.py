@@ -304,8 +304,9 @@ class Scenarios(BenchBase):
         self.say(
             f"single-job path: {c.single_jobs:,} jobs, {c.single_concurrency} concurrent loops"
         )
-        with self.profiled("single"):
+        with self.idle_replica() as replica_seconds, self.profiled("single"):
             run = self.run_single("bench-single")
+            idle_seconds = replica_seconds()
         states = self.db(database.job_states(self.url))
         if run.total("jobs") != c.single_jobs or states != {"succeeded": c.single_jobs}:
             raise RuntimeError(f"single: {run.total('jobs')} of {c.single_jobs}; table: {states}")
@@ -318,6 +319,8 @@ class Scenarios(BenchBase):
             "seconds": round(seconds, 3),
             "jobs_per_s": round(c.single_jobs / seconds, 1),
             "cpu": self.cpu(run, c.single_jobs),
+            # a second `jobq serve` on the database, serving nothing meanwhile
+            "idle_replica_us_per_job": round(idle_seconds / c.single_jobs * 1e6, 2),
         }
         self.say(f"  {self.scenarios['single']['jobs_per_s']:,.0f} jobs/s")
 

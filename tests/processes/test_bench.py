@@ -99,6 +99,9 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         _cpu_reported(scenarios[key]["cpu"])
     single = scenarios["single"]  # enqueue, lease (again when it came back empty), complete
     assert single["calls"] == 3 * single["jobs"] + single["empty_leases"]
+    # a second replica serving nothing meanwhile: its CPU, metered (clock ticks: maybe 0)
+    assert isinstance(single["idle_replica_us_per_job"], int | float)
+    assert single["idle_replica_us_per_job"] >= 0
     for key in (
         "batch",
         "batch_with_finish",
@@ -218,12 +221,17 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "wait_latency_p99",
         "dashboard_queue_page_p50",
         "lease_latency_ratio",
+        "idle_replica_share",
     }
     assert set(targets) == measured | {f"soak_{bound.key}" for bound in BOUNDS}
     for key in measured:
         target = targets[key]
-        assert isinstance(target["measured"], int | float) and target["measured"] > 0, target
+        assert isinstance(target["measured"], int | float), target
+        assert target["measured"] > 0 or key == "idle_replica_share", target
         assert isinstance(target["pass"], bool), target
+    assert targets["idle_replica_share"]["measured"] == round(
+        single["idle_replica_us_per_job"] / single["cpu"]["service_us_per_job"] * 100, 2
+    )
     assert all(targets[key]["pass"] is None for key in set(targets) - measured)  # no soak
     # the targets against the floors are judged on the rounds run back to back
     median = paired["median"]
