@@ -91,8 +91,8 @@ class Paired(Scenarios):
 
     def _round(self, number: int, services: dict[str, Service]) -> dict[str, Any]:
         figures: dict[str, Any] = {}
+        order = _rotated(LEGS, number)
         for load in LOADS:
-            order = _rotated(LEGS, number)
             runs = {leg: self._load(load, leg, services[leg]) for leg in order}
             rates = {leg: runs[leg][0] for leg in LEGS}
             figures[load] = {

@@ -41,7 +41,7 @@ class Waiter:
         self.queues = tuple(queues)
         self.typed = typed  # it only takes some job types
         self.woken = asyncio.get_running_loop().create_future()
-        self.looked_at = time.monotonic()  # when its last look for jobs began
+        self.looked_at = 0.0  # (monotonic) when its last look for jobs began: `reset`
 
     def wake(self) -> bool:
         """Whether this woke it (False: it was awake already)."""
@@ -199,9 +199,12 @@ class Wakeups:
     def _stop_hearing_when_idle(self) -> None:
         """Stop hearing once no waiter has waited for `linger_seconds`."""
         self._linger = None
+        if self._waiting:
+            self._linger_after(self.linger_seconds)
+            return
         idle = self._loop.time() - self._active_at
-        if self._waiting or idle < self.linger_seconds:
-            self._linger_after(max(self.linger_seconds - idle, 0.0) or self.linger_seconds)
+        if idle < self.linger_seconds:
+            self._linger_after(self.linger_seconds - idle)
             return
         self._wanted = False
         self._hear(False)
