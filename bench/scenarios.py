@@ -310,15 +310,10 @@ class Scenarios(BenchBase):
         states = self.db(database.job_states(self.url))
         if run.total("jobs") != c.single_jobs or states != {"succeeded": c.single_jobs}:
             raise RuntimeError(f"single: {run.total('jobs')} of {c.single_jobs}; table: {states}")
-        seconds = max(r["t1"] for r in run.results) - run.started
         self.scenarios["single"] = {
-            "jobs": c.single_jobs,
-            "concurrency": c.single_concurrency,
+            **self.load_figures(run, c.single_jobs, "t1", concurrency=c.single_concurrency),
             "calls": run.total("calls"),  # the loads count every call, enqueues included
             "empty_leases": run.total("empty_leases"),
-            "seconds": round(seconds, 3),
-            "jobs_per_s": round(c.single_jobs / seconds, 1),
-            "cpu": self.cpu(run, c.single_jobs),
             # a second `jobq serve` on the database, serving nothing meanwhile
             "idle_replica_us_per_job": round(idle_seconds / c.single_jobs * 1e6, 2),
         }
