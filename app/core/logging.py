@@ -10,7 +10,7 @@ message alone, in the format jobq always had:
 While the handler `configure` installed writes JSON and is the only one a record would
 reach (no other handler, no filter: a test's log capture adds one), `event` writes its
 line there directly, without a log record: the same line for half the cost (an access-
-log line 3.2 us instead of 6.7, docs/performance.md).
+log line 3.2 us instead of 6.7, docs/performance/service.md).
 
 Payloads, metadata, results, error messages, idempotency keys, lease tokens and API keys
 are never logged: events name jobs by id, queue and type.
