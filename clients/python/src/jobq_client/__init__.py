@@ -48,6 +48,7 @@ from jobq_client._errors import (
     UnsupportedMediaType,
     ValidationError,
 )
+from jobq_client._job import Job, JobCancelled, Permanent, Retry
 from jobq_client._models import (
     Ack,
     AckResult,
@@ -69,7 +70,7 @@ from jobq_client._models import (
     Ref,
     Related,
 )
-from jobq_client._worker import Job, JobCancelled, Permanent, Retry, Worker
+from jobq_client._worker import Worker
 
 __version__ = "0.1.0"
 

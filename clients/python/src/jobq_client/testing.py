@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from jobq_client._job import Job
 from jobq_client._models import ErrorInfo, JobRecord, Lease, Parent
-from jobq_client._worker import Job, Worker, _failure
+from jobq_client._worker import Worker, _failure
 
 __all__ = ["Outcome", "run"]
 
