@@ -73,8 +73,8 @@ def create_engine(url: str, pool_size: int, *, pooler: bool = False) -> AsyncEng
             **caches,
             # No plan_cache_mode override: the statements are written so that the
             # generic plan PostgreSQL may cache after five runs is the right one (see
-            # FINISH in queries.py); forcing a fresh plan per call cost the one-job
-            # path ~0.4 ms per enqueue.
+            # finish_one in app/jobs/finish.sql); forcing a fresh plan per call cost
+            # the one-job path ~0.4 ms per enqueue.
             "server_settings": {"application_name": "jobq"},
         },
     )

@@ -1,7 +1,8 @@
 """Named SQL: `.sql` files of statements written with `:name` parameters, run on asyncpg
 as `$n` prepared statements.
 
-Each domain keeps its statements in one `queries.sql`, in this form:
+Each domain keeps its statements in `.sql` files beside its repository (`queries.sql`,
+or a few files by what their statements do), in this form:
 
     -- name: lease
     -- Claim up to `max_jobs` due jobs from the given queues for one worker.
@@ -119,14 +120,21 @@ def load(path: Path) -> dict[str, Statement]:
 
 
 class Queries:
-    """The statements of one `.sql` file; `queries["lease"]` fails at import for a typo."""
+    """The statements of a domain's `.sql` files, by name; `queries["lease"]` fails at
+    import for a typo, and a name defined in two of the files is refused."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.statements = load(path)
+    def __init__(self, *paths: Path) -> None:
+        self.paths = paths
+        self.statements: dict[str, Statement] = {}
+        for path in paths:
+            for name, statement in load(path).items():
+                if name in self.statements:
+                    raise ValueError(f"{path.name}: statement {name!r} is defined twice")
+                self.statements[name] = statement
 
     def __getitem__(self, name: str) -> Statement:
         try:
             return self.statements[name]
         except KeyError:
-            raise KeyError(f"{self.path.name} has no statement {name!r}") from None
+            files = ", ".join(path.name for path in self.paths)
+            raise KeyError(f"no statement {name!r} in {files}") from None

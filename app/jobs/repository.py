@@ -1,4 +1,5 @@
-"""Runs the queue core's named SQL (`queries.sql`) and hands back typed rows. Knows no rules."""
+"""Runs the queue core's named SQL (`enqueue.sql`, `lease.sql`, `finish.sql`, `jobs.sql`)
+and hands back typed rows. Knows no rules."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ from app.jobs.rows import (
     many,
 )
 
-QUERIES = Queries(Path(__file__).with_name("queries.sql"))
+QUERIES = Queries(
+    *(Path(__file__).with_name(f"{part}.sql") for part in ("enqueue", "lease", "finish", "jobs"))
+)
 ENQUEUE_ONE = QUERIES["enqueue_one"]
 ENQUEUE_HELD_OR_REFUSED = QUERIES["enqueue_held_or_refused"]
 ENQUEUE_MANY = QUERIES["enqueue_many"]

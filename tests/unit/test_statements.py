@@ -57,8 +57,18 @@ def test_a_file_without_names_or_purposes_is_refused(
 def test_an_unknown_statement_name_fails_at_import(tmp_path: Path) -> None:
     queries = Queries(_file(tmp_path, "-- name: lease\n-- Lease.\nSELECT 1;\n"))
     assert queries["lease"].sql == "SELECT 1"
-    with pytest.raises(KeyError, match=r"queries\.sql has no statement 'leese'"):
+    with pytest.raises(KeyError, match=r"no statement 'leese' in queries\.sql"):
         queries["leese"]
+
+
+def test_a_name_in_two_files_of_a_domain_is_refused(tmp_path: Path) -> None:
+    first = _file(tmp_path, "-- name: lease\n-- Lease.\nSELECT 1;\n")
+    second = tmp_path / "more.sql"
+    second.write_text("-- name: finish\n-- Finish.\nSELECT 2;\n")
+    assert set(Queries(first, second).statements) == {"lease", "finish"}
+    second.write_text(second.read_text() + "-- name: lease\n-- Again.\nSELECT 3;\n")
+    with pytest.raises(ValueError, match=r"more\.sql: statement 'lease' is defined twice"):
+        Queries(first, second)
 
 
 def test_arguments_follow_the_parameters_order() -> None:
