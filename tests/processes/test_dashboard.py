@@ -238,6 +238,19 @@ def test_an_admin_acts_with_confirmations_and_sees_answers(
     assert admin.get("/v1/queues/late").json()["counts"]["queued"] == 0
     assert "Delete every queued job of late?" in dialogs
 
+    # delete, confirmed: back to the job's queue, the outcome still shown there
+    gone = admin.post("/v1/queues/bye/jobs", json={"type": "t"}).json()
+    page.goto(f"{service.url}/ui/#/job/{gone['id']}")
+    expect(page.locator("h1")).to_contain_text(f"Job {gone['id']} queued")
+    page.get_by_role("button", name="Delete").click()
+    expect(page).to_have_url(re.compile(r"#/queue/bye$"))
+    expect(page.get_by_role("heading", name="Queue bye")).to_be_visible()
+    expect(page.locator("#status")).to_contain_text("delete: done")
+    assert admin.get(f"/v1/jobs/{gone['id']}").status_code == 404
+    assert f"Delete job {gone['id']}?" in dialogs
+    page.get_by_role("link", name="Queues", exact=True).click()  # a page the user opens
+    expect(page.locator("#status")).to_be_hidden()
+
     # text in the idempotency key, and a time range
     for key in ("order-1", "order-2", "invoice-1"):
         admin.post("/v1/queues/keys/jobs", json={"type": "t", "idempotency_key": key})

@@ -101,6 +101,14 @@ function json(value) {
     el("pre", {}, text));
 }
 
+let keepStatus = false; // the next page was opened by an action: its outcome stays shown
+
+// Open `hash` after an action, keeping the action's outcome in the status line.
+function goKeepingStatus(hash) {
+  if (location.hash === hash) render();
+  else { keepStatus = true; location.hash = hash; }
+}
+
 function say(message, error = false) {
   statusBar.hidden = !message;
   statusBar.className = error ? "error" : "";
@@ -318,7 +326,7 @@ async function jobPage(id) {
         ? button("Retry", () => act("retry", "POST", `/v1/jobs/${id}/retry`, {})) : null,
       job.state !== "running" ? button("Delete", () => act("delete", "DELETE", `/v1/jobs/${id}`,
         undefined, { confirm: `Delete job ${id}?`,
-          then: () => { location.hash = queueHref(job.queue); } }), true) : null),
+          then: () => goKeepingStatus(queueHref(job.queue)) }), true) : null),
     kv([
       ["queue", link(queueHref(job.queue), job.queue)], ["type", job.type],
       ["attempt", `${job.attempt} of ${job.max_attempts}`], ["priority", String(job.priority)],
@@ -428,7 +436,11 @@ async function start() {
   await render();
 }
 
-window.addEventListener("hashchange", () => { say(""); render(); });
+window.addEventListener("hashchange", () => {
+  if (!keepStatus) say(""); // a page the user opened starts with no old outcome shown
+  keepStatus = false;
+  render();
+});
 document.addEventListener("visibilitychange", () => {
   if (!document.hidden) render({ refresh: true });
 });
