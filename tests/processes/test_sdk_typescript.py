@@ -39,16 +39,22 @@ WORKER_TIMEOUT_SECONDS = 120
 
 
 def _run(*command: str, timeout: float, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(
-        list(command),
-        cwd=CLIENT,
-        env=env or clean_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    try:
+        result = subprocess.run(
+            list(command),
+            cwd=CLIENT,
+            env=env or clean_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:  # what it printed so far says where it hung
+        # (bytes, whatever `text` says: what the process wrote before it was stopped)
+        printed = b"".join(o for o in (exc.stdout, exc.stderr) if isinstance(o, bytes))
+        said = printed.decode(errors="replace")
+        pytest.fail(f"$ {' '.join(command)}: not done in {timeout:.0f} s\n{said}")
     output = f"$ {' '.join(command)}\n{result.stdout}{result.stderr}"
     assert result.returncode == 0, output
     return output
@@ -147,6 +153,7 @@ async def test_the_node_worker_leases_heartbeats_and_finishes_jobs(
     assert "stopped after 3 jobs" in output
 
 
+@pytest.mark.timeout(NPM_TIMEOUT_SECONDS + WORKER_TIMEOUT_SECONDS)
 def test_the_worker_passes_its_own_tests_against_the_service(
     node_modules: None, service: Service
 ) -> None:

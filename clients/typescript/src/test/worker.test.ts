@@ -9,6 +9,8 @@ import { createJobq, Permanent, Retry, Worker, type Job } from "../index.js";
 const jobq = createJobq();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const quiet = () => undefined;
+// Each takes seconds; one that hangs is named and ended here, and the others still run.
+const TEST = { timeout: 30_000 };
 
 async function enqueue(queue: string, type: string, payload: unknown = null): Promise<number> {
   const { data, error } = await jobq.POST("/v1/queues/{queue}/jobs", {
@@ -32,7 +34,7 @@ async function until(check: () => Promise<boolean>, ms = 15000): Promise<void> {
   }
 }
 
-test("runs at most `concurrency` handlers at once, leasing as slots free up", async () => {
+test("runs at most `concurrency` handlers at once, leasing as slots free up", TEST, async () => {
   const ids = await Promise.all(Array.from({ length: 6 }, (_, i) => enqueue("ts-c", "nap", i)));
   let now = 0;
   let most = 0;
@@ -51,7 +53,7 @@ test("runs at most `concurrency` handlers at once, leasing as slots free up", as
   assert.deepEqual((await job(ids[5]!)).result, { slept: 5 });
 });
 
-test("reports progress and keeps a job past its lease with heartbeats", async () => {
+test("reports progress and keeps a job past its lease with heartbeats", TEST, async () => {
   const id = await enqueue("ts-p", "long");
   const worker = new Worker({ queues: ["ts-p"], leaseSeconds: 2, waitSeconds: 1, log: quiet })
     .handle("long", async ({ progress }) => {
@@ -69,7 +71,7 @@ test("reports progress and keeps a job past its lease with heartbeats", async ()
   assert.equal(done.progress?.percent, 50);
 });
 
-test("honours cancellation, Permanent and Retry", async () => {
+test("honours cancellation, Permanent and Retry", TEST, async () => {
   const cancelled = await enqueue("ts-f", "loop");
   const permanent = await enqueue("ts-f", "bad");
   const later = await enqueue("ts-f", "busy");
