@@ -205,7 +205,8 @@ class Bench(Paired, Soak):
                     for name in c.scenarios:
                         self.attempt(name, steps[name])
                 except Exception:
-                    self.console.print(f"[red]service log (tail):[/]\n{service.log_tail()}")
+                    self.console.print("[red]service log (tail):[/]")
+                    self.console.print(service.log_tail(), markup=False, highlight=False)
                     raise
                 access_lines = service.access_log_lines()
             exit_code = service.process.returncode if service.process else None

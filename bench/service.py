@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -23,6 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 40.0
 ACCESS_LOGGER = "uvicorn.access"
+# a line logged at ERROR or above, in the JSON format or the text one
+_ERROR_LEVEL = re.compile(r'"level":"(?:error|critical)"| (?:ERROR|CRITICAL) ')
 
 
 class ServiceError(RuntimeError):
@@ -162,11 +165,17 @@ class Service:
         return sorted(counts, reverse=True)
 
     def log_tail(self, lines: int = 40) -> str:
+        """The log's last `lines`, after any error logged before them (the first 10):
+        the cause of a failure is often an error far above the tail."""
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return ""
-        return "\n".join(text.splitlines()[-lines:])
+        every = text.splitlines()
+        earlier = [line for line in every[:-lines] if _ERROR_LEVEL.search(line)][:10]
+        if earlier:
+            earlier = ["(errors above the tail)", *earlier, "(the tail)"]
+        return "\n".join([*earlier, *every[-lines:]])
 
     def access_log_lines(self) -> int:
         """How many requests uvicorn wrote an access-log line for."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import itertools
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -85,8 +86,10 @@ class Wakeups:
         self._linger: asyncio.TimerHandle | None = None
         # per queue, in the order they began to wait (a dict as an ordered set)
         self._waiters: dict[str, dict[Waiter, None]] = defaultdict(dict)
-        # per queue, a heap of (epoch seconds, jobs due then; None: unknown)
-        self._due: dict[str, list[tuple[float, int | None]]] = defaultdict(list)
+        # per queue, a heap of (epoch seconds, order, jobs due then; None: unknown); the
+        # order breaks ties, so two entries of one due time never compare their counts
+        self._due: dict[str, list[tuple[float, int, int | None]]] = defaultdict(list)
+        self._order = itertools.count()
         self._timers: dict[str, asyncio.TimerHandle] = {}
 
     @contextlib.contextmanager
@@ -175,7 +178,7 @@ class Wakeups:
             return
         heap = self._due[queue]
         if len(heap) < MAX_TIMERS_PER_QUEUE:
-            heapq.heappush(heap, (due_epoch, jobs))
+            heapq.heappush(heap, (due_epoch, next(self._order), jobs))
         self._arm(queue)
 
     def wake(self, queue: str, jobs: int | None = None) -> None:
@@ -242,7 +245,7 @@ class Wakeups:
         now = time.time()
         jobs: int | None = 0
         while heap and heap[0][0] <= now:
-            _, count = heapq.heappop(heap)
+            _, _, count = heapq.heappop(heap)
             jobs = None if jobs is None or count is None else jobs + count
         self._timers.pop(queue, None)
         self.wake(queue, jobs)

@@ -83,6 +83,21 @@ async def test_a_timer_wakes_as_many_as_the_jobs_falling_due() -> None:
         assert _woken(waiters) == [True, True, False, False]
 
 
+async def test_one_due_time_announced_with_and_without_a_count_wakes_them_all() -> None:
+    # A retried job's due time, announced by its statement (1 job) and looked up when
+    # hearing began (a count not known): the heap compared 1 with None, a TypeError that
+    # failed the lease that looked it up (a 500 in CI's soak).
+    wakeups = _wakeups()
+    with _waiting(wakeups, 3) as waiters:
+        soon = time.time() + 0.1
+        wakeups.announce("q", soon, 1)
+        wakeups.announce("q", soon)
+        wakeups.announce("q", soon, 2)
+        assert _woken(waiters) == [False] * 3
+        await asyncio.sleep(0.3)
+        assert _woken(waiters) == [True] * 3  # some jobs of unknown count: everyone
+
+
 def _hearing(wakeups: Wakeups, due: list[tuple[str, float]]) -> tuple[list[bool], list[str]]:
     """Wire `wakeups` to a listener that hears at once when asked; what it was asked, and
     the queues whose due times were looked up."""
