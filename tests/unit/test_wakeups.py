@@ -8,6 +8,9 @@ import contextlib
 import time
 from collections.abc import Iterator
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from app.jobs.wakeups import Waiter, Wakeups
 
 
@@ -182,3 +185,49 @@ async def test_closing_releases_a_waiter_waiting_for_hearing_to_begin() -> None:
         assert await getting_ready is False
         assert time.monotonic() - started < 1
         assert await wakeups.wait(waiter, 30) is False
+
+
+# One announcement: the queue, when it falls due (seconds from the test's start; -1: at
+# once), and its job count (None: not known). Few distinct due times, so that several
+# announcements share one, as a job's own announcement and a looked-up due time do.
+_announcements = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b"]),
+        st.sampled_from([-1.0, 0.02, 0.04]),
+        st.one_of(st.none(), st.integers(min_value=1, max_value=3)),
+    ),
+    max_size=8,
+)
+_waiters = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.booleans()), max_size=6)
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(waiters=_waiters, announcements=_announcements)
+def test_any_announcements_wake_whom_their_counts_say(
+    waiters: list[tuple[str, bool]], announcements: list[tuple[str, float, int | None]]
+) -> None:
+    async def scenario() -> None:
+        wakeups = _wakeups()
+        with contextlib.ExitStack() as stack:
+            waiting = [
+                (queue, typed, stack.enter_context(wakeups.waiter([queue], typed=typed)))
+                for queue, typed in waiters
+            ]
+            start = time.time()
+            for queue, due, jobs in announcements:
+                wakeups.announce(queue, start + due, jobs)
+            await asyncio.sleep(0.08)  # every timer has fired
+            for queue in ("a", "b"):
+                told = [jobs for q, _, jobs in announcements if q == queue]
+                mine = [(typed, w.woken.done()) for q, typed, w in waiting if q == queue]
+                plain = [woken for typed, woken in mine if not typed]
+                if any(jobs is None for jobs in told):
+                    expected = [True] * len(plain)  # a count not known: everyone
+                else:
+                    count = min(sum(j for j in told if j is not None), len(plain))
+                    expected = [True] * count + [False] * (len(plain) - count)  # oldest first
+                assert plain == expected, (queue, told)
+                assert all(woken for typed, woken in mine if typed) or not told
+        wakeups.close()
+
+    asyncio.run(scenario())
