@@ -119,12 +119,18 @@ class Wakeups:
         self._next_due = next_due
 
     def heard(self, up: bool) -> None:
-        """The listener began (True) or stopped (False) hearing announcements."""
+        """The listener began (True) or stopped (False) hearing announcements.
+
+        When hearing begins, every waiter looks again: one that was already waiting (it
+        came while a stop was asked and not yet done, or gave up waiting for hearing to
+        begin) may have missed an announcement meanwhile.
+        """
         self.hearing = up
         self._known.clear()
         if up:
             self._heard_since = time.monotonic()
             self._began.set()
+            self.wake_all()
         else:
             self._began.clear()
 

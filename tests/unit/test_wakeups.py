@@ -160,6 +160,37 @@ async def test_hearing_stops_a_linger_after_the_last_wait() -> None:
     assert asked == [True, False] and not wakeups.hearing
 
 
+async def test_a_waiter_that_waited_through_a_pause_in_hearing_looks_again() -> None:
+    # The linger asks the listener to stop; a waiter comes before it has stopped, finds
+    # the process still hearing and waits. The listener stops (what is announced then is
+    # not heard) and begins again, for the new waiter: the waiter must look again, not
+    # sleep through the re-check interval on a hint it may have missed.
+    wakeups = Wakeups(poll_seconds=30, recheck_seconds=30, linger_seconds=0.05)
+    asked: list[bool] = []
+
+    async def next_due(queues: list[str]) -> list[tuple[str, float]]:
+        return []
+
+    wakeups.hear_with(asked.append, next_due)  # the listener answers when the test says
+    wakeups.listening = True
+    with wakeups.waiter(["q"]) as first:
+        getting_ready = asyncio.create_task(wakeups.ready(first, 5))
+        await asyncio.sleep(0.01)
+        wakeups.heard(True)
+        assert await getting_ready is True
+    await asyncio.sleep(0.15)  # the linger passed: stopping is asked, not yet done
+    assert asked == [True, False] and wakeups.hearing
+    with wakeups.waiter(["q"]) as waiter:
+        waiter.reset()
+        assert await wakeups.ready(waiter, 5) is False  # still hearing: it may wait
+        assert asked == [True, False, True]
+        waiting = asyncio.create_task(wakeups.wait(waiter, 5))
+        await asyncio.sleep(0.01)
+        wakeups.heard(False)  # stopped; a job announced now goes unheard
+        wakeups.heard(True)  # and hearing again, as the waiter asked
+        assert await asyncio.wait_for(waiting, 1) is True  # woken to look again
+
+
 async def test_without_a_listener_a_waiter_waits_at_once() -> None:
     wakeups = _wakeups()
     asked, _ = _hearing(wakeups, [])
