@@ -239,6 +239,30 @@ async def test_a_process_hears_due_jobs_only_while_leases_wait(
     await _until(app, "hearing", False)  # the linger after the last wait
 
 
+async def test_a_retry_heard_before_a_pause_in_hearing_wakes_a_later_waiter(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> None:
+    """The retry's due time reaches the process twice: announced with its count while the
+    process hears, and looked up (count unknown) when it begins to hear again. Once, the
+    two made the lease answer 500 (CI's soak)."""
+    app, client = await _slow_client(app_factory, client_factory)
+    app.state.wakeups.linger_seconds = 0.3
+    job = await enqueue(client, "mail")
+    (held,) = await lease(client, "mail")
+    elsewhere = asyncio.create_task(lease(client, "other", wait_seconds=1))
+    await _until(app, "hearing", True)
+    failed = await client.post(
+        f"/v1/leases/{held['lease_id']}/fail",
+        json={"error": {"type": "E"}, "retry_after_seconds": 2.5},
+    )
+    assert failed.json()["state"] == "queued"  # announced: due in 2.5 s, one job
+    assert await elsewhere == []
+    await _until(app, "hearing", False)  # the linger after the last wait
+    leased, elapsed = await _timed_lease(client, "mail", **WAIT)  # begins to hear again
+    assert [item["job"]["id"] for item in leased] == [job["id"]]
+    assert elapsed < 2.5
+
+
 async def test_a_job_announced_before_the_process_heard_is_leased_at_once(
     app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
 ) -> None:
