@@ -24,6 +24,11 @@ from tests.helpers import create_key
 from tests.processes.replicas import Replica
 
 CHROMIUM = os.environ.get("JOBQ_CHROMIUM", "/usr/bin/chromium")
+# What the page should come to, it must within 15 s, not Playwright's default 5: CI runs
+# both database modes at once on two cores, and an action's call and the page it renders
+# can stall there for seconds (a step once failed with its status line still empty when
+# the 5 s ran out).
+expect.set_options(timeout=15_000)
 SCRIPT = "<script>window.pwned = true</script><img src=x onerror=alert(1)>"
 
 
