@@ -101,6 +101,11 @@ async def test_one_due_time_announced_with_and_without_a_count_wakes_them_all() 
         assert _woken(waiters) == [True] * 3  # some jobs of unknown count: everyone
 
 
+async def _nothing_due(queues: list[str]) -> list[tuple[str, float]]:
+    """A look-up of missed due times that finds none."""
+    return []
+
+
 def _hearing(wakeups: Wakeups, due: list[tuple[str, float]]) -> tuple[list[bool], list[str]]:
     """Wire `wakeups` to a listener that hears at once when asked; what it was asked, and
     the queues whose due times were looked up."""
@@ -168,10 +173,7 @@ async def test_a_waiter_that_waited_through_a_pause_in_hearing_looks_again() -> 
     wakeups = Wakeups(poll_seconds=30, recheck_seconds=30, linger_seconds=0.05)
     asked: list[bool] = []
 
-    async def next_due(queues: list[str]) -> list[tuple[str, float]]:
-        return []
-
-    wakeups.hear_with(asked.append, next_due)  # the listener answers when the test says
+    wakeups.hear_with(asked.append, _nothing_due)  # the listener answers when the test says
     wakeups.listening = True
     with wakeups.waiter(["q"]) as first:
         getting_ready = asyncio.create_task(wakeups.ready(first, 5))
@@ -203,10 +205,7 @@ async def test_without_a_listener_a_waiter_waits_at_once() -> None:
 async def test_closing_releases_a_waiter_waiting_for_hearing_to_begin() -> None:
     wakeups = _wakeups()
 
-    async def next_due(queues: list[str]) -> list[tuple[str, float]]:
-        return []
-
-    wakeups.hear_with(lambda _wanted: None, next_due)  # a listener that never hears
+    wakeups.hear_with(lambda _wanted: None, _nothing_due)  # a listener that never hears
     wakeups.listening = True
     with wakeups.waiter(["q"]) as waiter:
         getting_ready = asyncio.create_task(wakeups.ready(waiter, 30))
