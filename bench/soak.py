@@ -10,7 +10,8 @@ p99) and the service's memory (RSS of all its processes).
 After a warm-up (the first fifth of the run), the early third of the samples is compared
 with the late third: a figure is flat when the late mean is within its bound of the
 early mean (sizes and latency 20 %, memory 10 %, dead tuples, which autovacuum makes a
-saw-tooth, 50 %).
+saw-tooth, 50 %). Only the samples of the load's steady phase count: not those taken
+while its workers stop, nor after (the table then holds what was sent last, unleased).
 """
 
 from __future__ import annotations
@@ -191,6 +192,8 @@ class Soak(BenchBase):
                 sampler.join()
         latencies = [(float(t), float(ms)) for r in run.results for t, ms in r["samples"]]
         self._latency_per_interval(samples, latencies)
+        steady_until = min(float(r["steady_until"]) for r in run.results)
+        steady = [s for s in samples if s["wall"] <= steady_until]
         enqueued, leased = run.total("enqueued"), run.total("leased")
         self.scenarios["soak"] = {
             "minutes": c.soak_minutes,
@@ -203,11 +206,17 @@ class Soak(BenchBase):
             "failed_once": run.total("failed"),
             "late_enqueues": run.total("late_enqueues"),
             "cpu": self.cpu(run, max(enqueued, 1)),
-            "summary": summarize(samples),
+            "steady_until": steady_until,
+            "steady_samples": len(steady),
+            "summary": summarize(steady),
             "samples": samples,
         }
         flat = [f["flat"] for f in self.scenarios["soak"]["summary"].values()]
-        self.say(f"  {enqueued:,} enqueued, {leased:,} leased; flat {flat.count(True)}/{len(flat)}")
+        late = self.scenarios["soak"]["late_enqueues"]
+        self.say(
+            f"  {enqueued:,} enqueued ({late:,} over a second late), {leased:,} leased; "
+            f"flat {flat.count(True)}/{len(flat)}"
+        )
 
     @staticmethod
     def _latency_per_interval(

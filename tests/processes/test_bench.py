@@ -257,11 +257,18 @@ def test_the_soak_samples_sizes_latency_and_memory(database_url: str, tmp_path: 
     assert set(report["scenarios"]) == {"soak"}  # alone, with no --only
     soak = report["scenarios"]["soak"]
     assert soak["enqueued"] == 1500  # 100 jobs/s for 15 s
+    # each job sent when due, over several connections: none a second behind the rate
+    assert soak["late_enqueues"] == 0
     assert 0 < soak["leased"] <= soak["enqueued"] + soak["failed_once"]
     assert soak["failed_once"] > 0  # 1 in 5 failed once, to be leased again
     samples = soak["samples"]
     assert len(samples) >= 8  # every 1.5 s
     assert [s["t_s"] for s in samples] == sorted(s["t_s"] for s in samples)
+    # the summary compares the samples of the steady phase only, not its workers' stop
+    steady = soak["steady_samples"]
+    assert 8 <= steady <= len(samples)
+    assert all(s["wall"] <= soak["steady_until"] for s in samples[:steady])
+    assert all(s["wall"] > soak["steady_until"] for s in samples[steady:])
     for sample in samples:
         _positive(sample, "table_mb", "index_mb", "rss_mb")
         assert sample["dead_tuples"] >= 0 and sample["live_tuples"] >= 0
