@@ -61,6 +61,7 @@ class Config:
     soak_rate: float = 200.0
     soak_workers: int = 4
     soak_fail_every: int = 20
+    soak_reference_rate: float = 50.0
     scenarios: list[str] = field(default_factory=lambda: list(DEFAULT_SCENARIOS))
     database_name: str = database.DEFAULT_DATABASE
     service_env: dict[str, str] = field(default_factory=dict)
@@ -280,6 +281,12 @@ def parser() -> argparse.ArgumentParser:
         type=_positive,
         help="1 in N of the soak's jobs fails once, then succeeds [default: 20]",
     )
+    a(
+        "--soak-reference-rate",
+        type=float,
+        help="enqueues per second of the framework floor's soak load, run beside jobq's "
+        "as the machine's reference; 0: none [default: 50]",
+    )
     a("--no-warmup", action="store_true", help="skip the untimed warm-up round")
     a(
         "--service-env",
@@ -327,6 +334,7 @@ _OPTIONS = (
     "soak_rate",
     "soak_workers",
     "soak_fail_every",
+    "soak_reference_rate",
 )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.soak import BOUNDS, render_soak
+from bench.soak import JUDGED, render_soak
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ TARGETS = [
             "x",
             _soak(bound.key),
         )
-        for bound in BOUNDS
+        for bound in JUDGED
     ),
 ]
 

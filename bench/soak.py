@@ -12,6 +12,13 @@ with the late third: a figure is flat when the late mean is within its bound of 
 early mean (sizes and latency 20 %, memory 10 %, dead tuples, which autovacuum makes a
 saw-tooth, 50 %). Only the samples of the load's steady phase count: not those taken
 while its workers stop, nor after (the table then holds what was sent last, unleased).
+
+This machine's speed moves by tens of percent within minutes, and the latency with it.
+So the framework floor (`bench.floor`, long-polling over LISTEN, no retention) takes the
+same kind of load beside jobq's, at `--soak-reference-rate` (a fraction of jobq's rate,
+not to crowd it), and each sample also holds the floor's latency over the same seconds:
+jobq's latency against the floor's, late against early, is jobq's own drift with the
+machine's taken out.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import asyncio
 import statistics
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +76,19 @@ BOUNDS = (
     Bound("latency_p99_ms", "enqueue-to-lease p99", "ms", 1.2),
     Bound("rss_mb", "service memory (RSS)", "MB", 1.1),
 )
+REFERENCE_BOUNDS = (  # the machine's drift: reported, not judged as jobq's
+    Bound("floor_latency_p50_ms", "the floor's enqueue-to-lease p50", "ms", 1.2),
+    Bound("floor_latency_p99_ms", "the floor's enqueue-to-lease p99", "ms", 1.2),
+)
+RELATIVE_BOUNDS = (  # jobq's latency / the floor's over the same seconds
+    Bound("latency_p50_vs_floor", "enqueue-to-lease p50 / the floor's", "x", 1.2),
+    Bound("latency_p99_vs_floor", "enqueue-to-lease p99 / the floor's", "x", 1.2),
+)
+_RELATIVE_TO = (  # (jobq's, the floor's) of each of RELATIVE_BOUNDS
+    ("latency_p50_ms", "floor_latency_p50_ms"),
+    ("latency_p99_ms", "floor_latency_p99_ms"),
+)
+JUDGED = (*BOUNDS, *RELATIVE_BOUNDS)
 
 
 def _rss_mb(pid: int) -> float:
@@ -94,29 +115,42 @@ def interval_for(seconds: float) -> float:
     return min(MAX_INTERVAL_SECONDS, seconds / SAMPLES_AT_LEAST)
 
 
-def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """The early and late means after the warm-up, their ratio, and whether it is flat."""
+def _figure(bound: Bound, first: float, last: float) -> dict[str, Any]:
+    change = last / first if first else (1.0 if not last else float("inf"))
+    return {
+        "what": bound.what,
+        "unit": bound.unit,
+        "early": round(first, 2 if bound.unit != "x" else 3),
+        "late": round(last, 2 if bound.unit != "x" else 3),
+        "late_vs_early": round(change, 3),
+        "at_most": bound.most,
+        "flat": change <= bound.most,
+    }
+
+
+def summarize(samples: list[dict[str, Any]], *, reference: bool = False) -> dict[str, Any]:
+    """The early and late means after the warm-up, their ratio, and whether it is flat;
+    with the floor's `reference` load, its latency and jobq's against it too."""
     settled = samples[int(len(samples) * WARMUP_FRACTION) :]
     third = max(1, len(settled) // 3)
     early, late = settled[:third], settled[-third:]
+    means: dict[str, tuple[float, float]] = {}
     figures: dict[str, Any] = {}
-    for bound in BOUNDS:
+    for bound in (*BOUNDS, *(REFERENCE_BOUNDS if reference else ())):
         before = [s[bound.key] for s in early if s.get(bound.key) is not None]
         after = [s[bound.key] for s in late if s.get(bound.key) is not None]
         if not before or not after:
             figures[bound.key] = {"what": bound.what, "flat": None}
             continue
-        first, last = statistics.fmean(before), statistics.fmean(after)
-        change = last / first if first else (1.0 if not last else float("inf"))
-        figures[bound.key] = {
-            "what": bound.what,
-            "unit": bound.unit,
-            "early": round(first, 2),
-            "late": round(last, 2),
-            "late_vs_early": round(change, 3),
-            "at_most": bound.most,
-            "flat": change <= bound.most,
-        }
+        means[bound.key] = statistics.fmean(before), statistics.fmean(after)
+        figures[bound.key] = _figure(bound, *means[bound.key])
+    if reference:
+        for bound, (jobq, floor) in zip(RELATIVE_BOUNDS, _RELATIVE_TO, strict=True):
+            if jobq not in means or floor not in means or not all(means[floor]):
+                figures[bound.key] = {"what": bound.what, "flat": None}
+                continue
+            (jobq_early, jobq_late), (floor_early, floor_late) = means[jobq], means[floor]
+            figures[bound.key] = _figure(bound, jobq_early / floor_early, jobq_late / floor_late)
     return figures
 
 
@@ -138,11 +172,26 @@ class Soak(BenchBase):
             self.url, workers=c.workers, log_path=self.log_dir / "soak.log", extra_env=env
         )
         self.db(database.reset_jobs(self.url))
+        reference = c.soak_reference_rate > 0
         self.say(
             f"soak: {c.soak_minutes:g} min, {c.soak_rate:g} jobs/s, {c.soak_workers} workers "
             f"long-polling, 1 in {c.soak_fail_every} failing once, retention "
             f"{SOAK_RETAIN_SECONDS} s; a sample every {interval:g} s"
+            + (
+                f"; beside it the framework floor at {c.soak_reference_rate:g} jobs/s"
+                if reference
+                else ""
+            )
         )
+        load = {
+            "queue": SOAK_QUEUE,
+            "seconds": seconds,
+            "workers": c.soak_workers,
+            "max_jobs": 10,
+        }
+        loads = [
+            {**load, "base_url": service.url, "rate": c.soak_rate, "fail_every": c.soak_fail_every}
+        ]
         samples: list[dict[str, Any]] = []
         stop = threading.Event()
 
@@ -169,32 +218,40 @@ class Soak(BenchBase):
                     f"RSS {last['rss_mb']:.0f} MB"
                 )
 
-        with service, self.serving(service):
+        with ExitStack() as stack:
+            stack.enter_context(service)
+            stack.enter_context(self.serving(service))
+            if reference:
+                self.db(database.prepare_bare(self.url, 0))
+                floor = stack.enter_context(
+                    Service(
+                        self.url, workers=c.workers, log_path=self.log_dir / "soak-floor.log",
+                        app="floor",
+                    )
+                )  # fmt: skip
+                loads.append(
+                    {
+                        **load,
+                        "base_url": floor.url,
+                        "rate": c.soak_reference_rate,
+                        "fail_every": 0,  # the floor has no retries
+                        "notify": True,
+                    }
+                )
             sampler = threading.Thread(target=sample, name="soak-sampler", daemon=True)
             sampler.start()
             try:
-                run = self.generate(
-                    "soak",
-                    [
-                        {
-                            "base_url": service.url,
-                            "queue": SOAK_QUEUE,
-                            "rate": c.soak_rate,
-                            "seconds": seconds,
-                            "workers": c.soak_workers,
-                            "max_jobs": 10,
-                            "fail_every": c.soak_fail_every,
-                        }
-                    ],
-                )
+                run = self.generate("soak", loads)
             finally:
                 stop.set()
                 sampler.join()
-        latencies = [(float(t), float(ms)) for r in run.results for t, ms in r["samples"]]
-        self._latency_per_interval(samples, latencies)
+        jobq = run.results[0]  # the floor's, if any, is the second
+        self._latency_per_interval(samples, jobq["samples"])
+        if reference:
+            self._latency_per_interval(samples, run.results[1]["samples"], prefix="floor_")
         steady_until = min(float(r["steady_until"]) for r in run.results)
         steady = [s for s in samples if s["wall"] <= steady_until]
-        enqueued, leased = run.total("enqueued"), run.total("leased")
+        enqueued, leased = int(jobq["enqueued"]), int(jobq["leased"])
         self.scenarios["soak"] = {
             "minutes": c.soak_minutes,
             "rate_per_s": c.soak_rate,
@@ -203,15 +260,26 @@ class Soak(BenchBase):
             "interval_s": interval,
             "enqueued": enqueued,
             "leased": leased,
-            "failed_once": run.total("failed"),
+            "failed_once": int(jobq["failed"]),
             "late_enqueues": run.total("late_enqueues"),
+            # the service's CPU is jobq's; PostgreSQL's and the load's include the floor's
             "cpu": self.cpu(run, max(enqueued, 1)),
+            "reference": (
+                {
+                    "rate_per_s": c.soak_reference_rate,
+                    "enqueued": int(run.results[1]["enqueued"]),
+                    "leased": int(run.results[1]["leased"]),
+                }
+                if reference
+                else None
+            ),
             "steady_until": steady_until,
             "steady_samples": len(steady),
-            "summary": summarize(steady),
+            "summary": summarize(steady, reference=reference),
             "samples": samples,
         }
-        flat = [f["flat"] for f in self.scenarios["soak"]["summary"].values()]
+        summary = self.scenarios["soak"]["summary"]
+        flat = [summary[bound.key]["flat"] for bound in JUDGED if bound.key in summary]
         late = self.scenarios["soak"]["late_enqueues"]
         self.say(
             f"  {enqueued:,} enqueued ({late:,} over a second late), {leased:,} leased; "
@@ -220,16 +288,17 @@ class Soak(BenchBase):
 
     @staticmethod
     def _latency_per_interval(
-        samples: list[dict[str, Any]], latencies: list[tuple[float, float]]
+        samples: list[dict[str, Any]], latencies: list[tuple[float, float]], prefix: str = ""
     ) -> None:
-        """Each sample gets the p50 and p99 of the jobs leased since the one before."""
+        """Each sample gets the p50 and p99 of the jobs leased since the one before
+        (`latencies`: [arrived, ms] each); the floor's figures named with `prefix`."""
         previous = 0.0
         for s in samples:
             window = [ms for arrived, ms in latencies if previous < arrived <= s["wall"]]
             previous = s["wall"]
-            s["leased"] = len(window)
-            s["latency_p50_ms"] = round(percentile(window, 50), 2) if window else None
-            s["latency_p99_ms"] = round(percentile(window, 99), 2) if window else None
+            s[f"{prefix}leased"] = len(window)
+            for q in (50, 99):
+                s[f"{prefix}latency_p{q}_ms"] = round(percentile(window, q), 2) if window else None
 
 
 SHOWN_SAMPLES = 20
@@ -243,11 +312,16 @@ def render_soak(soak: dict[str, Any], console: Console) -> None:
         title=f"Soak: {soak['minutes']:g} min at {soak['rate_per_s']:g} jobs/s, "
         f"retention {soak['retain_seconds']} s ({soak['enqueued']:,} enqueued)"
     )
+    reference = bool(soak.get("reference"))
     for column in (
         "t (s)", "table MB", "index MB", "live", "dead", "vacuums",
-        "leased", "p50 ms", "p99 ms", "RSS MB",
+        "leased", "p50 ms", "p99 ms", *(("floor p50", "floor p99") if reference else ()),
+        "RSS MB",
     ):  # fmt: skip
         table.add_column(column, justify="right")
+    latencies = ["latency_p50_ms", "latency_p99_ms"]
+    if reference:
+        latencies += ["floor_latency_p50_ms", "floor_latency_p99_ms"]
     for s in samples[::step]:
         table.add_row(
             f"{s['t_s']:.0f}",
@@ -257,18 +331,22 @@ def render_soak(soak: dict[str, Any], console: Console) -> None:
             f"{s['dead_tuples']:,}",
             f"{s['vacuums']}",
             f"{s.get('leased', 0):,}",
-            "-" if s.get("latency_p50_ms") is None else f"{s['latency_p50_ms']:.2f}",
-            "-" if s.get("latency_p99_ms") is None else f"{s['latency_p99_ms']:.2f}",
+            *("-" if s.get(key) is None else f"{s[key]:.2f}" for key in latencies),
             f"{s['rss_mb']:.0f}",
         )
     console.print(table)
     summary = Table(title="Soak after warm-up: early third against late third")
     for column in ("figure", "early", "late", "late / early", "at most", ""):
         summary.add_column(column, justify="left" if column == "figure" else "right")
-    for figure in soak["summary"].values():
+    machine = {bound.key for bound in REFERENCE_BOUNDS}
+    for key, figure in soak["summary"].items():
         if figure["flat"] is None:
             summary.add_row(figure["what"], "-", "-", "-", "-", "[dim]not measured[/]")
             continue
+        if key in machine:  # the machine's drift, the reference for jobq's: not judged
+            verdict = "[dim]reference[/]"
+        else:
+            verdict = "[green]flat[/]" if figure["flat"] else "[red]GROWS[/]"
         unit = f" {figure['unit']}" if figure["unit"] else ""
         summary.add_row(
             figure["what"],
@@ -276,6 +354,6 @@ def render_soak(soak: dict[str, Any], console: Console) -> None:
             f"{figure['late']:,.2f}{unit}",
             f"{figure['late_vs_early']:.3f}",
             f"{figure['at_most']:g}",
-            "[green]flat[/]" if figure["flat"] else "[red]GROWS[/]",
+            verdict,
         )
     console.print(summary)

@@ -4,7 +4,8 @@ One producer enqueues single jobs at a fixed rate, each carrying the time it was
 `workers` long-poll (up to `max_jobs` each, `wait_seconds` 5), record each first
 attempt's enqueue-to-lease latency with the time it arrived, and ack each batch with one
 `/v1/acks` call: every `fail_every`-th job fails once (retried after the backoff),
-the rest complete.
+the rest complete. With `notify`, each enqueue asks the framework floor (`bench.floor`),
+which has no retries, to wake its long-pollers, as jobq always does.
 
 The producer sends each job when it is due, whether or not the one before has been
 answered, over up to `PRODUCER_CONNECTIONS` connections: the rate is the load's, not
@@ -58,6 +59,8 @@ class SoakLoad(HttpLoad):
         samples: list[tuple[float, float]] = []  # (arrived, enqueue-to-lease ms)
         counts = {"enqueued": 0, "leased": 0, "failed": 0, "late_enqueues": 0}
         path = f"/v1/queues/{queue}/jobs"
+        if self.params.get("notify"):
+            path += "?notify=true"  # the framework floor notifies only when asked
         started = time.time()
         ends = started + seconds
 
@@ -105,7 +108,7 @@ class SoakLoad(HttpLoad):
                     continue
                 for lease in leases:
                     job = lease["job"]
-                    if job["attempt"] == 1:
+                    if job.get("attempt", 1) == 1:  # the floor's jobs have no attempts
                         samples.append((arrived, (arrived - job["payload"]["sent"]) * 1000))
                 counts["leased"] += len(leases)
                 acked = expect(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bench import calls
-from bench.soak import BOUNDS
+from bench.soak import BOUNDS, JUDGED, REFERENCE_BOUNDS, RELATIVE_BOUNDS
 from tests.conftest import _drop
 
 REPO = Path(__file__).resolve().parents[2]
@@ -223,7 +223,7 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "lease_latency_ratio",
         "idle_replica_share",
     }
-    assert set(targets) == measured | {f"soak_{bound.key}" for bound in BOUNDS}
+    assert set(targets) == measured | {f"soak_{bound.key}" for bound in JUDGED}
     for key in measured:
         target = targets[key]
         assert isinstance(target["measured"], int | float), target
@@ -274,13 +274,26 @@ def test_the_soak_samples_sizes_latency_and_memory(database_url: str, tmp_path: 
         assert sample["dead_tuples"] >= 0 and sample["live_tuples"] >= 0
     assert sum(s["leased"] for s in samples) > 0
     assert any(s["latency_p99_ms"] for s in samples)
-    assert set(soak["summary"]) == {bound.key for bound in BOUNDS}
-    for figure in soak["summary"].values():
+    # beside it, the framework floor's load at 50 jobs/s (the default), sampled alike
+    reference = soak["reference"]
+    assert reference["rate_per_s"] == 50 and reference["enqueued"] == 750
+    assert 0 < reference["leased"] <= reference["enqueued"]
+    assert sum(s["floor_leased"] for s in samples) == reference["leased"]
+    assert any(s["floor_latency_p99_ms"] for s in samples)
+    summary = soak["summary"]
+    every = (*BOUNDS, *REFERENCE_BOUNDS, *RELATIVE_BOUNDS)
+    assert set(summary) == {bound.key for bound in every}
+    for figure in summary.values():
         assert isinstance(figure["flat"], bool), figure
         assert figure["late_vs_early"] >= 0, figure
-    soak_targets = [t for t in report["targets"] if t["key"].startswith("soak_")]
-    assert len(soak_targets) == len(BOUNDS)
-    assert all(isinstance(t["pass"], bool) for t in soak_targets)
+    for q in (50, 99):  # jobq's drift with the floor's taken out
+        jobq, floor = summary[f"latency_p{q}_ms"], summary[f"floor_latency_p{q}_ms"]
+        relative = summary[f"latency_p{q}_vs_floor"]["late_vs_early"]
+        expected = jobq["late_vs_early"] / floor["late_vs_early"]
+        assert relative == pytest.approx(expected, rel=0.01)
+    soak_targets = {t["key"]: t for t in report["targets"] if t["key"].startswith("soak_")}
+    assert set(soak_targets) == {f"soak_{bound.key}" for bound in JUDGED}
+    assert all(isinstance(t["pass"], bool) for t in soak_targets.values())
 
 
 CALLS_TIMEOUT_SECONDS = 300
