@@ -15,10 +15,10 @@ while its workers stop, nor after (the table then holds what was sent last, unle
 
 This machine's speed moves by tens of percent within minutes, and the latency with it.
 So the framework floor (`bench.floor`, long-polling over LISTEN, no retention) takes the
-same kind of load beside jobq's, at `--soak-reference-rate` (a fraction of jobq's rate,
-not to crowd it), and each sample also holds the floor's latency over the same seconds:
-jobq's latency against the floor's, late against early, is jobq's own drift with the
-machine's taken out.
+same kind of load beside jobq's, in one process at `--soak-reference-rate` (a fraction
+of jobq's rate, not to crowd it), and each sample also holds the floor's latency over
+the same seconds: jobq's latency against the floor's, late against early, is jobq's
+own drift with the machine's taken out.
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ class Soak(BenchBase):
                 self.db(database.prepare_bare(self.url, 0))
                 floor = stack.enter_context(
                     Service(
-                        self.url, workers=c.workers, log_path=self.log_dir / "soak-floor.log",
+                        self.url, workers=1, log_path=self.log_dir / "soak-floor.log",
                         app="floor",
                     )
                 )  # fmt: skip
