@@ -261,7 +261,7 @@ class Soak(BenchBase):
             "enqueued": enqueued,
             "leased": leased,
             "failed_once": int(jobq["failed"]),
-            "late_enqueues": run.total("late_enqueues"),
+            "late_enqueues": int(jobq["late_enqueues"]),
             # the service's CPU is jobq's; PostgreSQL's and the load's include the floor's
             "cpu": self.cpu(run, max(enqueued, 1)),
             "reference": (
@@ -269,6 +269,7 @@ class Soak(BenchBase):
                     "rate_per_s": c.soak_reference_rate,
                     "enqueued": int(run.results[1]["enqueued"]),
                     "leased": int(run.results[1]["leased"]),
+                    "late_enqueues": int(run.results[1]["late_enqueues"]),
                 }
                 if reference
                 else None

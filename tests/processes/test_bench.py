@@ -278,6 +278,7 @@ def test_the_soak_samples_sizes_latency_and_memory(database_url: str, tmp_path: 
     reference = soak["reference"]
     assert reference["rate_per_s"] == 50 and reference["enqueued"] == 750
     assert 0 < reference["leased"] <= reference["enqueued"]
+    assert reference["late_enqueues"] == 0
     assert sum(s["floor_leased"] for s in samples) == reference["leased"]
     assert any(s["floor_latency_p99_ms"] for s in samples)
     summary = soak["summary"]
