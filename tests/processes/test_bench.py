@@ -279,7 +279,8 @@ def test_the_soak_samples_sizes_latency_and_memory(database_url: str, tmp_path: 
     assert reference["rate_per_s"] == 50 and reference["enqueued"] == 750
     assert 0 < reference["leased"] <= reference["enqueued"]
     assert reference["late_enqueues"] == 0
-    assert sum(s["floor_leased"] for s in samples) == reference["leased"]
+    # (jobs leased after the last sample are in no window: at most all of them)
+    assert 0 < sum(s["floor_leased"] for s in samples) <= reference["leased"]
     assert any(s["floor_latency_p99_ms"] for s in samples)
     summary = soak["summary"]
     every = (*BOUNDS, *REFERENCE_BOUNDS, *RELATIVE_BOUNDS)
