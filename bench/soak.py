@@ -66,6 +66,7 @@ class Bound:
     what: str
     unit: str
     most: float  # late mean / early mean at most this
+    against: str = ""  # for jobq's figure / the floor's: the key of jobq's figure
 
 
 BOUNDS = (
@@ -76,18 +77,17 @@ BOUNDS = (
     Bound("latency_p99_ms", "enqueue-to-lease p99", "ms", 1.2),
     Bound("rss_mb", "service memory (RSS)", "MB", 1.1),
 )
+FLOOR = "floor_"  # the reference floor's figures: jobq's keys with this prefix
 REFERENCE_BOUNDS = (  # the machine's drift: reported, not judged as jobq's
-    Bound("floor_latency_p50_ms", "the floor's enqueue-to-lease p50", "ms", 1.2),
-    Bound("floor_latency_p99_ms", "the floor's enqueue-to-lease p99", "ms", 1.2),
+    Bound(f"{FLOOR}latency_p50_ms", "the floor's enqueue-to-lease p50", "ms", 1.2),
+    Bound(f"{FLOOR}latency_p99_ms", "the floor's enqueue-to-lease p99", "ms", 1.2),
 )
 RELATIVE_BOUNDS = (  # jobq's latency / the floor's over the same seconds
-    Bound("latency_p50_vs_floor", "enqueue-to-lease p50 / the floor's", "x", 1.2),
-    Bound("latency_p99_vs_floor", "enqueue-to-lease p99 / the floor's", "x", 1.2),
-)
-_RELATIVE_TO = (  # (jobq's, the floor's) of each of RELATIVE_BOUNDS
-    ("latency_p50_ms", "floor_latency_p50_ms"),
-    ("latency_p99_ms", "floor_latency_p99_ms"),
-)
+    Bound("latency_p50_vs_floor", "enqueue-to-lease p50 / the floor's", "x", 1.2,
+          against="latency_p50_ms"),
+    Bound("latency_p99_vs_floor", "enqueue-to-lease p99 / the floor's", "x", 1.2,
+          against="latency_p99_ms"),
+)  # fmt: skip
 JUDGED = (*BOUNDS, *RELATIVE_BOUNDS)
 
 
@@ -117,11 +117,12 @@ def interval_for(seconds: float) -> float:
 
 def _figure(bound: Bound, first: float, last: float) -> dict[str, Any]:
     change = last / first if first else (1.0 if not last else float("inf"))
+    digits = 3 if bound.unit == "x" else 2
     return {
         "what": bound.what,
         "unit": bound.unit,
-        "early": round(first, 2 if bound.unit != "x" else 3),
-        "late": round(last, 2 if bound.unit != "x" else 3),
+        "early": round(first, digits),
+        "late": round(last, digits),
         "late_vs_early": round(change, 3),
         "at_most": bound.most,
         "flat": change <= bound.most,
@@ -145,7 +146,8 @@ def summarize(samples: list[dict[str, Any]], *, reference: bool = False) -> dict
         means[bound.key] = statistics.fmean(before), statistics.fmean(after)
         figures[bound.key] = _figure(bound, *means[bound.key])
     if reference:
-        for bound, (jobq, floor) in zip(RELATIVE_BOUNDS, _RELATIVE_TO, strict=True):
+        for bound in RELATIVE_BOUNDS:
+            jobq, floor = bound.against, f"{FLOOR}{bound.against}"
             if jobq not in means or floor not in means or not all(means[floor]):
                 figures[bound.key] = {"what": bound.what, "flat": None}
                 continue
@@ -248,7 +250,7 @@ class Soak(BenchBase):
         jobq = run.results[0]  # the floor's, if any, is the second
         self._latency_per_interval(samples, jobq["samples"])
         if reference:
-            self._latency_per_interval(samples, run.results[1]["samples"], prefix="floor_")
+            self._latency_per_interval(samples, run.results[1]["samples"], prefix=FLOOR)
         steady_until = min(float(r["steady_until"]) for r in run.results)
         steady = [s for s in samples if s["wall"] <= steady_until]
         enqueued, leased = int(jobq["enqueued"]), int(jobq["leased"])
@@ -322,7 +324,7 @@ def render_soak(soak: dict[str, Any], console: Console) -> None:
         table.add_column(column, justify="right")
     latencies = ["latency_p50_ms", "latency_p99_ms"]
     if reference:
-        latencies += ["floor_latency_p50_ms", "floor_latency_p99_ms"]
+        latencies += [f"{FLOOR}{key}" for key in latencies]
     for s in samples[::step]:
         table.add_row(
             f"{s['t_s']:.0f}",
