@@ -1,7 +1,8 @@
 """The dashboard in a real browser (Debian's Chromium, driven by Playwright) against a real
 `jobq serve` on real PostgreSQL, with API keys: sign in, every page, filters and paging,
 each action and its confirmation, a refusal's reason, live refresh, an escaped payload,
-a `read` key that cannot act."""
+a `read` key that cannot act, a `work` key refused at sign-in, jobs shown as links, a
+traceback shown as its lines, the queues table whole on a laptop's screen."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import os
 import re
 import shutil
 import time
+import traceback
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +37,14 @@ SCRIPT = "<script>window.pwned = true</script><img src=x onerror=alert(1)>"
 
 @pytest.fixture(scope="module")
 def keys(database_url: str) -> Iterator[dict[str, str]]:
-    """An admin and a read key; none left after (the other tests rely on open mode)."""
+    """An admin, a read and a work key; none left after (the other tests rely on open
+    mode)."""
 
     async def make() -> dict[str, str]:
         return {
             "admin": await create_key(database_url, "ui-admin", ["admin"]),
             "read": await create_key(database_url, "ui-read", ["read"]),
+            "work": await create_key(database_url, "ui-work", ["work", "enqueue"]),
         }
 
     async def forget() -> None:
@@ -295,3 +300,185 @@ def test_the_pages_are_served_locally_with_strict_headers(service: Replica) -> N
     started = time.monotonic()
     assert httpx.get(f"{service.url}/ui/swagger/swagger-ui-bundle.js").status_code == 200
     assert time.monotonic() - started < 5
+
+
+def _run_schedule_now(database_url: str, name: str) -> None:
+    """Its next tick two minutes ago: the scheduler's next pass makes the ticks since."""
+
+    async def back() -> None:
+        conn = await asyncpg.connect(plain(database_url))
+        try:
+            await conn.execute(
+                "UPDATE jobq.schedules SET next_tick = date_trunc('minute', now())"
+                " - interval '2 minutes' WHERE name = $1",
+                name,
+            )
+        finally:
+            await conn.close()
+
+    # in a thread of its own: Playwright's sync API runs an event loop in this one
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, back()).result()
+
+
+def _links(cell: Any) -> list[tuple[str, str | None]]:
+    """The (text, href) of each link in `cell`."""
+    anchors = cell.locator("a")
+    return [(a.inner_text(), a.get_attribute("href")) for a in anchors.all()]
+
+
+def test_workers_and_schedules_show_their_jobs_as_links(
+    page: Page, service: Replica, keys: dict[str, str], admin: httpx.Client, database_url: str
+) -> None:
+    for _ in range(2):
+        admin.post("/v1/queues/links/jobs", json={"type": "t"})
+    body = {"queues": ["links"], "max_jobs": 2, "worker_id": "link-worker"}
+    held = sorted(
+        lease["job"]["id"] for lease in admin.post("/v1/leases", json=body).json()["leases"]
+    )
+    assert len(held) == 2
+    admin.put(
+        "/v1/schedules/minutely",
+        json={"queue": "links-cron", "type": "tick", "cron": "* * * * *", "catch_up": "all"},
+    )
+    _run_schedule_now(database_url, "minutely")
+    deadline = time.monotonic() + 30
+    runs: list[dict[str, Any]] = []
+    while len(runs) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        runs = [r for r in admin.get("/v1/schedules/minutely").json()["recent_runs"] if r["job_id"]]
+    assert len(runs) >= 2, runs
+    made = [r["job_id"] for r in runs][:5]  # the page shows the last five, newest first
+
+    page.clock.install()  # standing still: no refresh replaces a cell while it is read
+    page.clock.pause_at(time.time() * 1000 + 1000)
+    _sign_in(page, service, keys["read"])
+    page.get_by_role("link", name="Workers").click()
+    row = page.locator("tbody tr", has=page.get_by_role("cell", name="link-worker"))
+    jobs = row.locator("td").last
+    expect(jobs.locator("a")).to_have_count(2)
+    assert _links(jobs) == [(str(i), f"#/job/{i}") for i in held]
+    expect(jobs).to_have_text(f"{held[0]}, {held[1]}")
+
+    page.get_by_role("link", name="Schedules").click()
+    row = page.locator("tbody tr", has=page.get_by_role("cell", name="minutely"))
+    last_jobs = row.locator("td").last
+    expect(last_jobs.locator("a")).to_have_count(len(made))
+    assert _links(last_jobs) == [(str(i), f"#/job/{i}") for i in made]
+    last_jobs.get_by_role("link", name=str(made[0])).click()
+    expect(page.get_by_role("heading", name=f"Job {made[0]}")).to_be_visible()
+
+
+def _parse_address(text: str) -> str:
+    if "@" not in text:
+        raise ValueError(f"not an e-mail address: {text!r}")
+    return text
+
+
+def _python_traceback() -> str:
+    """A real one, as the Python SDK sends in an error's details."""
+    try:
+        _parse_address("nobody")
+    except ValueError as exc:
+        return "".join(traceback.format_exception(exc))
+    raise AssertionError("unreachable")
+
+
+def test_a_python_traceback_reads_as_its_lines_under_the_error(
+    page: Page, service: Replica, keys: dict[str, str], admin: httpx.Client
+) -> None:
+    trace = _python_traceback()
+    admin.post("/v1/queues/trace/jobs", json={"type": "signup", "max_attempts": 1})
+    (lease,) = _lease(admin, "trace")
+    error = {
+        "type": "ValueError",
+        "message": "not an e-mail address: 'nobody'",
+        "details": {"traceback": trace, "host": "worker-3"},
+    }
+    admin.post(f"/v1/leases/{lease['lease_id']}/fail", json={"error": error, "retryable": False})
+
+    # the page's clock stands still: no refresh replaces what is read below
+    page.clock.install()
+    page.clock.pause_at(time.time() * 1000 + 1000)
+    _sign_in(page, service, keys["read"])
+    page.goto(f"{service.url}/ui/#/job/{lease['job']['id']}")
+    expect(page.locator("h1")).to_contain_text("failed")
+    last = page.locator(".last-error")
+    expect(last.locator(".error-head")).to_have_text("ValueErrornot an e-mail address: 'nobody'")
+    # the traceback as the lines it is, not one JSON string with \n in it
+    shown = page.get_by_label("stack trace")
+    expect(shown).to_be_visible()
+    lines = shown.inner_text().splitlines()
+    assert lines == trace.rstrip().splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert len(lines) >= 5
+    assert "\\n" not in last.inner_text()
+    # what else the worker sent is still there, as JSON
+    expect(last.locator("pre", has_text='"host": "worker-3"')).to_be_visible()
+    # the error's message stays readable, above its traceback
+    head = last.locator(".error-head").bounding_box()
+    box = shown.bounding_box()
+    assert head is not None and box is not None and head["y"] < box["y"]
+
+
+def test_a_key_that_cannot_read_is_refused_at_sign_in_with_the_reason(
+    page: Page, service: Replica, keys: dict[str, str]
+) -> None:
+    page.clock.install()
+    page.goto(f"{service.url}/")
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    page.get_by_label("API key").fill(keys["work"])
+    page.get_by_role("button", name="Sign in").click()
+    refusal = page.get_by_role("alert")
+    expect(refusal).to_contain_text("lacks the 'read' scope")
+    expect(refusal).to_contain_text("the dashboard needs a key with the read or admin scope")
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    expect(page.locator("#who")).not_to_contain_text("signed in")
+    assert page.evaluate("sessionStorage.getItem('jobq.apiKey')") is None
+    page.clock.run_for(2500)  # a refresh keeps the reason shown
+    expect(refusal).to_contain_text("the read or admin scope")
+
+    # a key the service does not know: its reason too
+    page.get_by_label("API key").fill("jobq_nosuchkey_0123456789abcdef")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("The service refused this key")
+    expect(page.get_by_role("alert")).not_to_contain_text("read or admin")
+
+    # a read key after a refused one signs in
+    page.get_by_label("API key").fill(keys["read"])
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Queues")).to_be_visible()
+    expect(page.locator("#who")).to_contain_text("read only")
+    expect(page.get_by_role("alert")).to_have_count(0)
+
+
+def test_the_queues_table_is_whole_on_a_laptop_screen(
+    page: Page, service: Replica, keys: dict[str, str], admin: httpx.Client
+) -> None:
+    # a queue with every limit, holding jobs back: the widest limits cell there is
+    admin.put(
+        "/v1/queues/limited/settings",
+        json={
+            "max_running": 20,
+            "max_running_per_key": 1,
+            "rate_limit": {"jobs": 1000, "per_seconds": 60},
+        },
+    )
+    for i in range(6):
+        admin.post(
+            "/v1/queues/limited/jobs",
+            json={"type": "t", "concurrency_key": f"customer-{i % 2}"},
+        )
+    _lease(admin, "limited", 6)
+    # the page's clock stands still: no refresh replaces the table while it is measured
+    page.clock.install()
+    page.clock.pause_at(time.time() * 1000 + 1000)
+    _sign_in(page, service, keys["read"])
+    expect(page.locator("tr", has_text="limited")).to_contain_text("held back")
+    for width in (1400, 1920, 1280):
+        page.set_viewport_size({"width": width, "height": 900})
+        frame = page.locator(".scroll", has=page.get_by_role("columnheader", name="limits"))
+        sizes = frame.evaluate("(e) => [e.scrollWidth, e.clientWidth]")
+        assert 0 < sizes[0] <= sizes[1], (width, sizes)
+        limits = page.get_by_role("columnheader", name="limits").bounding_box()
+        assert limits is not None and limits["x"] + limits["width"] <= width, (width, limits)

@@ -7,6 +7,7 @@ const REFRESH_MS = 2000;
 const view = document.getElementById("view");
 const statusBar = document.getElementById("status");
 let canAct = false;
+let refusal = null; // why the last key given cannot be used, shown until another is
 let timer = null;
 
 // ---- talking to the API ------------------------------------------------------------------
@@ -42,7 +43,7 @@ function el(tag, attrs = {}, ...children) {
     if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
     else node.setAttribute(name, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) { // a cell may hold lists of [", ", link]
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -196,10 +197,10 @@ async function queuesPage() {
     fmt(q.counts.due), fmt(q.counts.queued - q.counts.due), fmt(q.counts.running),
     fmt(q.counts.waiting), fmt(q.counts.failed), fmt(q.last_hour.succeeded),
     duration(q.oldest_due_age_seconds),
-    `${fmt(q.last_minute.enqueued)} / ${fmt(q.last_minute.succeeded + q.last_minute.failed)}`,
-    `${duration(q.last_hour.wait_seconds.p50)} / ${duration(q.last_hour.wait_seconds.p95)}`,
-    `${duration(q.last_hour.run_seconds.p50)} / ${duration(q.last_hour.run_seconds.p95)}`,
-    limitsText(q.limits),
+    pair(fmt(q.last_minute.enqueued), fmt(q.last_minute.succeeded + q.last_minute.failed)),
+    pair(duration(q.last_hour.wait_seconds.p50), duration(q.last_hour.wait_seconds.p95)),
+    pair(duration(q.last_hour.run_seconds.p50), duration(q.last_hour.run_seconds.p95)),
+    limitsLines(q.limits),
   ]);
   const db = data.database;
   return [
@@ -217,16 +218,31 @@ async function queuesPage() {
   ];
 }
 
+const pair = (a, b) => el("span", { class: "nowrap" }, `${a} / ${b}`);
 const card = (label, value) => el("div", { class: "card" }, el("b", {}, value), label);
 
-function limitsText(limits) {
-  if (!limits) return "–";
+// The limits in force, and the jobs they hold back: [limits, held back or null]
+function limitsParts(limits) {
   const parts = [];
   if (limits.max_running !== null) parts.push(`max_running ${limits.max_running}`);
   if (limits.max_running_per_key !== null) parts.push(`per key ${limits.max_running_per_key}`);
   if (limits.rate_limit) parts.push(`rate ${limits.rate_limit.jobs}/${limits.rate_limit.per_seconds}s (${limits.rate_limit.used} used)`);
   const held = Object.values(limits.throttled).reduce((a, b) => a + b, 0);
-  return `${parts.join(", ")}${held ? `; ${fmt(held)} held back` : ""}`;
+  return [parts, held ? `${fmt(held)} held back` : null];
+}
+
+function limitsText(limits) {
+  if (!limits) return "–";
+  const [parts, held] = limitsParts(limits);
+  return `${parts.join(", ")}${held ? `; ${held}` : ""}`;
+}
+
+// In a table's cell: a limit a line, so the column stays narrow
+function limitsLines(limits) {
+  if (!limits) return "–";
+  const [parts, held] = limitsParts(limits);
+  return el("span", { class: "limits" }, parts.map((part) => el("span", {}, part)),
+    held ? el("span", { class: "held" }, held) : null);
 }
 
 async function queuePage(queue, params) {
@@ -307,6 +323,31 @@ async function queuePage(queue, params) {
   ];
 }
 
+// Where workers put a stack trace in an error's details: Python's SDK sends `traceback`,
+// JavaScript's errors carry `stack`.
+const TRACE_KEYS = ["traceback", "stack"];
+
+// An error as an operator reads it: its type and message, the stack trace as the lines it
+// is, and whatever else the worker sent in its details as JSON.
+function errorView(error) {
+  let details = error.details ?? null;
+  let trace = null;
+  if (typeof details === "string" && details.includes("\n")) [trace, details] = [details, null];
+  else if (details && typeof details === "object" && !Array.isArray(details)) {
+    const key = TRACE_KEYS.find((name) => typeof details[name] === "string");
+    if (key) {
+      trace = details[key];
+      const { [key]: _, ...rest } = details;
+      details = Object.keys(rest).length ? rest : null;
+    }
+  }
+  return el("div", { class: "last-error" },
+    el("p", { class: "error-head" }, el("b", {}, error.type || "error"),
+      error.message ? el("span", {}, error.message) : null),
+    trace ? el("pre", { class: "traceback", "aria-label": "stack trace" }, trace.trimEnd()) : null,
+    details !== null ? [el("h3", {}, "Details"), json(details)] : null);
+}
+
 async function jobPage(id) {
   const [job, deps] = await Promise.all([
     api("GET", `/v1/jobs/${id}`), api("GET", `/v1/jobs/${id}/dependencies`)]);
@@ -341,11 +382,12 @@ async function jobPage(id) {
       : el("p", { class: "muted" }, "No progress reported."),
     el("h2", {}, "Payload"), json(job.payload),
     el("h2", {}, "Result"), json(job.result),
-    job.last_error ? [el("h2", {}, "Last error"), json(job.last_error)] : null,
+    job.last_error ? [el("h2", {}, "Last error"), errorView(job.last_error)] : null,
     el("h2", {}, "Attempts"),
-    table(["#", "worker", "started", "finished", "outcome", "error"], job.attempts.map((a) => [
-      String(a.attempt), a.worker_id || "–", a.started_at || "–", a.finished_at, a.outcome,
-      a.error ? `${a.error.type}: ${a.error.message || ""}` : ""]), [0]),
+    job.attempts.length ? table(["#", "worker", "started", "finished", "outcome", "error"],
+      job.attempts.map((a) => [String(a.attempt), a.worker_id || "–", a.started_at || "–",
+        a.finished_at, a.outcome, a.error ? `${a.error.type}: ${a.error.message || ""}` : ""]), [0])
+      : el("p", { class: "muted" }, "None finished yet."),
     el("h2", {}, "Waits for"), related(deps.parents),
     el("h2", {}, "Waited for by"), related(deps.children),
   ];
@@ -370,18 +412,21 @@ async function schedulesPage() {
     data.schedules.length ? table(["name", "cron", "queue", "type", "state", "next runs", "last jobs"],
       data.schedules.map((s) => [s.name, `${s.cron} ${s.timezone}`, link(queueHref(s.queue), s.queue),
         s.type, s.paused ? "paused" : "active", s.next_runs.slice(0, 3).map(ago).join(", ") || "–",
-        el("span", {}, s.recent_runs.slice(0, 5).map((r, i) => [i ? ", " : "",
-          r.job_id ? link(jobHref(r.job_id), `${r.job_id}`) : (r.refused || "–")]))]))
+        s.recent_runs.length ? el("span", {}, s.recent_runs.slice(0, 5).map((r, i) => [i ? ", " : "",
+          r.job_id ? link(jobHref(r.job_id), `${r.job_id}`) : (r.refused || "–")])) : "–"]))
       : el("p", { class: "muted" }, "No schedules: PUT /v1/schedules/{name} makes one."),
   ];
 }
 
-function signInPage(reason) {
+// `refused`: the reason is why the key just given cannot be used, shown as an error
+function signInPage(reason, refused = false) {
   return [
     el("h1", {}, "Sign in"),
-    reason ? el("p", { class: "muted" }, reason) : null,
+    reason ? el("p", refused ? { class: "refusal", role: "alert" } : { class: "muted" }, reason)
+      : null,
     el("form", { class: "signin", onsubmit: async (event) => {
       event.preventDefault();
+      refusal = null;
       sessionStorage.setItem(KEY, new FormData(event.target).get("key").trim());
       say("");
       await start();
@@ -413,7 +458,7 @@ async function render({ refresh = false } = {}) {
     else if (parts[0] === "schedules") content = await schedulesPage();
     else content = await queuesPage();
   } catch (error) {
-    if (error.status === 401) content = signInPage("This service needs an API key.");
+    if (error.status === 401) content = signedOut(error);
     else if (error.status === 404) content = [el("h1", {}, "Not found"), el("p", {}, error.message)];
     else content = [el("h1", {}, "Error"), el("p", {}, `${error.status || ""} ${error.message}`)];
   }
@@ -422,17 +467,48 @@ async function render({ refresh = false } = {}) {
   view.replaceChildren(...[content].flat(2).filter(Boolean));
 }
 
+// The sign-in page after a 401: the key given (if any) is forgotten, with the API's reason.
+function signedOut(error) {
+  if (sessionStorage.getItem(KEY) !== null) {
+    refusal = `The service refused this key: ${error.message}`;
+    sessionStorage.removeItem(KEY);
+    showWho();
+  }
+  return refusal ? signInPage(refusal, true) : signInPage("This service needs an API key.");
+}
+
+// Why the dashboard cannot use the key GET /v1/keys just refused with `error`, or null if
+// it can. Every page reads, so a key without the `read` scope (nor `admin`) would only
+// ever see 403s: it is refused here, with the reason, rather than signed in.
+async function unusable(error) {
+  if (error.status !== 403) return null; // 401 and the rest: the page's call will say
+  try {
+    await api("GET", "/v1/queues");
+    return null;
+  } catch (readError) {
+    if (readError.status !== 403) return null;
+    return `This key cannot be used here: ${readError.message}. It is a key for producers or `
+      + "workers; the dashboard needs a key with the read or admin scope.";
+  }
+}
+
+function showWho() {
+  const key = sessionStorage.getItem(KEY);
+  document.getElementById("who").replaceChildren(
+    key ? `signed in (${canAct ? "admin" : "read only"}) ` : canAct ? "open service " : "",
+    key ? el("button", { onclick: () => { sessionStorage.removeItem(KEY); start(); } }, "Sign out") : "");
+}
+
 async function start() {
   try {
     await api("GET", "/v1/keys"); // admin keys (and an open service) may act
     canAct = true;
   } catch (error) {
     canAct = false;
+    if (sessionStorage.getItem(KEY) !== null) refusal = await unusable(error);
   }
-  const key = sessionStorage.getItem(KEY);
-  document.getElementById("who").replaceChildren(
-    key ? `signed in (${canAct ? "admin" : "read only"}) ` : canAct ? "open service " : "",
-    key ? el("button", { onclick: () => { sessionStorage.removeItem(KEY); start(); } }, "Sign out") : "");
+  if (refusal) sessionStorage.removeItem(KEY); // the sign-in page shows why, until the next
+  showWho();
   await render();
 }
 
