@@ -226,7 +226,7 @@ function limitsParts(limits) {
   const parts = [];
   if (limits.max_running !== null) parts.push(`max_running ${limits.max_running}`);
   if (limits.max_running_per_key !== null) parts.push(`per key ${limits.max_running_per_key}`);
-  if (limits.rate_limit) parts.push(`rate ${limits.rate_limit.jobs}/${limits.rate_limit.per_seconds}s (${limits.rate_limit.used} used)`);
+  if (limits.rate_limit) parts.push(`rate ${limits.rate_limit.jobs}/${limits.rate_limit.per_seconds}s (${limits.rate_limit.used}\u00a0used)`);
   const held = Object.values(limits.throttled).reduce((a, b) => a + b, 0);
   return [parts, held ? `${fmt(held)} held back` : null];
 }
