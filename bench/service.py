@@ -17,7 +17,9 @@ from types import TracebackType
 from typing import Literal
 
 import httpx
+import psutil
 
+from bench.database import dsn
 from bench.floor import DSN_VARIABLE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,7 +65,7 @@ class Service:
         self.env["JOBQ_DATABASE_URL"] = database_url
         self.env["JOBQ_MIGRATE_ON_START"] = "false"  # the benchmark migrated already
         if app == "floor":  # the floor's own pool is plain asyncpg
-            self.env[DSN_VARIABLE] = database_url.replace("postgresql+asyncpg://", "postgresql://")
+            self.env[DSN_VARIABLE] = dsn(database_url)
         # `app` must be this checkout's, whatever is installed in the interpreter
         self.env["PYTHONPATH"] = os.pathsep.join(
             [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
@@ -116,8 +118,6 @@ class Service:
         """With several processes, wait until every one of them answers."""
         if self.workers == 1:
             return
-        import psutil
-
         while time.monotonic() < deadline:
             children = psutil.Process(self.pid).children()
             serving = [p for p in children if "spawn_main" in " ".join(p.cmdline())]
