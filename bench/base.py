@@ -7,43 +7,33 @@ import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 
-from bench import database
 from bench.cpu import Meters, TreeMeter, cpu_report
 from bench.load import GeneratorRun, run_generators
-from bench.options import PROFILED_SCENARIOS, RUN_TIMEOUT_SECONDS, Config, T
-from bench.profile import Profiler, summarize
+from bench.options import RUN_TIMEOUT_SECONDS, Config
 from bench.service import Service
 
+T = TypeVar("T")
+BUSY_GENERATOR_SHARE = 0.9  # of a core: above it, the generator may be the bottleneck
 
-class BenchBase:
-    """One run's state: the database, the service, the meters, the scenarios' results; and
-    what every scenario uses to drive load and measure it."""
 
-    def __init__(
-        self,
-        config: Config,
-        console: Console,
-        *,
-        database_url: str | None = None,
-        profile_dir: Path | None = None,
-    ) -> None:
+class Bench:
+    """One run's state (the database, the service, the meters, the scenarios' results),
+    and what every scenario uses to drive load and measure it."""
+
+    def __init__(self, config: Config, console: Console, log_dir: Path) -> None:
         self.config = config
-        self.database_url = database_url
         self.console = console
-        self.profile_dir = profile_dir
+        self.log_dir = log_dir  # the run's temporary folder, for service logs
         self.url = ""
-        self.service: Service | None = None
-        self.meters: Meters | None = None
-        self.scenarios: dict[str, Any] = {}
-        self.profiles: dict[str, Any] = {}
-        self.notes: list[str] = []
-        self.spread: list[int] = []  # client connections per service process, last load
         self.postmaster: int | None = None
-        self.log_dir: Path | None = None  # the run's temporary folder, for service logs
+        self._service: Service | None = None
+        self._meters: Meters | None = None
+        self.scenarios: dict[str, Any] = {}
+        self.notes: list[str] = []
 
     def say(self, text: str) -> None:
         self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {text}")
@@ -53,37 +43,31 @@ class BenchBase:
         return asyncio.run(coro)
 
     @property
+    def service(self) -> Service:
+        assert self._service is not None
+        return self._service
+
+    @property
     def base_url(self) -> str:
-        assert self.service is not None
         return self.service.url
 
     def generate(self, kind: str, params: list[dict[str, Any]]) -> GeneratorRun:
-        assert self.meters is not None and self.service is not None
-        service = self.service
-
-        def spread() -> None:
-            self.spread = service.connections_per_process()
-
-        self.spread = []
-        return run_generators(
-            kind, params, self.meters, timeout=RUN_TIMEOUT_SECONDS, on_ready=spread
-        )
+        """Run load `kind` in one generator process per entry of `params`."""
+        assert self._meters is not None
+        return run_generators(kind, params, self._meters, timeout=RUN_TIMEOUT_SECONDS)
 
     @contextmanager
-    def profiled(self, name: str) -> Iterator[None]:
-        if self.profile_dir is None or name not in PROFILED_SCENARIOS or self.service is None:
+    def serving(self, service: Service) -> Iterator[None]:
+        """Point the generators and the service meter at `service` for a while."""
+        saved = self._service, self._meters
+        self._service = service
+        self._meters = Meters(
+            TreeMeter(service.pid), TreeMeter(self.postmaster) if self.postmaster else None
+        )
+        try:
             yield
-            return
-        self.profile_dir.mkdir(parents=True, exist_ok=True)
-        output = self.profile_dir / f"{name}.txt"
-        with Profiler(self.service.pid, output):
-            yield
-        if output.exists():
-            self.profiles[name] = {"file": str(output), **summarize(output)}
-        else:
-            self.notes.append(
-                f"py-spy wrote no profile for {name}: see {output.with_suffix('.log')}"
-            )
+        finally:
+            self._service, self._meters = saved
 
     def cpu(self, run: GeneratorRun, jobs: int) -> dict[str, Any]:
         result = cpu_report(
@@ -91,20 +75,31 @@ class BenchBase:
         )
         busiest = max(float(r["cpu_s"]) for r in run.results) / float(result["window_s"])
         result["generator_busiest_process_cores"] = round(busiest, 3)
-        result["service_connections_per_process"] = self.spread
-        if busiest > 0.9:
+        if busiest > BUSY_GENERATOR_SHARE:
             self.notes.append(
                 "a load generator process was busy >90% of a core: the generator may be the "
                 "bottleneck (try --generators 2)"
             )
         return result
 
+    def load_figures(
+        self, run: GeneratorRun, jobs: int, done_at: str, **shape: int
+    ) -> dict[str, Any]:
+        """A load's figures: `done_at` names each generator's time of its last job."""
+        seconds = max(r[done_at] for r in run.results) - run.started
+        return {
+            "jobs": jobs,
+            **shape,
+            "seconds": round(seconds, 3),
+            "jobs_per_s": round(jobs / seconds, 1),
+            "cpu": self.cpu(run, jobs),
+        }
+
     @contextmanager
     def idle_replica(self) -> Iterator[Callable[[], float]]:
         """Another `jobq serve` process on the same database, serving nothing: yields a
         function giving the CPU seconds it has used since (what each replica of a
         deployment pays for work done elsewhere)."""
-        assert self.log_dir is not None
         replica = Service(
             self.url,
             workers=1,
@@ -116,23 +111,8 @@ class BenchBase:
             start = sum(meter.per_process().values())
             yield lambda: sum(meter.per_process().values()) - start
 
-    @contextmanager
-    def serving(self, service: Service) -> Iterator[None]:
-        """Point the generators and the service meter at `service` for a while."""
-        saved = self.service, self.meters
-        self.service = service
-        self.meters = Meters(
-            TreeMeter(service.pid), TreeMeter(self.postmaster) if self.postmaster else None
-        )
-        try:
-            yield
-        finally:
-            self.service, self.meters = saved
-
-    def _check_bare(self, what: str, acked: int, expected: int) -> None:
-        self._check_done(what, acked, expected, self.db(database.bare_states(self.url)).get(2, 0))
-
-    def _check_done(self, what: str, acked: int, expected: int, done: int) -> None:
+    @staticmethod
+    def check_done(what: str, acked: int, expected: int, done: int) -> None:
         """Every job acked by the load and done in the table, or the run is void."""
         if acked != expected or done != expected:
             raise RuntimeError(f"{what}: {acked} acked, {done} done, {expected} expected")

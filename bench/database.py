@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,10 +22,8 @@ from app.db import embedded
 from app.db.embedded import quote_ident
 from app.db.migrate import upgrade
 from app.db.url import with_database
-from bench.floor_whole import WIDE_SCHEMA, WIDE_TABLE
 
 DEFAULT_DATABASE = "jobq_bench"
-FILL_CHUNK_ROWS = 250_000
 
 BARE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS bench_bare (
@@ -35,10 +33,10 @@ CREATE TABLE IF NOT EXISTS bench_bare (
 );
 CREATE INDEX IF NOT EXISTS bench_bare_queued_idx ON bench_bare (id) WHERE state = 0;
 """
-"""The bare reference's minimal job table: 0 queued, 1 running, 2 done."""
+"""The framework floor's minimal job table: 0 queued, 1 running, 2 done."""
 
 # One job inserted and announced in one statement (its commit delivers the NOTIFY): the
-# bare latency loop's enqueue and the framework floor's when it long-polls.
+# framework floor's enqueue when its workers long-poll.
 BARE_DUE_CHANNEL = "bench_bare_due"
 BARE_INSERT_NOTIFY = f"""
 WITH inserted AS (INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id)
@@ -84,11 +82,6 @@ async def recreate(server_url: str, name: str) -> str:
     async with connect(url) as conn:
         await conn.execute(BARE_SCHEMA)
     return url
-
-
-async def drop(server_url: str, name: str) -> None:
-    async with connect(with_database(server_url, "postgres")) as conn:
-        await conn.execute(f"DROP DATABASE IF EXISTS {quote_ident(name)} WITH (FORCE)")
 
 
 def _postmaster_of(backend_pid: int) -> int | None:
@@ -138,7 +131,7 @@ async def _checkpoint(conn: asyncpg.Connection) -> None:
 
 async def vacuum_analyze(url: str, table: str = "jobq.jobs") -> None:
     async with connect(url) as conn:
-        await conn.execute(f"VACUUM (ANALYZE) {table}")
+        await conn.execute("VACUUM (ANALYZE) jobq.jobs")
         await _checkpoint(conn)
 
 
@@ -160,56 +153,15 @@ async def sample_running(url: str, queue: str, every: float, stop: threading.Eve
     return samples
 
 
-async def job_states(url: str, table: str = "jobq.jobs") -> dict[str, int]:
-    """Jobs per state in jobq's table (or `bench_wide`, which has its columns)."""
+async def job_states(url: str) -> dict[str, int]:
+    """Jobs per state in jobq's table."""
     async with connect(url) as conn:
-        rows = await conn.fetch(f"SELECT state::text, count(*) FROM {table} GROUP BY state")
+        rows = await conn.fetch("SELECT state::text, count(*) FROM jobq.jobs GROUP BY state")
     return {row[0]: row[1] for row in rows}
 
 
-async def delete_unfinished(url: str) -> None:
-    async with connect(url) as conn:
-        await conn.execute("DELETE FROM jobq.jobs WHERE finished_at IS NULL")
-
-
-async def fill_finished(
-    url: str, queue: str, count: int, progress: Callable[[int], None] | None = None
-) -> None:
-    """Add `count` succeeded jobs to `queue`, finished within the last hours.
-
-    Shaped like jobs jobq finished (payload, result, one attempt), recent enough that
-    retention (a day by default) leaves them alone during the run.
-    """
-    async with connect(url) as conn:
-        await conn.execute("SET synchronous_commit = off")
-        done = 0
-        while done < count:
-            chunk = min(FILL_CHUNK_ROWS, count - done)
-            await conn.execute(
-                """
-                INSERT INTO jobq.jobs (queue, type, payload, state, run_at, attempt,
-                                       max_attempts, lease_seconds, lease_id,
-                                       current_lease_seconds, attempted_at, result, attempts,
-                                       created_at, started_at, finished_at, updated_at)
-                SELECT $1, 'bench', jsonb_build_object('i', g), 'succeeded', t.at, 1, 5, 60,
-                       gen_random_uuid(), 60, t.at, '{"ok": true}',
-                       jsonb_build_array(jsonb_build_object(
-                           'attempt', 1, 'worker_id', 'bench-fill', 'started_at', t.at,
-                           'finished_at', t.at, 'outcome', 'succeeded', 'error', NULL)),
-                       t.at, t.at, t.at, t.at
-                  FROM generate_series(1, $2) AS g,
-                       LATERAL (SELECT now() - make_interval(secs => 3600 + g * 0.001)) AS t(at)
-                """,
-                queue,
-                chunk,
-            )
-            done += chunk
-            if progress is not None:
-                progress(done)
-
-
 async def prepare_bare(url: str, rows: int) -> None:
-    """Empty the bare table and queue `rows` jobs in it (none for the insert variant)."""
+    """Empty the floor's table and queue `rows` jobs in it."""
     async with connect(url) as conn:
         await conn.execute("TRUNCATE bench_bare RESTART IDENTITY")
         if rows:
@@ -222,30 +174,21 @@ async def prepare_bare(url: str, rows: int) -> None:
         await _checkpoint(conn)
 
 
-async def queue_jobs(url: str, queue: str, count: int, table: str = "jobq.jobs") -> None:
-    """Empty jobq's table (or `bench_wide`, which has its columns) and queue `count` jobs
-    straight in SQL."""
+async def queue_jobs(url: str, queue: str, count: int) -> None:
+    """Empty jobq's table and queue `count` jobs straight in SQL."""
     async with connect(url) as conn:
-        await conn.execute(f"TRUNCATE {table} RESTART IDENTITY")
+        await conn.execute("TRUNCATE jobq.jobs RESTART IDENTITY")
         await conn.execute(
-            f"""
-            INSERT INTO {table} (queue, type, payload, max_attempts, lease_seconds)
+            """
+            INSERT INTO jobq.jobs (queue, type, payload, max_attempts, lease_seconds)
             SELECT $1, 'bench', jsonb_build_object('i', g), 5, 60
               FROM generate_series(1, $2) AS g
             """,
             queue,
             count,
         )
-        await conn.execute(f"VACUUM (ANALYZE) {table}")
+        await conn.execute("VACUUM (ANALYZE) jobq.jobs")
         await _checkpoint(conn)
-
-
-async def prepare_wide(url: str, queue: str = "", rows: int = 0) -> None:
-    """The table shaped like jobq's (`bench.floor_whole`), made if need be, emptied, and
-    `rows` jobs queued in `queue` in it."""
-    async with connect(url) as conn:
-        await conn.execute(WIDE_SCHEMA)
-    await queue_jobs(url, queue, rows, WIDE_TABLE)
 
 
 async def bare_states(url: str) -> dict[int, int]:

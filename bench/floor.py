@@ -1,8 +1,7 @@
 """The framework floor: the least a FastAPI service can do per call, served like jobq.
 
-The bare SKIP LOCKED loop (`bench.load.Bare`) says what the database allows without
-HTTP. This app says what the HTTP stack allows: FastAPI on uvicorn (uvloop, httptools,
-the same `--workers`), a pydantic body per request, one statement on the bare table
+This app says what the HTTP stack allows: FastAPI on uvicorn (uvloop, httptools, the
+same `--workers`), a pydantic body per request, one statement on a minimal table
 (`bench_bare`) through a plain asyncpg pool, a small JSON answer. No keys, limits,
 metrics, logs, lease tokens or history.
 
@@ -23,9 +22,6 @@ always had) and a lease with `wait_seconds` waits for that, woken through one LI
 connection per process (one waiter per notification), as jobq's long-poll does. The
 lease id is the job id.
 
-With `JOBQ_BENCH_FLOOR_ANSWER=whole`, it answers as jobq does instead, whole jobs and
-fenced tokens, on a table shaped like jobq's (`bench.floor_whole`).
-
 Run: `uvicorn bench.floor:create_app --factory` with `JOBQ_BENCH_FLOOR_DSN` naming the
 benchmark's database.
 """
@@ -41,15 +37,12 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import asyncpg
-import pydantic_core
-from fastapi import FastAPI, Path, Request, Response
+from fastapi import FastAPI, Path, Request
 from pydantic import BaseModel, Field
 
-from bench import floor_whole
 from bench.database import BARE_DUE_CHANNEL, BARE_INSERT_NOTIFY, BARE_SCHEMA
 
 DSN_VARIABLE = "JOBQ_BENCH_FLOOR_DSN"
-ANSWER_VARIABLE = "JOBQ_BENCH_FLOOR_ANSWER"  # "whole": jobq's answers (bench.floor_whole)
 POOL_SIZE = 10
 
 INSERT = "INSERT INTO bench_bare (payload) VALUES ($1::jsonb) RETURNING id"
@@ -84,10 +77,6 @@ class LeaseIn(BaseModel):
 class AckIn(BaseModel):
     lease_id: str = Field(max_length=100)
     outcome: str
-    result: Any = None
-
-
-class CompleteIn(BaseModel):
     result: Any = None
 
 
@@ -147,19 +136,12 @@ class Waiters:
 def create_app() -> FastAPI:
     """The floor app on the database `JOBQ_BENCH_FLOOR_DSN` names."""
     dsn = os.environ[DSN_VARIABLE]
-    answers_whole = os.environ.get(ANSWER_VARIABLE, "brief") == "whole"
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.pool = await asyncpg.create_pool(
             dsn, min_size=POOL_SIZE, max_size=POOL_SIZE, reset=_no_reset
         )
-        if answers_whole:  # no long-poll; the benchmark makes the wide table beforehand
-            try:
-                yield
-            finally:
-                await app.state.pool.close()
-            return
         async with app.state.pool.acquire() as conn:
             await conn.execute(BARE_SCHEMA)
         listener = await asyncpg.connect(dsn)
@@ -182,16 +164,6 @@ def create_app() -> FastAPI:
     @app.get("/readyz")
     async def health() -> dict[str, str]:
         return {"status": "ok"}
-
-    if answers_whole:
-        _whole_routes(app)
-    else:
-        _brief_routes(app, waiters)
-    return app
-
-
-def _brief_routes(app: FastAPI, waiters: Waiters) -> None:
-    """Ids and payloads on the bare table; leases may wait (LISTEN)."""
 
     @app.post("/v1/queues/{queue}/jobs", status_code=201)
     async def enqueue(
@@ -242,69 +214,4 @@ def _brief_routes(app: FastAPI, waiters: Waiters) -> None:
             await conn.execute(FINISH_MANY, ids)
         return {"results": [{"lease_id": str(i), "status": 200} for i in ids]}
 
-
-def _whole_routes(app: FastAPI) -> None:
-    """jobq's answers (whole jobs, fenced tokens) on the wide table (`bench.floor_whole`)."""
-
-    @app.post("/v1/queues/{queue}/jobs", status_code=201)
-    async def enqueue(
-        queue: Annotated[str, Path(max_length=128)], job: JobIn, request: Request
-    ) -> Response:
-        async with _pool(request).acquire() as conn:
-            row = await conn.fetchrow(floor_whole.INSERT, queue, job.type, json.dumps(job.payload))
-        assert row is not None  # an insert returns its row
-        return _answer({**floor_whole.job(row), "deduplicated": False}, 201)
-
-    @app.post("/v1/queues/{queue}/jobs/batch", status_code=201)
-    async def enqueue_many(
-        queue: Annotated[str, Path(max_length=128)], body: JobsIn, request: Request
-    ) -> Response:
-        types = [job.type for job in body.jobs]
-        payloads = [json.dumps(job.payload) for job in body.jobs]
-        async with _pool(request).acquire() as conn:
-            rows = await conn.fetch(floor_whole.INSERT_MANY, queue, types, payloads)
-        jobs = [{"id": job_id, "state": "queued", "deduplicated": False} for (job_id,) in rows]
-        return _answer({"jobs": jobs}, 201)
-
-    @app.post("/v1/leases")
-    async def lease(body: LeaseIn, request: Request) -> Response:
-        async with _pool(request).acquire() as conn:
-            rows = await conn.fetch(floor_whole.CLAIM, body.queues, body.max_jobs, body.worker_id)
-        return _answer({"leases": [floor_whole.lease(row) for row in rows]})
-
-    @app.post("/v1/leases/{lease_id}/complete")
-    async def complete(
-        lease_id: Annotated[str, Path(max_length=100)], body: CompleteIn, request: Request
-    ) -> Response:
-        job_id, lease = floor_whole.token(lease_id)
-        async with _pool(request).acquire() as conn:
-            row = await conn.fetchrow(floor_whole.FINISH_ONE, job_id, lease, _result(body.result))
-        if row is None:
-            return _answer({"code": "lease_expired"}, 409)
-        return _answer(floor_whole.job(row))
-
-    @app.post("/v1/acks")
-    async def acks(body: AcksIn, request: Request) -> Response:
-        tokens = [floor_whole.token(ack.lease_id) for ack in body.acks]
-        results = [_result(ack.result) for ack in body.acks]
-        async with _pool(request).acquire() as conn:
-            rows = await conn.fetch(
-                floor_whole.FINISH_MANY, [t[0] for t in tokens], [t[1] for t in tokens], results
-            )
-        done = {row[0] for row in rows}
-        answers = [
-            floor_whole.ack_result(ack.lease_id, job_id, job_id in done)
-            for ack, (job_id, _) in zip(body.acks, tokens, strict=True)
-        ]
-        return _answer({"results": answers})
-
-
-def _result(value: Any) -> str | None:
-    return None if value is None else json.dumps(value)
-
-
-def _answer(content: Any, status_code: int = 200) -> Response:
-    """Serialized once, as jobq's own answers are (`app.api.answers`)."""
-    return Response(
-        pydantic_core.to_json(content), status_code=status_code, media_type="application/json"
-    )
+    return app

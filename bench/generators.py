@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -71,11 +70,6 @@ class HttpClient:
         return await self._request("POST", path, content)
 
 
-def http_client(base_url: str) -> HttpClient:
-    """A client with one keep-alive connection."""
-    return HttpClient(base_url)
-
-
 def expect(answer: Answer, status: int) -> Answer:
     if answer.status_code != status:
         raise LoadError(f"{answer.method} {answer.path}: {answer.status_code} {answer.text[:500]}")
@@ -123,7 +117,7 @@ class HttpLoad(Load):
     async def setup(self, stack: contextlib.AsyncExitStack) -> None:
         self.clients: list[HttpClient] = []
         for _ in range(int(self.params[self.clients_param])):
-            client = await stack.enter_async_context(http_client(self.params["base_url"]))
+            client = await stack.enter_async_context(HttpClient(self.params["base_url"]))
             expect(await client.get("/healthz"), 200)  # its connection, open
             self.clients.append(client)
             await asyncio.sleep(CONNECT_GAP_SECONDS)
@@ -136,9 +130,3 @@ class HttpLoad(Load):
 def split(total: int, parts: int) -> list[int]:
     """`total` as `parts` near-equal shares."""
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
-
-
-def chunks(total: int, size: int) -> Iterator[int]:
-    while total > 0:
-        yield min(size, total)
-        total -= size

@@ -1,5 +1,5 @@
 """The loads that drive jobq, or the floor, over HTTP: batch enqueue, the drain, the
-single-job path, and the two latency probes."""
+single-job path, and enqueue-to-lease latency."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from bench.generators import (
     HttpLoad,
     LoadError,
     acks_body,
-    chunks,
     expect,
     job_body,
     lease_body,
@@ -193,31 +192,3 @@ class WaitLatency(HttpLoad):
 
         await asyncio.gather(producer(), *(worker(n, c) for n, c in enumerate(self.clients[1:])))
         return {"jobs": len(latencies), "latency_ms": latencies, "enqueue_ms": enqueue_ms}
-
-
-class LeaseLatency(HttpLoad):
-    """Sequential single-job lease calls against a pool of queued jobs."""
-
-    async def setup(self, stack: contextlib.AsyncExitStack) -> None:
-        self.params["concurrency"] = 1
-        await super().setup(stack)
-        queue = self.params["queue"]
-        calls, warmup = int(self.params["calls"]), int(self.params["warmup"])
-        for size in chunks(calls + warmup, 1000):
-            body = json.dumps({"jobs": [job_body({"i": i}) for i in range(size)]}).encode()
-            expect(await self.client.post(f"/v1/queues/{queue}/jobs/batch", content=body), 201)
-        self.body = lease_body(queue, "bench-latency", 1)
-        for _ in range(warmup):
-            await self._lease()
-
-    async def _lease(self) -> float:
-        sent = time.perf_counter()
-        leased = expect(await self.client.post("/v1/leases", content=self.body), 200)
-        elapsed = (time.perf_counter() - sent) * 1000
-        if not LEASE_TOKEN.search(leased.content):
-            raise LoadError("a lease call found no queued job")
-        return elapsed
-
-    async def run(self) -> dict[str, Any]:
-        latencies = [await self._lease() for _ in range(int(self.params["calls"]))]
-        return {"jobs": len(latencies), "latency_ms": latencies}

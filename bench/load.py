@@ -1,7 +1,7 @@
 """Load generators: each runs in a process of its own, on asyncio (uvloop when installed).
 
 `run_generators` starts one process per parameter set, waits until every one has set
-up (HTTP connections open, requests built, asyncpg statements ready), reads the
+up (HTTP connections open, requests built), reads the
 meters, releases them all at once, collects their results and reads the meters again.
 So the service's and PostgreSQL's CPU is measured over exactly the loaded window, and
 each generator measures its own CPU over its part.
@@ -10,8 +10,8 @@ Each HTTP worker or producer is a client of its own: an aiohttp session holding 
 keep-alive connection (HTTP/1.1), opened one after the other before the window, so that
 with several service processes the connections spread over them as independent clients'
 would (a burst of connections tends to be accepted by one process). aiohttp, not httpx:
-it costs a generator about a third of the CPU per call (0.43 against 1.46 ms), CPU
-that the service and PostgreSQL need on a small machine. Request bodies are built
+it costs a generator a fraction of the CPU per call, CPU that the service and
+PostgreSQL need on a small machine. Request bodies are built
 before the window; answers are only parsed as far as the worker needs (lease tokens
 are picked out of the bytes), so the generators spend their CPU on talking to the
 service rather than on JSON.
@@ -32,10 +32,9 @@ from dataclasses import dataclass
 from multiprocessing.synchronize import Event
 from typing import Any
 
-from bench.bare import Bare, BareWake
 from bench.cpu import Meters, Sample
 from bench.generators import SETUP_TIMEOUT_SECONDS, Load, LoadError
-from bench.http_loads import Drain, Enqueue, LeaseLatency, Single, WaitLatency
+from bench.http_loads import Drain, Enqueue, Single, WaitLatency
 from bench.soak_load import SoakLoad
 
 # ---- the orchestrating side ------------------------------------------------------------
@@ -70,12 +69,8 @@ def run_generators(
     meters: Meters,
     *,
     timeout: float,
-    on_ready: Callable[[], None] | None = None,
 ) -> GeneratorRun:
-    """Run load `kind` in one process per entry of `params`, all released together.
-
-    `on_ready` is called when every generator is set up, just before the window opens.
-    """
+    """Run load `kind` in one process per entry of `params`, all released together."""
     context = _context()
     events: multiprocessing.Queue[tuple[Any, ...]] = context.Queue()
     start = context.Event()
@@ -89,8 +84,6 @@ def run_generators(
         process.start()
     try:
         _await_all(events, processes, "ready", SETUP_TIMEOUT_SECONDS)
-        if on_ready is not None:
-            on_ready()
         before = meters.sample()
         start.set()
         results = _await_all(events, processes, "result", timeout)
@@ -113,7 +106,7 @@ def _context() -> multiprocessing.context.ForkServerContext:
     would copy whatever state it has.)
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["bench.run", "bench.load"])
+    context.set_forkserver_preload(["bench.load"])
     return context
 
 
@@ -193,8 +186,5 @@ LOADS: dict[str, Callable[[int, dict[str, Any]], Load]] = {
     "drain": Drain,
     "single": Single,
     "wait_latency": WaitLatency,
-    "lease_latency": LeaseLatency,
-    "bare": Bare,
-    "bare_wake": BareWake,
     "soak": SoakLoad,
 }

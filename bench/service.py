@@ -11,13 +11,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
 import httpx
+import psutil
 
+from bench.database import dsn
 from bench.floor import DSN_VARIABLE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,12 +55,8 @@ class Service:
         log_path: Path,
         extra_env: Mapping[str, str] | None = None,
         app: Literal["jobq", "floor"] = "jobq",
-        wrapper: Sequence[str] = (),
-        start_timeout: float = START_TIMEOUT_SECONDS,
     ) -> None:
         self.app = app
-        self.wrapper = list(wrapper)  # a command the service runs under (valgrind)
-        self.start_timeout = start_timeout
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workers = workers
@@ -67,7 +65,7 @@ class Service:
         self.env["JOBQ_DATABASE_URL"] = database_url
         self.env["JOBQ_MIGRATE_ON_START"] = "false"  # the benchmark migrated already
         if app == "floor":  # the floor's own pool is plain asyncpg
-            self.env[DSN_VARIABLE] = database_url.replace("postgresql+asyncpg://", "postgresql://")
+            self.env[DSN_VARIABLE] = dsn(database_url)
         # `app` must be this checkout's, whatever is installed in the interpreter
         self.env["PYTHONPATH"] = os.pathsep.join(
             [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
@@ -96,7 +94,7 @@ class Service:
     def start(self) -> None:
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [*self.wrapper, *self.command()],
+                self.command(),
                 cwd=REPO,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -104,7 +102,7 @@ class Service:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # our signals only: a Ctrl-C reaches us, we stop it
             )
-        deadline = time.monotonic() + self.start_timeout
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
         with httpx.Client(timeout=2) as http:  # one: each new client reads the CA bundle
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
@@ -114,14 +112,12 @@ class Service:
                         self._wait_for_workers(deadline)
                         return
                 time.sleep(0.2)
-        raise ServiceError(f"{self.app} service not ready in {self.start_timeout:.0f} s")
+        raise ServiceError(f"{self.app} service not ready in {START_TIMEOUT_SECONDS:.0f} s")
 
     def _wait_for_workers(self, deadline: float) -> None:
         """With several processes, wait until every one of them answers."""
         if self.workers == 1:
             return
-        import psutil
-
         while time.monotonic() < deadline:
             children = psutil.Process(self.pid).children()
             serving = [p for p in children if "spawn_main" in " ".join(p.cmdline())]
@@ -143,26 +139,6 @@ class Service:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         return self.process.returncode
-
-    def connections_per_process(self) -> list[int]:
-        """Established client connections each serving process holds, most first."""
-        import psutil
-
-        counts = []
-        root = psutil.Process(self.pid)
-        for proc in [root, *root.children(recursive=True)]:
-            try:
-                held = proc.net_connections(kind="tcp")
-            except psutil.Error:
-                continue
-            count = sum(
-                1
-                for c in held
-                if c.status == psutil.CONN_ESTABLISHED and c.laddr and c.laddr.port == self.port
-            )
-            if count:
-                counts.append(count)
-        return sorted(counts, reverse=True)
 
     def log_tail(self, lines: int = 40) -> str:
         """The log's last `lines`, after any error logged before them (the first 10):

@@ -31,13 +31,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
 import psutil
-from rich.console import Console
-from rich.table import Table
 
 from bench import database
-from bench.base import BenchBase
+from bench.base import Bench
 from bench.service import Service
 from bench.stats import percentile
 
@@ -101,11 +98,8 @@ def _rss_mb(pid: int) -> float:
 
 
 async def _sizes(url: str) -> dict[str, Any]:
-    conn = await asyncpg.connect(database.dsn(url))
-    try:
+    async with database.connect(url) as conn:
         row = await conn.fetchrow(SIZES)
-    finally:
-        await conn.close()
     assert row is not None
     return dict(row)
 
@@ -156,207 +150,146 @@ def summarize(samples: list[dict[str, Any]], *, reference: bool = False) -> dict
     return figures
 
 
-class Soak(BenchBase):
-    """The soak scenario, its sampler and its summary."""
-
-    def soak(self) -> None:
-        c = self.config
-        assert self.log_dir is not None
-        seconds = c.soak_minutes * 60
-        interval = interval_for(seconds)
-        env = {
-            "JOBQ_RETAIN_SUCCEEDED_SECONDS": str(SOAK_RETAIN_SECONDS),
-            "JOBQ_RETAIN_FAILED_SECONDS": str(SOAK_RETAIN_SECONDS),
-            "JOBQ_PRUNE_INTERVAL_SECONDS": str(SOAK_PRUNE_SECONDS),
-            **c.service_env,
-        }
-        service = Service(
-            self.url, workers=c.workers, log_path=self.log_dir / "soak.log", extra_env=env
-        )
-        self.db(database.reset_jobs(self.url))
-        reference = c.soak_reference_rate > 0
-        self.say(
-            f"soak: {c.soak_minutes:g} min, {c.soak_rate:g} jobs/s, {c.soak_workers} workers "
-            f"long-polling, 1 in {c.soak_fail_every} failing once, retention "
-            f"{SOAK_RETAIN_SECONDS} s; a sample every {interval:g} s"
-            + (
-                f"; beside it the framework floor at {c.soak_reference_rate:g} jobs/s"
-                if reference
-                else ""
-            )
-        )
-        load = {
-            "queue": SOAK_QUEUE,
-            "seconds": seconds,
-            "workers": c.soak_workers,
-            "max_jobs": 10,
-        }
-        loads = [
-            {**load, "base_url": service.url, "rate": c.soak_rate, "fail_every": c.soak_fail_every}
-        ]
-        samples: list[dict[str, Any]] = []
-        stop = threading.Event()
-
-        def sample() -> None:
-            started = time.monotonic()
-            while not stop.wait(interval):
-                row = asyncio.run(_sizes(self.url))
-                samples.append(
-                    {
-                        "t_s": round(time.monotonic() - started, 1),
-                        "wall": time.time(),
-                        "table_mb": round(row["table_bytes"] / 2**20, 2),
-                        "index_mb": round(row["index_bytes"] / 2**20, 2),
-                        "live_tuples": row["live_tuples"],
-                        "dead_tuples": row["dead_tuples"],
-                        "vacuums": row["vacuums"],
-                        "rss_mb": round(_rss_mb(service.pid), 1),
-                    }
-                )
-                last = samples[-1]
-                self.say(
-                    f"  {last['t_s']:>6.0f} s: table {last['table_mb']:.1f} MB, indexes "
-                    f"{last['index_mb']:.1f} MB, dead {last['dead_tuples']:,}, "
-                    f"RSS {last['rss_mb']:.0f} MB"
-                )
-
-        with ExitStack() as stack:
-            stack.enter_context(service)
-            stack.enter_context(self.serving(service))
-            if reference:
-                self.db(database.prepare_bare(self.url, 0))
-                floor = stack.enter_context(
-                    Service(
-                        self.url, workers=1, log_path=self.log_dir / "soak-floor.log",
-                        app="floor",
-                    )
-                )  # fmt: skip
-                loads.append(
-                    {
-                        **load,
-                        "base_url": floor.url,
-                        "rate": c.soak_reference_rate,
-                        "fail_every": 0,  # the floor has no retries
-                        "notify": True,
-                    }
-                )
-            sampler = threading.Thread(target=sample, name="soak-sampler", daemon=True)
-            sampler.start()
-            try:
-                run = self.generate("soak", loads)
-            finally:
-                stop.set()
-                sampler.join()
-        jobq = run.results[0]  # the floor's, if any, is the second
-        self._latency_per_interval(samples, jobq["samples"])
-        if reference:
-            self._latency_per_interval(samples, run.results[1]["samples"], prefix=FLOOR)
-        steady_until = min(float(r["steady_until"]) for r in run.results)
-        steady = [s for s in samples if s["wall"] <= steady_until]
-        enqueued, leased = int(jobq["enqueued"]), int(jobq["leased"])
-        self.scenarios["soak"] = {
-            "minutes": c.soak_minutes,
-            "rate_per_s": c.soak_rate,
-            "workers": c.soak_workers,
-            "retain_seconds": SOAK_RETAIN_SECONDS,
-            "interval_s": interval,
-            "enqueued": enqueued,
-            "leased": leased,
-            "failed_once": int(jobq["failed"]),
-            "late_enqueues": int(jobq["late_enqueues"]),
-            # the service's CPU is jobq's; PostgreSQL's and the load's include the floor's
-            "cpu": self.cpu(run, max(enqueued, 1)),
-            "reference": (
-                {
-                    "rate_per_s": c.soak_reference_rate,
-                    "enqueued": int(run.results[1]["enqueued"]),
-                    "leased": int(run.results[1]["leased"]),
-                    "late_enqueues": int(run.results[1]["late_enqueues"]),
-                }
-                if reference
-                else None
-            ),
-            "steady_until": steady_until,
-            "steady_samples": len(steady),
-            "summary": summarize(steady, reference=reference),
-            "samples": samples,
-        }
-        summary = self.scenarios["soak"]["summary"]
-        flat = [summary[bound.key]["flat"] for bound in JUDGED if bound.key in summary]
-        late = self.scenarios["soak"]["late_enqueues"]
-        self.say(
-            f"  {enqueued:,} enqueued ({late:,} over a second late), {leased:,} leased; "
-            f"flat {flat.count(True)}/{len(flat)}"
-        )
-
-    @staticmethod
-    def _latency_per_interval(
-        samples: list[dict[str, Any]], latencies: list[tuple[float, float]], prefix: str = ""
-    ) -> None:
-        """Each sample gets the p50 and p99 of the jobs leased since the one before
-        (`latencies`: [arrived, ms] each); the floor's figures named with `prefix`."""
-        previous = 0.0
-        for s in samples:
-            window = [ms for arrived, ms in latencies if previous < arrived <= s["wall"]]
-            previous = s["wall"]
-            s[f"{prefix}leased"] = len(window)
-            for q in (50, 99):
-                s[f"{prefix}latency_p{q}_ms"] = round(percentile(window, q), 2) if window else None
-
-
-SHOWN_SAMPLES = 20
-
-
-def render_soak(soak: dict[str, Any], console: Console) -> None:
-    """Samples over time (at most 20, evenly spread) and the early/late comparison."""
-    samples = soak["samples"]
-    step = max(1, -(-len(samples) // SHOWN_SAMPLES))
-    table = Table(
-        title=f"Soak: {soak['minutes']:g} min at {soak['rate_per_s']:g} jobs/s, "
-        f"retention {soak['retain_seconds']} s ({soak['enqueued']:,} enqueued)"
+def soak(bench: Bench) -> None:
+    """A steady load with retention on for `--soak` minutes, sampled as it runs."""
+    c = bench.config
+    seconds = c.soak_minutes * 60
+    interval = interval_for(seconds)
+    env = {
+        "JOBQ_RETAIN_SUCCEEDED_SECONDS": str(SOAK_RETAIN_SECONDS),
+        "JOBQ_RETAIN_FAILED_SECONDS": str(SOAK_RETAIN_SECONDS),
+        "JOBQ_PRUNE_INTERVAL_SECONDS": str(SOAK_PRUNE_SECONDS),
+        **c.service_env,
+    }
+    service = Service(
+        bench.url, workers=c.workers, log_path=bench.log_dir / "soak.log", extra_env=env
     )
-    reference = bool(soak.get("reference"))
-    for column in (
-        "t (s)", "table MB", "index MB", "live", "dead", "vacuums",
-        "leased", "p50 ms", "p99 ms", *(("floor p50", "floor p99") if reference else ()),
-        "RSS MB",
-    ):  # fmt: skip
-        table.add_column(column, justify="right")
-    latencies = ["latency_p50_ms", "latency_p99_ms"]
+    bench.db(database.reset_jobs(bench.url))
+    reference = c.soak_reference_rate > 0
+    bench.say(
+        f"soak: {c.soak_minutes:g} min, {c.soak_rate:g} jobs/s, {c.soak_workers} workers "
+        f"long-polling, 1 in {c.soak_fail_every} failing once, retention "
+        f"{SOAK_RETAIN_SECONDS} s; a sample every {interval:g} s"
+        + (
+            f"; beside it the framework floor at {c.soak_reference_rate:g} jobs/s"
+            if reference
+            else ""
+        )
+    )
+    load = {
+        "queue": SOAK_QUEUE,
+        "seconds": seconds,
+        "workers": c.soak_workers,
+        "max_jobs": 10,
+    }
+    loads = [
+        {**load, "base_url": service.url, "rate": c.soak_rate, "fail_every": c.soak_fail_every}
+    ]
+    samples: list[dict[str, Any]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        started = time.monotonic()
+        while not stop.wait(interval):
+            row = asyncio.run(_sizes(bench.url))
+            samples.append(
+                {
+                    "t_s": round(time.monotonic() - started, 1),
+                    "wall": time.time(),
+                    "table_mb": round(row["table_bytes"] / 2**20, 2),
+                    "index_mb": round(row["index_bytes"] / 2**20, 2),
+                    "live_tuples": row["live_tuples"],
+                    "dead_tuples": row["dead_tuples"],
+                    "vacuums": row["vacuums"],
+                    "rss_mb": round(_rss_mb(service.pid), 1),
+                }
+            )
+            last = samples[-1]
+            bench.say(
+                f"  {last['t_s']:>6.0f} s: table {last['table_mb']:.1f} MB, indexes "
+                f"{last['index_mb']:.1f} MB, dead {last['dead_tuples']:,}, "
+                f"RSS {last['rss_mb']:.0f} MB"
+            )
+
+    with ExitStack() as stack:
+        stack.enter_context(service)
+        stack.enter_context(bench.serving(service))
+        if reference:
+            bench.db(database.prepare_bare(bench.url, 0))
+            floor = stack.enter_context(
+                Service(
+                    bench.url, workers=1, log_path=bench.log_dir / "soak-floor.log",
+                    app="floor",
+                )
+            )  # fmt: skip
+            loads.append(
+                {
+                    **load,
+                    "base_url": floor.url,
+                    "rate": c.soak_reference_rate,
+                    "fail_every": 0,  # the floor has no retries
+                    "notify": True,
+                }
+            )
+        sampler = threading.Thread(target=sample, name="soak-sampler", daemon=True)
+        sampler.start()
+        try:
+            run = bench.generate("soak", loads)
+        finally:
+            stop.set()
+            sampler.join()
+    jobq = run.results[0]  # the floor's, if any, is the second
+    _latency_per_interval(samples, jobq["samples"])
     if reference:
-        latencies += [f"{FLOOR}{key}" for key in latencies]
-    for s in samples[::step]:
-        table.add_row(
-            f"{s['t_s']:.0f}",
-            f"{s['table_mb']:.1f}",
-            f"{s['index_mb']:.1f}",
-            f"{s['live_tuples']:,}",
-            f"{s['dead_tuples']:,}",
-            f"{s['vacuums']}",
-            f"{s.get('leased', 0):,}",
-            *("-" if s.get(key) is None else f"{s[key]:.2f}" for key in latencies),
-            f"{s['rss_mb']:.0f}",
-        )
-    console.print(table)
-    summary = Table(title="Soak after warm-up: early third against late third")
-    for column in ("figure", "early", "late", "late / early", "at most", ""):
-        summary.add_column(column, justify="left" if column == "figure" else "right")
-    machine = {bound.key for bound in REFERENCE_BOUNDS}
-    for key, figure in soak["summary"].items():
-        if figure["flat"] is None:
-            summary.add_row(figure["what"], "-", "-", "-", "-", "[dim]not measured[/]")
-            continue
-        if key in machine:  # the machine's drift, the reference for jobq's: not judged
-            verdict = "[dim]reference[/]"
-        else:
-            verdict = "[green]flat[/]" if figure["flat"] else "[red]GROWS[/]"
-        unit = f" {figure['unit']}" if figure["unit"] else ""
-        summary.add_row(
-            figure["what"],
-            f"{figure['early']:,.2f}{unit}",
-            f"{figure['late']:,.2f}{unit}",
-            f"{figure['late_vs_early']:.3f}",
-            f"{figure['at_most']:g}",
-            verdict,
-        )
-    console.print(summary)
+        _latency_per_interval(samples, run.results[1]["samples"], prefix=FLOOR)
+    steady_until = min(float(r["steady_until"]) for r in run.results)
+    steady = [s for s in samples if s["wall"] <= steady_until]
+    enqueued, leased = int(jobq["enqueued"]), int(jobq["leased"])
+    bench.scenarios["soak"] = {
+        "minutes": c.soak_minutes,
+        "rate_per_s": c.soak_rate,
+        "workers": c.soak_workers,
+        "retain_seconds": SOAK_RETAIN_SECONDS,
+        "interval_s": interval,
+        "enqueued": enqueued,
+        "leased": leased,
+        "failed_once": int(jobq["failed"]),
+        "late_enqueues": int(jobq["late_enqueues"]),
+        # the service's CPU is jobq's; PostgreSQL's and the load's include the floor's
+        "cpu": bench.cpu(run, max(enqueued, 1)),
+        "reference": (
+            {
+                "rate_per_s": c.soak_reference_rate,
+                "enqueued": int(run.results[1]["enqueued"]),
+                "leased": int(run.results[1]["leased"]),
+                "late_enqueues": int(run.results[1]["late_enqueues"]),
+            }
+            if reference
+            else None
+        ),
+        "steady_until": steady_until,
+        "steady_samples": len(steady),
+        "summary": summarize(steady, reference=reference),
+        "samples": samples,
+    }
+    summary = bench.scenarios["soak"]["summary"]
+    flat = [summary[bound.key]["flat"] for bound in JUDGED if bound.key in summary]
+    late = bench.scenarios["soak"]["late_enqueues"]
+    bench.say(
+        f"  {enqueued:,} enqueued ({late:,} over a second late), {leased:,} leased; "
+        f"flat {flat.count(True)}/{len(flat)}"
+    )
+
+
+def _latency_per_interval(
+    samples: list[dict[str, Any]], latencies: list[tuple[float, float]], prefix: str = ""
+) -> None:
+    """Each sample gets the p50 and p99 of the jobs leased since the one before
+    (`latencies`: [arrived, ms] each); the floor's figures named with `prefix`."""
+    previous = 0.0
+    for s in samples:
+        window = [ms for arrived, ms in latencies if previous < arrived <= s["wall"]]
+        previous = s["wall"]
+        s[f"{prefix}leased"] = len(window)
+        for q in (50, 99):
+            s[f"{prefix}latency_p{q}_ms"] = round(percentile(window, q), 2) if window else None

@@ -167,18 +167,18 @@ def _collect(run: str | None, *files: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("run", [None, "server", "embedded"])
 def test_the_tests_marked_once_run_in_the_run_they_name(run: str | None) -> None:
-    # test_lint's are marked once("server"), these of test_bench's once("embedded"),
+    # test_lint's are marked once("server"), this of test_bench's once("embedded"),
     # test_readme's not at all
-    calls = "tests/processes/test_bench.py::test_calls_counts_the_instructions_of_a_call"
-    collected = _collect(run, "tests/unit/test_lint.py", "tests/processes/test_readme.py", calls)
+    bench = "tests/processes/test_bench.py::test_quick_benchmark_reports_every_section"
+    collected = _collect(run, "tests/unit/test_lint.py", "tests/processes/test_readme.py", bench)
     assert collected.returncode == 0, collected.stdout + collected.stderr
     ids = [line for line in collected.stdout.splitlines() if "::" in line]
     assert any(i.startswith("tests/processes/test_readme.py::") for i in ids), ids
     linted = [i for i in ids if i.startswith("tests/unit/test_lint.py::")]
     assert len(linted) == (0 if run == "embedded" else 4), ids
-    counted = [i for i in ids if i.startswith(calls)]
-    assert len(counted) == (0 if run == "server" else 2), ids
-    deselected = {None: None, "server": "2 deselected", "embedded": "4 deselected"}[run]
+    benched = [i for i in ids if i.startswith(bench)]
+    assert len(benched) == (0 if run == "server" else 1), ids
+    deselected = {None: None, "server": "1 deselected", "embedded": "4 deselected"}[run]
     if deselected:
         assert deselected in collected.stdout, collected.stdout
     else:

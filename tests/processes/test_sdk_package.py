@@ -39,7 +39,7 @@ SMOKE = textwrap.dedent(
 )
 
 
-@pytest.mark.once("embedded")  # the server run has bench.pg_calls and lint
+@pytest.mark.once("embedded")  # the server run has the benchmark's soak and lint
 def test_the_wheel_installs_in_a_fresh_venv_and_works(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     with exclusive(SDK):  # the build writes its egg-info into the source tree
