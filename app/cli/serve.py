@@ -18,7 +18,6 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.supervisors import Multiprocess
 
-from app.api.http_protocol import OneWriteHttp
 from app.cli._database import database_url, setup_logging
 from app.core.config import Settings, get_settings
 from app.core.errors import DatabaseUnavailable
@@ -96,7 +95,7 @@ def serve(
         "server_header": False,
         "log_config": None,
         "access_log": False,  # jobq logs each request itself (JOBQ_ACCESS_LOG)
-        "http": OneWriteHttp,  # httptools, each answer in one write
+        "http": "httptools",
         "timeout_graceful_shutdown": math.ceil(settings.shutdown_grace_seconds),
     }
     if ssl_certfile is not None:
