@@ -143,7 +143,11 @@ def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
     """`histogram.observe(v)` for each value, with one increment per bucket touched.
 
     A batch of 100 leases then costs a few increments, not 100 locked observations.
-    Relies on prometheus-client's bucket layout; observes one by one if it ever changes.
+    This reads three private attributes of prometheus-client's `Histogram` (its bounds,
+    bucket values and sum): the one reach into a dependency's internals left in `app/`,
+    kept for what it saves each drained job (docs/performance/service.md, "Private
+    internals"). Should they ever change, it observes one by one, and
+    `tests/api/test_metrics.py` fails loudly so that the change is seen.
     """
     bounds = getattr(histogram, "_upper_bounds", None)
     buckets = getattr(histogram, "_buckets", None)
