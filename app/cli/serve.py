@@ -40,8 +40,8 @@ def worker_app() -> FastAPI:
 def frozen(app: FastAPI) -> FastAPI:
     """`app`, once every object made so far (the modules, the app's routes and schemas:
     the process's whole life) is out of the garbage collector's reach: its full
-    collections then walk only what requests made, not the whole program again (one
-    took some 55 M instructions: as many as leasing and acking 240 jobs)."""
+    collections then walk only what requests made, not the whole program again
+    (docs/performance/service.md, "Full garbage collections")."""
     gc.collect()  # the start-up's garbage first: what is frozen is never collected
     gc.freeze()
     return app

@@ -174,8 +174,8 @@ def sample_pool(engine: AsyncEngine) -> None:
 async def sample_pool_every(engine: AsyncEngine, seconds: float = POOL_SAMPLE_SECONDS) -> None:
     """Keep this process's `jobq_db_pool_connections_in_use` current: sampled every
     `seconds` (and by each scrape this process answers), not counted at every checkout
-    and checkin. Listeners on those events cost 3 % of a single-job call's instructions
-    (with `jobq serve --workers N`, each one a write to the process's metrics file)."""
+    and checkin: listeners on those events would run twice in every request (with
+    `jobq serve --workers N`, each one a write to the process's metrics file)."""
     while True:
         sample_pool(engine)
         await asyncio.sleep(seconds)

@@ -18,8 +18,7 @@ without a valid key before reading a byte of it (every route that takes a body n
 key). The route's rule then reuses that verdict.
 
 The rules read the `Authorization` header themselves rather than through FastAPI's
-`HTTPBearer` dependency, which cost a request a dependency level: 5 % of its
-instructions on the single-job path.
+`HTTPBearer` dependency, which would cost every request a dependency level more.
 """
 
 from __future__ import annotations
