@@ -29,7 +29,6 @@ from prometheus_client import (
     Histogram,
     disable_created_metrics,
     generate_latest,
-    values,
 )
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
@@ -40,27 +39,6 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # prometheus-client picks its value store when imported: decide with it, once.
 MULTIPROCESS = MULTIPROC_ENV in os.environ
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-
-_pid = os.getpid()
-
-
-def _process_id() -> int:
-    """This process's id, read once (and again in a forked child)."""
-    return _pid
-
-
-def _forked() -> None:
-    global _pid
-    _pid = os.getpid()
-
-
-if MULTIPROCESS:
-    # Every update of a multiprocess value first checks that the process has not forked
-    # (its file is per process): by default with `os.getpid()`, a system call at each of
-    # the ~13 updates of a single job's three calls. The cached id, refreshed after a
-    # fork, answers the same.
-    os.register_at_fork(after_in_child=_forked)
-    values.ValueClass = values.MultiProcessValue(process_identifier=_process_id)  # type: ignore[no-untyped-call]
 
 # Seconds: from a few milliseconds (a waiting worker) to an hour (a backlog).
 JOB_SECONDS_BUCKETS = (

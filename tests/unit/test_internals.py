@@ -17,6 +17,7 @@ INTERNAL_MODULES = (
     "asyncpg.pgproto",
     "asyncpg.protocol",
     "fastapi.dependencies",
+    "prometheus_client.values",
     "pydantic_core.core_schema",
     "sqlalchemy.util",
     "starlette.middleware.exceptions",
