@@ -33,8 +33,8 @@ def request_id(headers: list[tuple[bytes, bytes]]) -> str:
         if name == HEADER and _SANE_ID.fullmatch(value):
             return value.decode("ascii")
     # 128 random bits from the process's generator, reseeded from the system's in every
-    # forked child: an id to correlate lines, not a secret (secrets.token_hex, which
-    # asks the kernel each time, cost three times as much)
+    # forked child: an id to correlate lines, not a secret (secrets.token_hex asks the
+    # kernel each time)
     return f"{random.getrandbits(128):032x}"
 
 

@@ -11,19 +11,14 @@ from __future__ import annotations
 
 import uuid
 
-from asyncpg.pgproto import pgproto
-
 
 def _is_uuid(text: str) -> bool:
-    """Does `uuid.UUID` read `text`? asyncpg's C reader first (the form jobq issues, in
-    a tenth of the time), Python's for the forms only it reads."""
-    for read in (pgproto.UUID, uuid.UUID):
-        try:
-            read(text)
-        except ValueError:
-            continue
-        return True
-    return False
+    """Does `uuid.UUID` read `text`?"""
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def cut_tokens(path: str) -> str:

@@ -18,7 +18,6 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.supervisors import Multiprocess
 
-from app.api.http_protocol import OneWriteHttp
 from app.cli._database import database_url, setup_logging
 from app.core.config import Settings, get_settings
 from app.core.errors import DatabaseUnavailable
@@ -41,8 +40,8 @@ def worker_app() -> FastAPI:
 def frozen(app: FastAPI) -> FastAPI:
     """`app`, once every object made so far (the modules, the app's routes and schemas:
     the process's whole life) is out of the garbage collector's reach: its full
-    collections then walk only what requests made, not the whole program again (one
-    took some 55 M instructions: as many as leasing and acking 240 jobs)."""
+    collections then walk only what requests made, not the whole program again
+    (docs/performance/service.md, "Full garbage collections")."""
     gc.collect()  # the start-up's garbage first: what is frozen is never collected
     gc.freeze()
     return app
@@ -96,7 +95,7 @@ def serve(
         "server_header": False,
         "log_config": None,
         "access_log": False,  # jobq logs each request itself (JOBQ_ACCESS_LOG)
-        "http": OneWriteHttp,  # httptools, each answer in one write
+        "http": "httptools",
         "timeout_graceful_shutdown": math.ceil(settings.shutdown_grace_seconds),
     }
     if ssl_certfile is not None:

@@ -29,7 +29,6 @@ from prometheus_client import (
     Histogram,
     disable_created_metrics,
     generate_latest,
-    values,
 )
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
@@ -40,27 +39,6 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # prometheus-client picks its value store when imported: decide with it, once.
 MULTIPROCESS = MULTIPROC_ENV in os.environ
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-
-_pid = os.getpid()
-
-
-def _process_id() -> int:
-    """This process's id, read once (and again in a forked child)."""
-    return _pid
-
-
-def _forked() -> None:
-    global _pid
-    _pid = os.getpid()
-
-
-if MULTIPROCESS:
-    # Every update of a multiprocess value first checks that the process has not forked
-    # (its file is per process): by default with `os.getpid()`, a system call at each of
-    # the ~13 updates of a single job's three calls. The cached id, refreshed after a
-    # fork, answers the same.
-    os.register_at_fork(after_in_child=_forked)
-    values.ValueClass = values.MultiProcessValue(process_identifier=_process_id)  # type: ignore[no-untyped-call]
 
 # Seconds: from a few milliseconds (a waiting worker) to an hour (a backlog).
 JOB_SECONDS_BUCKETS = (
@@ -143,7 +121,11 @@ def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
     """`histogram.observe(v)` for each value, with one increment per bucket touched.
 
     A batch of 100 leases then costs a few increments, not 100 locked observations.
-    Relies on prometheus-client's bucket layout; observes one by one if it ever changes.
+    This reads three private attributes of prometheus-client's `Histogram` (its bounds,
+    bucket values and sum): the one reach into a dependency's internals left in `app/`,
+    kept for what it saves each drained job (docs/performance/service.md, "Private
+    internals"). Should they ever change, it observes one by one, and
+    `tests/api/test_metrics.py` fails loudly so that the change is seen.
     """
     bounds = getattr(histogram, "_upper_bounds", None)
     buckets = getattr(histogram, "_buckets", None)
@@ -170,8 +152,8 @@ def sample_pool(engine: AsyncEngine) -> None:
 async def sample_pool_every(engine: AsyncEngine, seconds: float = POOL_SAMPLE_SECONDS) -> None:
     """Keep this process's `jobq_db_pool_connections_in_use` current: sampled every
     `seconds` (and by each scrape this process answers), not counted at every checkout
-    and checkin. Listeners on those events cost 3 % of a single-job call's instructions
-    (with `jobq serve --workers N`, each one a write to the process's metrics file)."""
+    and checkin: listeners on those events would run twice in every request (with
+    `jobq serve --workers N`, each one a write to the process's metrics file)."""
     while True:
         sample_pool(engine)
         await asyncio.sleep(seconds)

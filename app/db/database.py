@@ -16,11 +16,8 @@ import asyncpg
 from sqlalchemy.exc import DBAPIError, InterfaceError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import PoolProxiedConnection
-from sqlalchemy.util.concurrency import await_only
 
 from app.core.errors import DatabaseUnavailable
-from app.db import greenlets
 from app.db.statement import Statement
 
 # asyncpg's names for "the server went away, is starting, is stopping, or is full".
@@ -74,41 +71,31 @@ class Database:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
-        """A pooled connection, as the asyncpg connection under SQLAlchemy's adapter.
-
-        Taken from the pool itself, not through an `AsyncConnection`: that wrapper cost
-        ~90 µs of CPU per call (a third greenlet switch, a task to close it, its own
-        objects), and every statement here goes to the driver anyway. A connection that
-        broke under a statement is invalidated (the pool opens a new one); an unreachable
-        database becomes `DatabaseUnavailable`.
+        """A pooled connection, as the asyncpg connection under SQLAlchemy's adapter
+        (`AsyncConnection.get_raw_connection().driver_connection`): every statement
+        goes to the driver. A connection that broke under a statement is invalidated
+        (the pool opens a new one); an unreachable database becomes `DatabaseUnavailable`.
         """
-        pooled, driver = await greenlets.run(self._checkout)
         try:
-            yield driver
-        except Exception as exc:
-            if _broke(driver, exc):
-                await greenlets.run(pooled.invalidate, exc)
-                raise DatabaseUnavailable() from exc
-            raise
-        finally:
-            # Given back at once: the reset (a rollback of the adapter's transaction,
-            # never begun: statements go to the driver) does no I/O. Should a return
-            # ever wait and be cancelled there, SQLAlchemy's pool takes the connection
-            # back as failed and opens a new one.
-            await greenlets.run(pooled.close)
-
-    def _checkout(self) -> tuple[PoolProxiedConnection, asyncpg.Connection]:
-        """In a greenlet: a pooled connection and the asyncpg connection under it; an
-        unreachable database raises `DatabaseUnavailable`."""
-        try:
-            pooled = self.engine.sync_engine.raw_connection()
+            pooled = await self.engine.connect()
         except Exception as exc:
             if unavailable(exc):
                 raise DatabaseUnavailable() from exc
             raise
-        driver = pooled.driver_connection
-        assert isinstance(driver, asyncpg.Connection)
-        return pooled, driver
+        try:
+            driver = (await pooled.get_raw_connection()).driver_connection
+            assert isinstance(driver, asyncpg.Connection)
+            try:
+                yield driver
+            except Exception as exc:
+                if _broke(driver, exc):
+                    await pooled.invalidate(exc)
+                    raise DatabaseUnavailable() from exc
+                raise
+        finally:
+            # Given back at once: the pool's reset on return is off (statements go to
+            # the driver, transactions are asyncpg's own, ended by their block).
+            await pooled.close()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
@@ -117,29 +104,9 @@ class Database:
             yield conn
 
     async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[asyncpg.Record]:
-        """Every row `statement` returns.
-
-        The checkout, the statement and the return run in one greenlet, one kept for
-        the next call (`greenlets.run`): SQLAlchemy's async pool runs each checkout and
-        each return in a new greenlet of its own, which maps a fresh 16 KiB Python stack
-        that its end unmaps again (`mmap`, a page fault, `munmap`: the kernel's work,
-        which no instruction count shows).
-        """
-        return await greenlets.run(self._fetch, statement.sql, statement.args(params))
-
-    def _fetch(self, sql: str, args: list[Any]) -> list[asyncpg.Record]:
-        """`fetch`'s body, in its greenlet: what `connection` does around a statement."""
-        pooled, driver = self._checkout()
-        try:
-            rows: list[asyncpg.Record] = await_only(driver.fetch(sql, *args))
-            return rows
-        except Exception as exc:
-            if _broke(driver, exc):
-                pooled.invalidate(exc)
-                raise DatabaseUnavailable() from exc
-            raise
-        finally:
-            pooled.close()
+        """Every row `statement` returns."""
+        async with self.connection() as conn:
+            return await conn.fetch(statement.sql, *statement.args(params))
 
     async def ping(self) -> None:
         """Raise `DatabaseUnavailable` unless the database answers."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,9 @@ from app.db.url import with_database
 DEFAULT_DATABASE = "jobq"
 PGDATA_DIRNAME = "pgdata"
 HANDLES_FILENAME = ".handle_pids.json"  # the wheel's list of processes using the server
+# One start at a time in this process: the handle list is read and written by both
+# `_forget_dead_handles` and the wheel's `get_server`, which only `start` calls.
+_starting = threading.Lock()
 
 
 def _server_module() -> Any:
@@ -54,9 +58,9 @@ def start(data_dir: Path) -> str:
     pgdata = data_dir.expanduser().resolve() / PGDATA_DIRNAME
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     module = _server_module()
-    with module.PostgresServer._lock:
+    with _starting:
         _forget_dead_handles(pgdata)
-    server = module.get_server(pgdata, cleanup_mode="stop")
+        server = module.get_server(pgdata, cleanup_mode="stop")
     return str(server.get_uri())
 
 

@@ -66,15 +66,15 @@ def create_engine(url: str, pool_size: int, *, pooler: bool = False) -> AsyncEng
         isolation_level="AUTOCOMMIT",
         # No rollback when a connection goes back: statements go to the driver, and
         # transactions are asyncpg's own (`Database.transaction`), ended by their block;
-        # the adapter's rollback had nothing to roll back (1.5 % of a call's instructions).
+        # the adapter's rollback had nothing to roll back.
         pool_reset_on_return=None,
         connect_args={
             "timeout": CONNECT_TIMEOUT_SECONDS,
             **caches,
             # No plan_cache_mode override: the statements are written so that the
             # generic plan PostgreSQL may cache after five runs is the right one (see
-            # finish_one in app/jobs/finish.sql); forcing a fresh plan per call cost
-            # the one-job path ~0.4 ms per enqueue.
+            # finish_one in app/jobs/finish.sql); forcing a fresh plan per call slowed
+            # every enqueue of the one-job path.
             "server_settings": {"application_name": "jobq"},
         },
     )
@@ -84,12 +84,11 @@ def create_engine(url: str, pool_size: int, *, pooler: bool = False) -> AsyncEng
 
 def _jsonb_as_text(connection: Any, _record: object) -> None:
     """jsonb (payloads, results, histories: decoded on every row a lease or a read
-    returns) in text form, each value handed straight to pydantic's parser (5-10 x
-    faster than `json`), and jsonb parameters (always JSON text here) sent as they are.
-    The dialect's binary codec runs a Python function per value, which strips a version
-    byte and decodes the bytes first: a lease decodes three a job (the drain's service
-    instructions -1.2 %, `python -m bench.calls --path drain`). Set after the dialect's
-    own, on every new connection."""
+    returns) in text form, each value handed straight to pydantic's parser (faster than
+    `json`), and jsonb parameters (always JSON text here) sent as they are. The
+    dialect's binary codec runs a Python function per value, which strips a version
+    byte and decodes the bytes first: a lease decodes three a job. Set after the
+    dialect's own, on every new connection, through the adapter's public `run_async`."""
     connection.run_async(
         lambda driver: driver.set_type_codec(
             "jsonb",

@@ -3,8 +3,8 @@
 Every statement that makes jobs `queued` sends `NOTIFY jobq_due, '<queue> <epoch>'`
 (the earliest `run_at` per queue) when it commits. The listener passes each to a
 callback, while it is asked to (`hear_due`): a process whose leases find jobs at once
-has nobody to wake, and reading an announcement per enqueued job cost each such
-process about a tenth of a millisecond a job. If its connection drops (noticed at once
+has nobody to wake, and reading an announcement per enqueued job would cost each such
+process CPU for every job enqueued anywhere. If its connection drops (noticed at once
 when the server closes it, else by a keepalive query) it says so, reconnects with
 backoff, and the waiters fall back to polling meanwhile. It holds no pooled connection.
 

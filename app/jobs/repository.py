@@ -76,9 +76,8 @@ def lease_statement(queues: list[str], max_jobs: int) -> Statement:
 @functools.cache
 def numbered_lease(max_jobs: int) -> Statement:
     """`lease_queue` with its LIMIT written in as `max_jobs`. PostgreSQL plans a `$n`
-    LIMIT for a tenth of the queue, and so plans every lease from a backlog afresh (a
-    third of a lease of 5's time from 50,000 queued jobs; about 10k instructions a job
-    of a lease of 100); with the number it keeps one plan. One statement per size asked
+    LIMIT for a tenth of the queue, and so plans every lease from a backlog afresh
+    (docs/performance/postgres.md); with the number it keeps one plan. One statement per size asked
     (at most DEFAULT_MAX_LEASE_BATCH), prepared on the pooled connections that run it."""
     return LEASE_QUEUE.with_number("max_jobs", max_jobs)
 

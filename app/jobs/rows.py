@@ -1,10 +1,9 @@
 """The rows the queue core's repository hands back: typed named tuples.
 
 Named tuples, not frozen dataclasses: as immutable and as typed, and built from a
-record in one C call (0.3 against 3.7 µs for a job's 30 columns, which a lease pays per
-job). `JobRow` holds every column of `jobq.jobs` in the table's order, so a record
-that is, or ends in, `j.*` becomes one by position (a test compares the fields with
-the table).
+record in one C call (a lease pays it for every job). `JobRow` holds every column of
+`jobq.jobs` in the table's order, so a record that is, or ends in, `j.*` becomes one by
+position (a test compares the fields with the table).
 """
 
 from __future__ import annotations
@@ -93,10 +92,9 @@ R = TypeVar("R", bound=tuple[Any, ...])
 
 def builder(kind: type[R]) -> Callable[[Iterable[Any]], R]:
     """A named tuple of type `kind` from an iterable of exactly its values, in its order,
-    in one C call. The class's own `__new__` and `_make` are Python calls (0.6 against
-    0.4 µs for a brief, 0.9 against 0.7 for a whole job; a lease or an ack call builds
-    100), and `_make`'s length check becomes a test's where records are read this way
-    (tests/db/test_named_sql.py: each statement's columns are its row's)."""
+    in one C call. The class's own `__new__` and `_make` are Python calls (a lease or an
+    ack call builds 100), and `_make`'s length check becomes a test's where records are
+    read this way (tests/db/test_named_sql.py: each statement's columns are its row's)."""
     return cast(Callable[[Iterable[Any]], R], partial(tuple.__new__, kind))
 
 

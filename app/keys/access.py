@@ -5,8 +5,9 @@
     async def enqueue_job(caller: EnqueueCaller, ...)              a key with `enqueue`
 
 (`EnqueueCaller`, `WorkCaller`, `ReadCaller`, `AdminCaller`, `Anyone`, `LocalOrAnyKey`
-are the `Annotated` aliases below.) The routers' `KeyedRoute` runs the rule before the
-route's parameters are read (`app.keys.routing`); FastAPI would run it as a dependency.
+are the `Annotated` aliases below.) FastAPI runs the rule as a dependency; the routers'
+`KeyedRoute` judges it first, before the route's parameters and body are read
+(`app.keys.routing`), and the dependency then reuses the verdict kept in the scope.
 `access_of(route)` reads the declaration back: the route-table test fails for any route
 that declares none, and `document_keys` puts the security scheme in the OpenAPI
 document for every route that takes a key, so generated clients send the header.
@@ -17,8 +18,7 @@ without a valid key before reading a byte of it (every route that takes a body n
 key). The route's rule then reuses that verdict.
 
 The rules read the `Authorization` header themselves rather than through FastAPI's
-`HTTPBearer` dependency, which cost a request a dependency level: 5 % of its
-instructions on the single-job path.
+`HTTPBearer` dependency, which would cost every request a dependency level more.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from app.keys.caller import Caller
 from app.keys.scopes import Scope
 
 Need = Literal["public", "probe", "enqueue", "work", "read", "admin"]
-VERDICT = "jobq.caller"  # the request scope's entry for KeyGate's verdict
+VERDICT = "jobq.caller"  # the request scope's entry for the key's verdict (KeyGate's or a rule's)
 
 # The OpenAPI security scheme of every route that takes a key (see `document_keys`).
 bearer = HTTPBearer(
@@ -69,6 +69,7 @@ async def _verdict(request: Request) -> Caller:
             verdict = await auth.authenticate(bearer_token(request.headers.get("authorization")))
         except Unauthorized as exc:
             verdict = exc
+        request.scope[VERDICT] = verdict  # the route's dependency judges the same key again
     if isinstance(verdict, Unauthorized):
         raise verdict
     assert isinstance(verdict, Caller)
@@ -76,8 +77,8 @@ async def _verdict(request: Request) -> Caller:
 
 
 class Access:
-    """What a route asks of its caller (`need`): run by `KeyedRoute` ahead of the
-    route's parameters, or by FastAPI as a dependency."""
+    """What a route asks of its caller (`need`): run by FastAPI as a dependency, and
+    by `KeyedRoute` ahead of the route's parameters."""
 
     need: Need
 
@@ -145,8 +146,7 @@ def served_routes(app: FastAPI) -> list[Any]:
 
 def access_of(route: APIRoute | Any) -> list[Access]:
     """The access rules `route` declares (exactly one, for a well-declared route)."""
-    rule = getattr(route, "access_rule", None)  # KeyedRoute's, taken out of its dependencies
-    found: list[Access] = [rule] if isinstance(rule, Access) else []
+    found: list[Access] = []
     dependant = getattr(route, "dependant", None)
     pending = [dependant] if dependant is not None else []
     while pending:

@@ -1,16 +1,13 @@
-"""`KeyedRoute`: routes that run their access rule themselves, ahead of FastAPI.
+"""`KeyedRoute`: routes whose access rule is judged before anything else of the request.
 
 A route declares its access as a parameter, `caller: WorkCaller` or `_access: Anyone`
-(the `Annotated` aliases of `app.keys.access`). FastAPI would solve it as a dependency,
-a level of its own on every request: 5.5 % of a single-job call's instructions. A router
-built with `route_class=KeyedRoute` instead takes that parameter out of the signature
-FastAPI reads, runs the rule before FastAPI reads the request's parameters and body (as
-the dependency ran before any of them was validated), and passes the endpoint the
-rule's answer under the parameter's name. A route whose router lacks this class still
-has its rule run, as a dependency.
-
-Its handler is also `app.api.lean`'s where the endpoint is simple: the common request
-skips FastAPI's per-request parameter solving, the rest goes through FastAPI as before.
+(the `Annotated` aliases of `app.keys.access`), which FastAPI solves as a dependency.
+FastAPI reads and parses a request's body before it solves any dependency, so a caller
+without the right key would learn from a 400 that its body was malformed. A router built
+with `route_class=KeyedRoute` judges the rule first, in the route's handler (FastAPI's
+documented extension point, `APIRoute.get_route_handler`): a refused caller gets its 401
+or 403 before any 400 or 422. The dependency then finds the caller the rule already
+judged (`app.keys.access` keeps the verdict in the request's scope).
 """
 
 from __future__ import annotations
@@ -20,14 +17,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any, get_args, get_origin
 
 from fastapi import Request, Response
-from fastapi.params import Depends
 from fastapi.routing import APIRoute
 
-from app.api.lean import lean_handler
 from app.keys.access import Access
-
-GRANTED = "jobq.granted"  # the request scope's entry for the rule's answer
-_REQUEST = "_keyed_request"  # the Request parameter added where the endpoint takes none
 
 Endpoint = Callable[..., Awaitable[Any]]
 
@@ -37,55 +29,35 @@ def _rule(annotation: Any) -> Access | None:
     if get_origin(annotation) is not Annotated:
         return None
     for extra in get_args(annotation)[1:]:
-        if isinstance(extra, Depends) and isinstance(extra.dependency, Access):
-            return extra.dependency
+        dependency = getattr(extra, "dependency", None)  # what `Depends(...)` was given
+        if isinstance(dependency, Access):
+            return dependency
     return None
 
 
-def _without_rule(endpoint: Endpoint) -> tuple[Access | None, Endpoint]:
-    """The endpoint's access rule, and the endpoint as FastAPI should see it: without
-    the rule's parameter, which it gets from the request's scope."""
+def declared_rule(endpoint: Endpoint) -> Access | None:
+    """The one access rule `endpoint` declares; None for none or several (left to
+    FastAPI and to the route-table test, which fails for either)."""
     signature = inspect.signature(endpoint, eval_str=True)
-    declared = [(n, r) for n, p in signature.parameters.items() if (r := _rule(p.annotation))]
-    if len(declared) != 1 or not inspect.iscoroutinefunction(endpoint):
-        return None, endpoint  # left to FastAPI (and the route-table test)
-    ((name, rule),) = declared
-    params = [p for n, p in signature.parameters.items() if n != name]
-    own = next((p.name for p in params if p.annotation is Request), None)
-    if own is None:
-        params.append(
-            inspect.Parameter(_REQUEST, inspect.Parameter.KEYWORD_ONLY, annotation=Request)
-        )
-
-    async def with_access(**values: Any) -> Any:
-        request = values[own] if own is not None else values.pop(_REQUEST)
-        return await endpoint(**values, **{name: request.scope[GRANTED]})
-
-    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
-        setattr(with_access, attribute, getattr(endpoint, attribute))
-    with_access.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
-    return rule, with_access
+    rules = [rule for p in signature.parameters.values() if (rule := _rule(p.annotation))]
+    return rules[0] if len(rules) == 1 else None
 
 
 class KeyedRoute(APIRoute):
-    """An `APIRoute` whose access rule runs first, outside FastAPI's dependencies."""
+    """An `APIRoute` whose access rule is judged before its parameters and body."""
 
     def __init__(self, path: str, endpoint: Endpoint, **options: Any) -> None:
-        self.access_rule, endpoint = _without_rule(endpoint)
+        self.first_rule = declared_rule(endpoint)
         super().__init__(path, endpoint, **options)
 
-    lean: bool  # its common requests skip FastAPI's handler (`app.api.lean`)
-
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        full = super().get_route_handler()
-        handler = lean_handler(self.dependant, self._embed_body_fields, full)
-        self.lean = handler is not full
-        rule = self.access_rule
+        handler = super().get_route_handler()
+        rule = self.first_rule
         if rule is None:
             return handler
 
         async def checked(request: Request) -> Response:
-            request.scope[GRANTED] = await rule(request)
+            await rule(request)  # raises for a refused caller
             return await handler(request)
 
         return checked

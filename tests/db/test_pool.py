@@ -1,5 +1,5 @@
-"""`Database.connection` takes connections from SQLAlchemy's pool itself and always gives
-them back: after a statement, a bad statement, a cancellation mid-statement, and a
+"""`Database.connection` takes connections from SQLAlchemy's pool and always gives them
+back: after a statement, a bad statement, a cancellation mid-statement, and a
 connection that broke (which the pool replaces)."""
 
 from __future__ import annotations

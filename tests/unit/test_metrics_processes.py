@@ -1,5 +1,5 @@
-"""prometheus-client's multiprocess mode with jobq's cached process id: a forked child
-counts in a file of its own, and the parent's counts stay in its own."""
+"""prometheus-client's multiprocess mode as jobq uses it: a forked child counts in a file
+of its own, and the parent's counts stay in its own."""
 
 from __future__ import annotations
 
