@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from bisect import bisect_left
-from collections import Counter as Tally
 from collections.abc import Iterable, Iterator, Sequence
-from functools import partial
 from typing import Any, TypeVar, cast
 
 from prometheus_client import (
@@ -118,25 +115,9 @@ def child(metric: M, *values: str) -> M:
 
 
 def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
-    """`histogram.observe(v)` for each value, with one increment per bucket touched.
-
-    A batch of 100 leases then costs a few increments, not 100 locked observations.
-    This reads three private attributes of prometheus-client's `Histogram` (its bounds,
-    bucket values and sum): the one reach into a dependency's internals left in `app/`,
-    kept for what it saves each drained job (docs/performance/service.md, "Private
-    internals"). Should they ever change, it observes one by one, and
-    `tests/api/test_metrics.py` fails loudly so that the change is seen.
-    """
-    bounds = getattr(histogram, "_upper_bounds", None)
-    buckets = getattr(histogram, "_buckets", None)
-    total = getattr(histogram, "_sum", None)
-    if bounds is None or buckets is None or total is None:
-        for v in values:
-            histogram.observe(v)
-        return
-    for index, n in Tally(map(partial(bisect_left, bounds), values)).items():
-        buckets[index].inc(n)
-    total.inc(sum(values))
+    """`histogram.observe(v)` for each value of a batch (a lease's waits, an ack's runs)."""
+    for v in values:
+        histogram.observe(v)
 
 
 POOL_SAMPLE_SECONDS = 1.0

@@ -311,10 +311,6 @@ def test_observing_a_batch_equals_observing_each_value() -> None:
     registry = CollectorRegistry()
     one = Histogram("one", "o", buckets=metrics.JOB_SECONDS_BUCKETS, registry=registry)
     many = Histogram("many", "m", buckets=metrics.JOB_SECONDS_BUCKETS, registry=registry)
-    # `observe_many` reads these private attributes of prometheus-client's histogram; if a
-    # release renames them it silently observes one value at a time: fail loudly instead.
-    for private in ("_upper_bounds", "_buckets", "_sum"):
-        assert hasattr(many, private), f"prometheus-client's Histogram has no {private}"
     values = [0.0, 0.005, 0.0051, 0.3, 1, 59.9, 3600, 3600.5, 1e9, 0.25, 0.25]
     for v in values:
         one.observe(v)
