@@ -107,7 +107,8 @@ async def test_fan_in_and_chains_work_and_finishes_read_through_indexes(
     parents = [r["id"] for r in await db.fetch("SELECT id FROM jobq.jobs ORDER BY id")]
     child = await _enqueue(db, "fan-in", *parents)
     assert await db.fetchval("SELECT waiting_for FROM jobq.jobs WHERE id = $1", child) == 10000
-    # Chain: 1,000 jobs, each waiting for the one before.
+    # Chain: 1,000 jobs, each waiting for the one before (past the default depth limit).
+    await db.execute("UPDATE jobq.enqueue_limits SET max_dependency_depth = 1000")
     chain = [await _enqueue(db, "chain")]
     for _ in range(999):
         chain.append(await _enqueue(db, "chain", chain[-1]))
