@@ -52,6 +52,7 @@ MAX_JSON_DEPTH = 128
 # (a job, or a whole batch) may carry in all. Each entry a call names is an edge to
 # write and a parent to check at commit.
 DEFAULT_MAX_DEPENDENCY_DEPTH = 100
+MAX_DEPENDENCY_DEPTH = 10_000
 DEFAULT_MAX_BATCH_DEPENDENCIES = 10_000
 # A lease's row is written by heartbeats at most once per this interval (0: every time):
 # often enough for a worker reporting its stages as it goes, not for a runaway loop.
@@ -163,6 +164,7 @@ class Settings(BaseSettings):
     max_dependency_depth: int = Field(
         default=DEFAULT_MAX_DEPENDENCY_DEPTH,
         ge=1,
+        le=MAX_DEPENDENCY_DEPTH,
         description="Longest chain of parents above a job (`depends_on`, followed up).",
     )
     max_batch_dependencies: int = Field(
