@@ -285,6 +285,10 @@ $$;
 CREATE FUNCTION jobq.check_new_dependencies()
 RETURNS trigger
 LANGUAGE plpgsql
+-- It runs at the commit of the producer's transaction, outside jobq.enqueue: as the
+-- schema's owner, like the function that made the edges (jobq_producer reads no table).
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     ended_ids bigint[];

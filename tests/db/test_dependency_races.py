@@ -146,15 +146,23 @@ ENDS = {
 }
 
 
-async def _produce_slowly(conn: asyncpg.Connection, pause: float, *parents: int) -> int:
-    """Enqueue a child of `parents` in a transaction that stays open `pause` seconds."""
+async def _produce_slowly(
+    conn: asyncpg.Connection, made: asyncio.Event, pause: float, *parents: int
+) -> int:
+    """Enqueue a child of `parents` in a transaction that stays open `pause` seconds
+    after it (`made` is set then)."""
     async with conn.transaction():
         child = await _enqueue(conn, "child", *parents)
+        made.set()
         await asyncio.sleep(pause)
     return child
 
 
-async def _end_after(conn: asyncpg.Connection, pause: float, *ends: tuple[str, int]) -> None:
+async def _end_after(
+    conn: asyncpg.Connection, made: asyncio.Event, pause: float, *ends: tuple[str, int]
+) -> None:
+    """Once the child is made, wait `pause` seconds, then end its parents."""
+    await made.wait()
     await asyncio.sleep(pause)
     for statement, job_id in ends:
         await conn.execute(statement, job_id)
@@ -172,10 +180,12 @@ async def test_a_parent_ending_while_a_producer_holds_its_child_uncommitted(
         parent = await _enqueue(db, "p")
         marked = await _enqueue(db, "p")  # a parent some child already marked
         await _enqueue(db, "first", marked)
+        made = asyncio.Event()
         child, _ = await asyncio.gather(
-            _produce_slowly(producer, rng.uniform(0, 0.02), parent, marked),
+            _produce_slowly(producer, made, rng.uniform(0, 0.02), parent, marked),
             _end_after(
                 finisher,
+                made,
                 rng.uniform(0, 0.02),
                 (ENDS[expected], parent),
                 (ENDS["queued"], marked),
