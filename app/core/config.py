@@ -47,6 +47,13 @@ DEFAULT_MAX_ERROR_MESSAGE_BYTES = 8 * 1024
 # write back (it stops at 255 levels, counting the job around it).
 DEFAULT_MAX_JSON_DEPTH = 32
 MAX_JSON_DEPTH = 128
+# What one caller may build out of dependencies: how many jobs a chain may hold above a
+# job (its first job stands at 0), and how many `depends_on` entries one enqueue call
+# (a job, or a whole batch) may carry in all. Each entry a call names is an edge to
+# write and a parent to check at commit.
+DEFAULT_MAX_DEPENDENCY_DEPTH = 100
+MAX_DEPENDENCY_DEPTH = 10_000
+DEFAULT_MAX_BATCH_DEPENDENCIES = 10_000
 # A lease's row is written by heartbeats at most once per this interval (0: every time):
 # often enough for a worker reporting its stages as it goes, not for a runaway loop.
 DEFAULT_HEARTBEAT_MIN_INTERVAL_SECONDS = 0.1  # ten writes a second, where thousands could be
@@ -153,6 +160,18 @@ class Settings(BaseSettings):
         ge=1,
         le=MAX_JSON_DEPTH,
         description="Deepest nesting of arrays and objects in a payload, metadata, result, error.",
+    )
+    max_dependency_depth: int = Field(
+        default=DEFAULT_MAX_DEPENDENCY_DEPTH,
+        ge=1,
+        le=MAX_DEPENDENCY_DEPTH,
+        description="Longest chain of parents above a job (`depends_on`, followed up).",
+    )
+    max_batch_dependencies: int = Field(
+        default=DEFAULT_MAX_BATCH_DEPENDENCIES,
+        ge=1,
+        le=DEFAULT_MAX_BATCH_DEPENDENCIES,
+        description="`depends_on` entries one enqueue call (a job or a batch) may name in all.",
     )
     heartbeat_min_interval_seconds: float = Field(
         default=DEFAULT_HEARTBEAT_MIN_INTERVAL_SECONDS,

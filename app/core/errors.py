@@ -20,6 +20,7 @@ raise them and know nothing of HTTP.
     │   ├── KeyExists
     │   ├── JobFinished
     │   ├── JobNotRetryable
+    │   │   └── ParentEnded
     │   └── JobRunning
     ├── PayloadTooLarge (413)
     ├── ValidationFailed (422)
@@ -247,6 +248,14 @@ class JobNotRetryable(Conflict):
 
     code = "job_not_retryable"
     title = "Job not retryable"
+
+
+class ParentEnded(JobNotRetryable):
+    """A parent the job waits for failed, was cancelled or was deleted: retried, the job
+    would wait for it forever. Retry that parent instead (its dependents follow)."""
+
+    code = "parent_ended"
+    title = "Parent ended"
 
 
 class JobRunning(Conflict):

@@ -134,7 +134,8 @@ SELECT i.ord,
 
 
 -- name: enqueue_with_dependencies
--- Enqueue one job that depends on others, through the SQL function producers use too.
+-- Enqueue one job that depends on others, through the SQL function producers use too;
+-- its parents must be in the queues the caller's key may use (NULL names: any queue).
 SELECT id, state, deduplicated
   FROM jobq.enqueue(queue => :queue, type => :type, payload => CAST(:payload AS jsonb),
                     priority => :priority, run_at => :run_at,
@@ -143,29 +144,43 @@ SELECT id, state, deduplicated
                     metadata => CAST(:metadata AS jsonb),
                     depends_on => CAST(:depends_on AS bigint[]),
                     on_parent_failure => :on_parent_failure,
-                    concurrency_key => :concurrency_key);
+                    concurrency_key => :concurrency_key,
+                    parent_queues => CAST(:allowed_names AS text[]),
+                    parent_queue_patterns => CAST(:allowed_patterns AS text[]));
 
 
 -- name: enqueue_workflow
--- Enqueue a batch whose items depend on jobs or on earlier items, through the SQL function.
-SELECT ord, id, state, deduplicated FROM jobq.enqueue_many(:queue, CAST(:jobs AS jsonb));
+-- Enqueue a batch whose items depend on jobs or on earlier items, through the SQL
+-- function; the parents it names must be in the queues the caller's key may use.
+SELECT ord, id, state, deduplicated
+  FROM jobq.enqueue_many(:queue, CAST(:jobs AS jsonb),
+                         parent_queues => CAST(:allowed_names AS text[]),
+                         parent_queue_patterns => CAST(:allowed_patterns AS text[]));
 
 
 -- name: record_enqueue_limits
 -- The limits this service runs with, for the SQL enqueue functions to apply the same.
 INSERT INTO jobq.enqueue_limits AS l (one, default_max_attempts, default_lease_seconds,
-                                      max_lease_seconds, max_payload_bytes, max_json_depth)
+                                      max_lease_seconds, max_payload_bytes, max_json_depth,
+                                      max_dependency_depth, max_batch_jobs,
+                                      max_batch_dependencies)
 VALUES (true, :default_max_attempts, :default_lease_seconds, :max_lease_seconds,
-        :max_payload_bytes, :max_json_depth)
+        :max_payload_bytes, :max_json_depth, :max_dependency_depth, :max_batch_jobs,
+        :max_batch_dependencies)
 ON CONFLICT (one) DO UPDATE
    SET default_max_attempts = excluded.default_max_attempts,
        default_lease_seconds = excluded.default_lease_seconds,
        max_lease_seconds = excluded.max_lease_seconds,
        max_payload_bytes = excluded.max_payload_bytes,
        max_json_depth = excluded.max_json_depth,
+       max_dependency_depth = excluded.max_dependency_depth,
+       max_batch_jobs = excluded.max_batch_jobs,
+       max_batch_dependencies = excluded.max_batch_dependencies,
        updated_at = now()
  WHERE (l.default_max_attempts, l.default_lease_seconds, l.max_lease_seconds,
-        l.max_payload_bytes, l.max_json_depth)
+        l.max_payload_bytes, l.max_json_depth, l.max_dependency_depth, l.max_batch_jobs,
+        l.max_batch_dependencies)
        IS DISTINCT FROM (excluded.default_max_attempts, excluded.default_lease_seconds,
                          excluded.max_lease_seconds, excluded.max_payload_bytes,
-                         excluded.max_json_depth);
+                         excluded.max_json_depth, excluded.max_dependency_depth,
+                         excluded.max_batch_jobs, excluded.max_batch_dependencies);

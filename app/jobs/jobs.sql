@@ -91,6 +91,8 @@ WITH retried AS (
      -- `state::text`: the partial index of dead jobs cannot serve it, so no cached plan
      -- walks every failed job to find this one
      WHERE j.id = :job_id AND j.state::text IN ('failed', 'cancelled')
+       -- never back to waiting for a parent that can no longer settle it
+       AND (NOT j.has_parents OR jobq.blocking_parent(j.id) IS NULL)
     RETURNING j.*
 ),
 announced AS MATERIALIZED (
@@ -111,24 +113,39 @@ DELETE FROM jobq.jobs WHERE id = :job_id AND state <> 'running' RETURNING id;
 
 
 -- name: parents_of
--- The parents of the given jobs, with their results (what a child's worker is handed).
+-- The parents of the given jobs, with their results (what a child's worker is handed),
+-- of the queues the caller's key may use only (names, LIKE patterns; NULL: every queue).
 SELECT d.child_id, p.id, p.type, p.state, p.result
   FROM jobq.job_dependencies d
   JOIN jobq.jobs p ON p.id = d.parent_id
  WHERE d.child_id = ANY(CAST(:child_ids AS bigint[]))
+   AND (CAST(:allowed_names AS text[]) IS NULL
+        OR p.queue = ANY(CAST(:allowed_names AS text[]))
+        OR p.queue LIKE ANY(CAST(:allowed_patterns AS text[])))
  ORDER BY d.child_id, p.id;
 
 
 -- name: dependencies_of
--- A job's parents (`parent`) and children (`child`), each with its queue, type and state.
-SELECT 'parent' AS side, p.id, p.queue, p.type, p.state
-  FROM jobq.job_dependencies d JOIN jobq.jobs p ON p.id = d.parent_id
- WHERE d.child_id = :job_id
-UNION ALL
-SELECT 'child', c.id, c.queue, c.type, c.state
-  FROM jobq.job_dependencies d JOIN jobq.jobs c ON c.id = d.child_id
- WHERE d.parent_id = :job_id
+-- A job's parents (`parent`) and children (`child`), each with its queue, type and
+-- state: of the queues the caller's key may read only.
+SELECT side, id, queue, type, state
+  FROM (SELECT 'parent' AS side, p.id, p.queue, p.type, p.state
+          FROM jobq.job_dependencies d JOIN jobq.jobs p ON p.id = d.parent_id
+         WHERE d.child_id = :job_id
+        UNION ALL
+        SELECT 'child', c.id, c.queue, c.type, c.state
+          FROM jobq.job_dependencies d JOIN jobq.jobs c ON c.id = d.child_id
+         WHERE d.parent_id = :job_id) AS linked
+ WHERE CAST(:allowed_names AS text[]) IS NULL
+    OR queue = ANY(CAST(:allowed_names AS text[]))
+    OR queue LIKE ANY(CAST(:allowed_patterns AS text[]))
  ORDER BY 1, 2;
+
+
+-- name: blocking_parent
+-- Why this failed or cancelled job cannot be retried (a parent it waits for ended for
+-- good, or is gone); NULL: nothing stands in its way.
+SELECT jobq.blocking_parent(:job_id) AS reason;
 
 
 -- name: watch_job

@@ -59,8 +59,19 @@ ENQUEUE_WITH_DEPENDENCIES = QUERIES["enqueue_with_dependencies"]
 ENQUEUE_WORKFLOW = QUERIES["enqueue_workflow"]
 PARENTS_OF = QUERIES["parents_of"]
 DEPENDENCIES_OF = QUERIES["dependencies_of"]
+BLOCKING_PARENT = QUERIES["blocking_parent"]
 WATCH_JOB = QUERIES["watch_job"]
 RECORD_ENQUEUE_LIMITS = QUERIES["record_enqueue_limits"]
+
+
+# The queues a key may use: (exact names, LIKE patterns); None: every queue.
+Allowed = tuple[list[str], list[str]] | None
+
+
+def allowed_params(allowed: Allowed) -> dict[str, list[str] | None]:
+    """The `:allowed_names`, `:allowed_patterns` parameters of a statement limited to them."""
+    names, patterns = allowed if allowed is not None else (None, None)
+    return {"allowed_names": names, "allowed_patterns": patterns}
 
 
 def lease_statement(queues: list[str], max_jobs: int) -> Statement:
@@ -331,18 +342,32 @@ class JobsRepository:
         (record,) = await self._refusable(ENQUEUE_WITH_DEPENDENCIES, params)
         return record["id"], record["deduplicated"]
 
-    async def enqueue_workflow(self, queue: str, jobs: str) -> list[BatchItem]:
-        """One item per job of the JSON array `jobs`, in order; `FunctionRefused` if refused."""
-        records = await self._refusable(ENQUEUE_WORKFLOW, {"queue": queue, "jobs": jobs})
+    async def enqueue_workflow(self, queue: str, jobs: str, allowed: Allowed) -> list[BatchItem]:
+        """One item per job of the JSON array `jobs`, in order, its parents of the
+        `allowed` queues; `FunctionRefused` if refused."""
+        records = await self._refusable(
+            ENQUEUE_WORKFLOW, {"queue": queue, "jobs": jobs, **allowed_params(allowed)}
+        )
         return [BatchItem(r["ord"], r["id"], r["state"], r["deduplicated"]) for r in records]
 
-    async def parents_of(self, child_ids: list[int]) -> list[Parent]:
-        records = await self._db.fetch(PARENTS_OF, {"child_ids": child_ids})
+    async def parents_of(self, child_ids: list[int], allowed: Allowed) -> list[Parent]:
+        """The children's parents in the `allowed` queues, with their results."""
+        records = await self._db.fetch(
+            PARENTS_OF, {"child_ids": child_ids, **allowed_params(allowed)}
+        )
         return [Parent._make(record) for record in records]
 
-    async def dependencies_of(self, job_id: int) -> list[Dependency]:
-        records = await self._db.fetch(DEPENDENCIES_OF, {"job_id": job_id})
+    async def dependencies_of(self, job_id: int, allowed: Allowed) -> list[Dependency]:
+        """The job's parents and children in the `allowed` queues."""
+        records = await self._db.fetch(
+            DEPENDENCIES_OF, {"job_id": job_id, **allowed_params(allowed)}
+        )
         return [Dependency._make(record) for record in records]
+
+    async def blocking_parent(self, job_id: int) -> str | None:
+        """Why the job cannot be retried for its parents; None when they allow it."""
+        record = await self._db.fetch_one(BLOCKING_PARENT, {"job_id": job_id})
+        return None if record is None else record["reason"]
 
     async def watch(self, job_id: int) -> None:
         """Ask the database to announce when this job finishes."""

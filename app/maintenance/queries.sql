@@ -5,7 +5,8 @@
 
 -- name: reap_expired
 -- Return up to `batch_size` expired leases' jobs to the queue (or `failed`, `cancelled`
--- when it ran out of attempts or its cancellation was requested); note the pass.
+-- when it ran out of attempts or its cancellation was requested); note the pass. Leaves
+-- out `skip_ids` (jobs this pass could not move); `only_id`: that job alone.
 WITH expired AS (
     SELECT id,
            -- another try, unless its cancellation was requested
@@ -18,6 +19,8 @@ WITH expired AS (
      -- through the index of running jobs, the expired sorted here: no index keeps lease
      -- ends, so that a heartbeat extending one is a HOT update (migration 0020)
      WHERE state = 'running' AND lease_expires_at < now()
+       AND id <> ALL(CAST(:skip_ids AS bigint[]))
+       AND (CAST(:only_id AS bigint) IS NULL OR id = :only_id)
      ORDER BY lease_expires_at
      LIMIT :batch_size
        FOR UPDATE SKIP LOCKED
@@ -63,6 +66,17 @@ SELECT reaped.*
   FROM reaped
  CROSS JOIN (SELECT count(*) FROM announced) AS announcements
  CROSS JOIN (SELECT count(*) FROM noted) AS notes;
+
+
+-- name: expired_leases
+-- The ids of up to `batch_size` expired leases' jobs, but `skip_ids`: what the reaper
+-- moves one at a time when a batch of them failed.
+SELECT id
+  FROM jobq.jobs
+ WHERE state = 'running' AND lease_expires_at < now()
+   AND id <> ALL(CAST(:skip_ids AS bigint[]))
+ ORDER BY lease_expires_at
+ LIMIT :batch_size;
 
 
 -- name: prune_finished

@@ -2,6 +2,11 @@
 
 A job whose cancellation was requested is not retried: it becomes `cancelled`.
 
+A batch that fails (one job's move raises: its dependents' cascade, a broken row) does
+not stop the pass: its jobs are moved one at a time, each failure logged with the job
+(`reaper.job_failed`) and left out of the rest of the pass, so every other expired lease,
+of every queue, is still reclaimed.
+
 Shaped like River's maintenance services: `run_once()` does one full pass in batches
 and returns what it did (tests call it directly); `loop.run_periodically` adds
 the interval. Leadership is a transaction-level advisory lock taken with each batch,
@@ -17,11 +22,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import asyncpg
+
 from app.core import metrics
 from app.core.logging import event
 from app.core.retry import Backoff
 from app.maintenance import telemetry
 from app.maintenance.repository import MaintenanceRepository
+from app.maintenance.rows import LeaderBatch, Reaped
 
 log = logging.getLogger("jobq.reaper")  # one line per batch reaped (the chaos test reads them)
 passes = logging.getLogger("jobq.maintenance")  # each pass; leadership changes
@@ -77,60 +85,101 @@ class Reaper:
         """Reap every expired lease, a batch at a time."""
         result = ReapResult()
         started = time.monotonic()
+        failed: list[int] = []  # jobs this pass could not move: left out from then on
         while True:
-            batch = await self._repo.reap_batch(self.batch_size, self._backoff)
+            try:
+                batch = await self._repo.reap_batch(self.batch_size, self._backoff, failed)
+            except asyncpg.PostgresError:
+                more = await self._reap_one_at_a_time(result, failed)
+                if more is None:
+                    result.leader = False
+                    break
+                if more:
+                    continue
+                break
             if batch is None:
                 result.leader = False
                 break
-            rows = batch.rows
-            telemetry.reaped(rows)
-            states = Counter(row.state for row in rows)
-            result.requeued += states["queued"]
-            result.failed += states["failed"]
-            result.cancelled += states["cancelled"]
-            result.job_ids.extend(row.id for row in rows)
-            if rows:
-                # One line per batch: which replica held the lock, when (by the database's
-                # clock, inside the lock: intervals of two replicas never overlap), and
-                # what it moved.
-                job_ids = ",".join(str(row.id) for row in rows if row.state != "cancelled")
-                event(
-                    log,
-                    "reaper.batch",
-                    "reaped replica=%s batch_started=%.6f batch_ended=%.6f requeued=%d failed=%d"
-                    " job_ids=%s",
-                    self.replica,
-                    batch.started,
-                    batch.ended,
-                    states["queued"],
-                    states["failed"],
-                    job_ids,
-                    replica=self.replica,
-                    batch_started=batch.started,
-                    batch_ended=batch.ended,
-                    requeued=states["queued"],
-                    failed=states["failed"],
-                    job_ids=job_ids,
-                )
-            if states["cancelled"]:
-                cancelled_ids = ",".join(str(row.id) for row in rows if row.state == "cancelled")
-                event(
-                    log,
-                    "reaper.cancelled",
-                    "reaped cancelled jobs replica=%s cancelled=%d job_ids=%s",
-                    self.replica,
-                    states["cancelled"],
-                    cancelled_ids,
-                    replica=self.replica,
-                    cancelled=states["cancelled"],
-                    job_ids=cancelled_ids,
-                )
-            if len(rows) < self.batch_size:
+            self._record(batch, result)
+            if len(batch.rows) < self.batch_size:
                 break
         self._last_pass = time.monotonic()
         metrics.REAPER_LAST_RUN.set(time.time())
         self._report(result, self._last_pass - started)
         return result
+
+    async def _reap_one_at_a_time(self, result: ReapResult, failed: list[int]) -> bool | None:
+        """Move the next batch's jobs one by one, adding those that fail to `failed`;
+        whether more may be left (None: another replica is maintaining)."""
+        job_ids = await self._repo.expired_leases(self.batch_size, failed)
+        for job_id in job_ids:
+            try:
+                batch = await self._repo.reap_batch(1, self._backoff, failed, only=job_id)
+            except asyncpg.PostgresError as error:
+                failed.append(job_id)
+                event(
+                    passes,
+                    "reaper.job_failed",
+                    "could not reap job_id=%d replica=%s: %s",
+                    job_id,
+                    self.replica,
+                    error,
+                    level=logging.ERROR,
+                    job_id=job_id,
+                    replica=self.replica,
+                    error=str(error),
+                )
+                continue
+            if batch is None:
+                return None
+            self._record(batch, result)
+        return len(job_ids) == self.batch_size
+
+    def _record(self, batch: LeaderBatch[Reaped], result: ReapResult) -> None:
+        """Count one batch into `result`, and log what it moved."""
+        rows = batch.rows
+        telemetry.reaped(rows)
+        states = Counter(row.state for row in rows)
+        result.requeued += states["queued"]
+        result.failed += states["failed"]
+        result.cancelled += states["cancelled"]
+        result.job_ids.extend(row.id for row in rows)
+        if rows:
+            # One line per batch: which replica held the lock, when (by the database's
+            # clock, inside the lock: intervals of two replicas never overlap), and
+            # what it moved.
+            job_ids = ",".join(str(row.id) for row in rows if row.state != "cancelled")
+            event(
+                log,
+                "reaper.batch",
+                "reaped replica=%s batch_started=%.6f batch_ended=%.6f requeued=%d failed=%d"
+                " job_ids=%s",
+                self.replica,
+                batch.started,
+                batch.ended,
+                states["queued"],
+                states["failed"],
+                job_ids,
+                replica=self.replica,
+                batch_started=batch.started,
+                batch_ended=batch.ended,
+                requeued=states["queued"],
+                failed=states["failed"],
+                job_ids=job_ids,
+            )
+        if states["cancelled"]:
+            cancelled_ids = ",".join(str(row.id) for row in rows if row.state == "cancelled")
+            event(
+                log,
+                "reaper.cancelled",
+                "reaped cancelled jobs replica=%s cancelled=%d job_ids=%s",
+                self.replica,
+                states["cancelled"],
+                cancelled_ids,
+                replica=self.replica,
+                cancelled=states["cancelled"],
+                job_ids=cancelled_ids,
+            )
 
     def _report(self, result: ReapResult, seconds: float) -> None:
         """One event per pass (INFO when it reaped, else DEBUG), and one when leadership changes."""

@@ -16,6 +16,7 @@ from app.maintenance.rows import DeadRows, LeaderBatch, Reaped
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
 REAP_EXPIRED = QUERIES["reap_expired"]
+EXPIRED_LEASES = QUERIES["expired_leases"]
 PRUNE_FINISHED = QUERIES["prune_finished"]
 TABLES_TO_VACUUM = QUERIES["tables_to_vacuum"]
 
@@ -42,13 +43,30 @@ class MaintenanceRepository:
             records = await fetch_in(conn, statement, params)
             return LeaderBatch([row(r) for r in records], started, await clock(conn))
 
-    async def reap_batch(self, batch_size: int, backoff: Backoff) -> LeaderBatch[Reaped] | None:
-        """One batch of expired leases; None when another replica is maintaining."""
+    async def reap_batch(
+        self,
+        batch_size: int,
+        backoff: Backoff,
+        skip: list[int] | None = None,
+        only: int | None = None,
+    ) -> LeaderBatch[Reaped] | None:
+        """One batch of expired leases (but `skip`; `only`: that job's alone); None when
+        another replica is maintaining."""
         return await self._as_leader(
             REAP_EXPIRED,
-            {"batch_size": batch_size, **backoff.params()},
+            {
+                "batch_size": batch_size,
+                "skip_ids": skip or [],
+                "only_id": only,
+                **backoff.params(),
+            },
             Reaped._make,
         )
+
+    async def expired_leases(self, batch_size: int, skip: list[int]) -> list[int]:
+        """The ids of up to `batch_size` jobs whose lease expired, but `skip`."""
+        records = await self._db.fetch(EXPIRED_LEASES, {"batch_size": batch_size, "skip_ids": skip})
+        return [record["id"] for record in records]
 
     async def prune_batch(
         self, batch_size: int, succeeded_age: float | None, failed_age: float | None

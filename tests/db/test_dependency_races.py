@@ -1,11 +1,13 @@
 """Dependencies under concurrency and at scale, on real connections: two parents finishing
 at once release their child exactly once; a child enqueued while its parent finishes is
-never left waiting; a fan-in of 10,000 parents and a chain of 1,000 jobs both complete,
-and no parent's finish reads the jobs or dependencies tables sequentially."""
+never left waiting, nor one whose producer's transaction was still open when its parent
+ended; a fan-in of 10,000 parents and a chain of 1,000 jobs both complete, and no
+parent's finish reads the jobs or dependencies tables sequentially."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -107,7 +109,8 @@ async def test_fan_in_and_chains_work_and_finishes_read_through_indexes(
     parents = [r["id"] for r in await db.fetch("SELECT id FROM jobq.jobs ORDER BY id")]
     child = await _enqueue(db, "fan-in", *parents)
     assert await db.fetchval("SELECT waiting_for FROM jobq.jobs WHERE id = $1", child) == 10000
-    # Chain: 1,000 jobs, each waiting for the one before.
+    # Chain: 1,000 jobs, each waiting for the one before (past the default depth limit).
+    await db.execute("UPDATE jobq.enqueue_limits SET max_dependency_depth = 1000")
     chain = [await _enqueue(db, "chain")]
     for _ in range(999):
         chain.append(await _enqueue(db, "chain", chain[-1]))
@@ -134,3 +137,60 @@ async def test_fan_in_and_chains_work_and_finishes_read_through_indexes(
     )
     # 11,000 parents finished, and the waiting jobs were found through indexes only.
     assert after == before, (before, after)
+
+
+ENDS = {
+    "queued": "UPDATE jobq.jobs SET state = 'succeeded', finished_at = now() WHERE id = $1",
+    "cancelled": "UPDATE jobq.jobs SET state = 'failed', finished_at = now() WHERE id = $1",
+    "deleted": "DELETE FROM jobq.jobs WHERE id = $1",
+}
+
+
+async def _produce_slowly(
+    conn: asyncpg.Connection, made: asyncio.Event, pause: float, *parents: int
+) -> int:
+    """Enqueue a child of `parents` in a transaction that stays open `pause` seconds
+    after it (`made` is set then)."""
+    async with conn.transaction():
+        child = await _enqueue(conn, "child", *parents)
+        made.set()
+        await asyncio.sleep(pause)
+    return child
+
+
+async def _end_after(
+    conn: asyncpg.Connection, made: asyncio.Event, pause: float, *ends: tuple[str, int]
+) -> None:
+    """Once the child is made, wait `pause` seconds, then end its parents."""
+    await made.wait()
+    await asyncio.sleep(pause)
+    for statement, job_id in ends:
+        await conn.execute(statement, job_id)
+
+
+async def test_a_parent_ending_while_a_producer_holds_its_child_uncommitted(
+    conns: list[asyncpg.Connection], db: asyncpg.Connection
+) -> None:
+    """The enqueue locks no parent: the check at the producer's commit settles the child
+    for a parent that succeeded, failed or was deleted while the transaction was open."""
+    producer, finisher, _ = conns
+    rng = random.Random(43)
+    for round_ in range(ROUNDS):
+        expected = list(ENDS)[round_ % len(ENDS)]
+        parent = await _enqueue(db, "p")
+        marked = await _enqueue(db, "p")  # a parent some child already marked
+        await _enqueue(db, "first", marked)
+        made = asyncio.Event()
+        child, _ = await asyncio.gather(
+            _produce_slowly(producer, made, rng.uniform(0, 0.02), parent, marked),
+            _end_after(
+                finisher,
+                made,
+                rng.uniform(0, 0.02),
+                (ENDS[expected], parent),
+                (ENDS["queued"], marked),
+            ),
+        )
+        state = await db.fetchval("SELECT state::text FROM jobq.jobs WHERE id = $1", child)
+        wanted = "cancelled" if expected == "deleted" else expected
+        assert state == wanted, f"round {round_}: child of a parent {expected} is {state}"

@@ -89,6 +89,8 @@ async def test_the_reaper_reads_only_the_running_jobs(db: asyncpg.Connection, mo
     statement = maintenance_sql.REAP_EXPIRED
     values = {
         "batch_size": "100",
+        "skip_ids": "'{}'",
+        "only_id": "NULL",
         "backoff_base": "10",
         "backoff_cap": "60",
         "backoff_jitter": "0.1",
@@ -126,7 +128,14 @@ async def test_the_reaper_returns_the_oldest_expired_leases_first(
         " WHERE lease_expires_at < now()"
     )
     arguments = maintenance_sql.REAP_EXPIRED.args(
-        {"batch_size": 4, "backoff_base": 10.0, "backoff_cap": 60.0, "backoff_jitter": 0.1}
+        {
+            "batch_size": 4,
+            "skip_ids": [],
+            "only_id": None,
+            "backoff_base": 10.0,
+            "backoff_cap": 60.0,
+            "backoff_jitter": 0.1,
+        }
     )
     reaped = await db.fetch(maintenance_sql.REAP_EXPIRED.sql, *arguments)
     assert sorted(r["id"] for r in reaped) == [7, 8, 9, 10]

@@ -1,11 +1,12 @@
 """Enqueue inside the producer's own transaction (`jobq.enqueue`, `jobq.enqueue_many`):
 the job exists if and only if the producer commits, waiting workers are woken at commit,
 and the functions apply the HTTP enqueue's defaults, limits and idempotency, to a role
-that may execute them and nothing else."""
+that may execute them and nothing else, and lock no job the producer did not make."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator
 
@@ -138,3 +139,102 @@ async def test_the_producer_role_may_only_enqueue(producer: asyncpg.Connection) 
     ):
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await producer.execute(sql)
+
+
+async def test_the_producer_role_may_execute_the_two_functions_and_no_other(
+    producer: asyncpg.Connection, db: asyncpg.Connection
+) -> None:
+    executable = await db.fetch(
+        "SELECT p.oid::regprocedure::text AS name FROM pg_proc p"
+        " JOIN pg_namespace n ON n.oid = p.pronamespace"
+        " WHERE n.nspname = 'jobq' AND has_function_privilege($1, p.oid, 'EXECUTE')",
+        ROLE,
+    )
+    assert sorted(row["name"].split("(")[0] for row in executable) == [
+        "jobq.enqueue",
+        "jobq.enqueue_many",
+    ]
+    for sql in (
+        "SELECT jobq.announce_due('q', now(), 1)",
+        "SELECT jobq.queue_backlog('q', 10)",
+        "SELECT jobq.blocking_parent(1)",
+    ):
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await producer.execute(sql)
+
+
+async def test_an_open_producer_transaction_locks_no_parent(
+    producer: asyncpg.Connection, database_url: str, db: asyncpg.Connection
+) -> None:
+    """A worker finishing (or heartbeating) a parent never waits for a producer that
+    named it; the children still end as their parents did once the producer commits."""
+    fresh = await db.fetchval("SELECT id FROM jobq.enqueue('p', 't')")
+    marked = await db.fetchval("SELECT id FROM jobq.enqueue('p', 't')")
+    doomed = await db.fetchval("SELECT id FROM jobq.enqueue('p', 't')")
+    await db.execute(
+        "SELECT id FROM jobq.enqueue('c', 't', depends_on => ARRAY[$1::bigint])", marked
+    )
+    worker = await asyncpg.connect(plain(database_url))
+    try:
+        await worker.execute("SET lock_timeout = '2s'")
+        async with producer.transaction():
+            children = [
+                await producer.fetchval(
+                    "SELECT id FROM jobq.enqueue('c', 't', depends_on => ARRAY[$1::bigint])",
+                    parent,
+                )
+                for parent in (fresh, marked, doomed)
+            ]
+            for parent in (fresh, marked):
+                await worker.execute(
+                    "UPDATE jobq.jobs SET updated_at = now() WHERE id = $1", parent
+                )  # a heartbeat's write
+                await worker.execute(
+                    "UPDATE jobq.jobs SET state = 'succeeded', finished_at = now() WHERE id = $1",
+                    parent,
+                )
+            await worker.execute(
+                "UPDATE jobq.jobs SET state = 'failed', finished_at = now() WHERE id = $1", doomed
+            )
+    finally:
+        await worker.close()
+    states = await db.fetch(
+        "SELECT state::text FROM jobq.jobs WHERE id = ANY($1) ORDER BY id", children
+    )
+    assert [row["state"] for row in states] == ["queued", "queued", "cancelled"]
+
+
+async def test_the_limits_on_what_a_call_builds_hold_in_sql(
+    producer: asyncpg.Connection, db: asyncpg.Connection
+) -> None:
+    await db.execute(
+        "UPDATE jobq.enqueue_limits SET max_dependency_depth = 3, max_batch_jobs = 4,"
+        " max_batch_dependencies = 5"
+    )
+    chain = [{"type": "t"}] + [{"type": "t", "depends_on": [{"ref": i}]} for i in range(3)]
+    rows = await producer.fetch(
+        "SELECT * FROM jobq.enqueue_many('q', $1::jsonb)", json.dumps(chain)
+    )
+    deepest = rows[-1]["id"]
+    refusals = [
+        (
+            "SELECT id FROM jobq.enqueue('q', 't', depends_on => ARRAY[$1::bigint])",
+            deepest,
+            "depends_on",
+        ),
+        (
+            "SELECT id FROM jobq.enqueue_many('q', $1::jsonb)",
+            json.dumps([{"type": "t"}] * 5),
+            "jobs",
+        ),
+        (
+            "SELECT id FROM jobq.enqueue_many('q', $1::jsonb)",
+            json.dumps([{"type": "t", "depends_on": [deepest - 1, deepest - 2]}] * 3),
+            "jobs",
+        ),
+    ]
+    for sql, arg, field in refusals:
+        with pytest.raises(asyncpg.PostgresError) as caught:
+            await producer.execute(sql, arg)
+        assert (caught.value.sqlstate, caught.value.detail) == ("JQ422", field), sql
+    assert await db.fetchval("SELECT count(*) FROM jobq.jobs") == 4

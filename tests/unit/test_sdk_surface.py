@@ -18,7 +18,8 @@ def test_public_names_are_pinned() -> None:
             "Unauthorized", "Unavailable", "UnsupportedMediaType", "ValidationError", "Worker",
             "ConfirmationMismatch", "InternalError", "KeyExists", "KeyNotFound", "LeaseForbidden",
             "MethodNotAllowed", "ReaperStalled", "ScheduleNotFound", "TooManyRequests",
-            "Dependencies", "ErrorInfo", "Parent", "QueueSettings", "QueueStats", "RateLimit",
+            "Dependencies", "ErrorInfo", "Parent", "ParentEnded", "QueueSettings", "QueueStats",
+            "RateLimit",
             "Ref", "Related", "Retry", "Schedule", "ScheduleRun",
             "__version__",
         ]

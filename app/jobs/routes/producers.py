@@ -59,7 +59,8 @@ async def enqueue_job(
     """Enqueue a job."""
     jobs = services(http)
     caller.require_queues([queue])
-    found = await jobs.enqueue.one(queue, job, idempotency_key)
+    allowed = caller.queues.sql() if caller.queues is not None else None
+    found = await jobs.enqueue.one(queue, job, idempotency_key, allowed)
     if found.deduplicated and not caller.can("read"):
         # Keys are often predictable: replaying one must not show another producer's job.
         return views.deduplicated_brief(found)
@@ -79,7 +80,8 @@ async def enqueue_jobs(
     """Enqueue up to 1000 jobs in one call; answers in request order."""
     jobs = services(http)
     caller.require_queues([queue])
-    return views.batch(await jobs.enqueue.batch(queue, batch.jobs))
+    allowed = caller.queues.sql() if caller.queues is not None else None
+    return views.batch(await jobs.enqueue.batch(queue, batch.jobs, allowed))
 
 
 @router.get(
@@ -121,11 +123,13 @@ async def get_job(
 async def get_job_dependencies(
     caller: ReadCaller, job_id: JobIdPath, http: Request
 ) -> dict[str, Any]:
-    """The jobs a job waits for (its parents) and the jobs that wait for it (its children)."""
+    """The jobs a job waits for (its parents) and the jobs that wait for it (its children),
+    of the queues the caller's key may read."""
     jobs = services(http)
     job = await jobs.reads.get(job_id)
     caller.require_queues([job.queue])
-    return views.dependencies(await jobs.reads.dependencies(job_id))
+    allowed = caller.queues.sql() if caller.queues is not None else None
+    return views.dependencies(await jobs.reads.dependencies(job_id, allowed))
 
 
 @router.get(

@@ -56,7 +56,10 @@ async def lease_jobs(caller: WorkCaller, request: LeaseIn, http: Request) -> Res
     """
     jobs = services(http)
     caller.require_queues(request.queues)
-    leased = await jobs.leases.lease(request, abandoned=http.is_disconnected, key_id=caller.key_id)
+    allowed = caller.queues.sql() if caller.queues is not None else None
+    leased = await jobs.leases.lease(
+        request, abandoned=http.is_disconnected, key_id=caller.key_id, allowed=allowed
+    )
     response = views.leases(leased.leases)
     if leased.throttled:
         response.headers[THROTTLED_HEADER] = ", ".join(leased.throttled)

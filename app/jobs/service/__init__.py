@@ -27,6 +27,9 @@ def enqueue_limits(settings: Settings) -> dict[str, int]:
         "max_lease_seconds": settings.max_lease_seconds,
         "max_payload_bytes": settings.max_payload_bytes,
         "max_json_depth": settings.max_json_depth,
+        "max_dependency_depth": settings.max_dependency_depth,
+        "max_batch_jobs": settings.max_enqueue_batch,
+        "max_batch_dependencies": settings.max_batch_dependencies,
     }
 
 

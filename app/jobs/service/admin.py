@@ -24,6 +24,7 @@ from app.core.errors import (
     JobNotRetryable,
     JobqError,
     JobRunning,
+    ParentEnded,
 )
 from app.jobs.repository import JobsRepository
 from app.jobs.rows import JobRow
@@ -81,7 +82,20 @@ class JobAdmin:
     async def retry(
         self, job_id: int, *, reset_attempts: bool = False, run_at: datetime | None = None
     ) -> JobRow:
-        """Send a failed or cancelled job back to the queue; its history is kept."""
+        """Send a failed or cancelled job back to the queue; its history is kept. A job
+        that waits for a parent that ended for good (or is gone) is refused: it would
+        wait forever."""
+
+        async def apply() -> JobRow | None:
+            retried = await self._repo.retry(job_id, reset_attempts=reset_attempts, run_at=run_at)
+            if retried is None:
+                blocked = await self._repo.blocking_parent(job_id)
+                if blocked is not None:
+                    raise ParentEnded(
+                        f"{blocked}: retry that job instead (its dependents follow)",
+                        job_id=job_id,
+                    )
+            return retried
 
         def refuse(job: JobRow) -> JobqError:
             return JobNotRetryable(
@@ -90,12 +104,7 @@ class JobAdmin:
                 state=job.state,
             )
 
-        return await self._transition(
-            job_id,
-            lambda: self._repo.retry(job_id, reset_attempts=reset_attempts, run_at=run_at),
-            RETRYABLE,
-            refuse,
-        )
+        return await self._transition(job_id, apply, RETRYABLE, refuse)
 
     async def delete(self, job_id: int) -> None:
         """Delete a job that is not running."""

@@ -8,7 +8,7 @@ from typing import Any
 from app.core.config import Settings
 from app.core.errors import Conflict, QueueFull, ValidationFailed
 from app.jobs import payloads, telemetry
-from app.jobs.repository import JobsRepository
+from app.jobs.repository import Allowed, JobsRepository
 from app.jobs.rows import BatchItem, Enqueued, Refused
 from app.jobs.schemas import JobIn
 from app.jobs.service import checks
@@ -66,8 +66,11 @@ class Enqueuer:
             "concurrency_key": job.concurrency_key,
         }
 
-    async def one(self, queue: str, job: JobIn, idempotency_key: str | None) -> Enqueued:
-        """Create a job, or return the one already holding the same idempotency key."""
+    async def one(
+        self, queue: str, job: JobIn, idempotency_key: str | None, allowed: Allowed = None
+    ) -> Enqueued:
+        """Create a job, or return the one already holding the same idempotency key; its
+        parents must be in the `allowed` queues (the caller's key's; None: any)."""
         if idempotency_key is not None:
             if job.idempotency_key not in (None, idempotency_key):
                 raise ValidationFailed.field(
@@ -78,7 +81,7 @@ class Enqueuer:
             job = job.model_copy(update={"idempotency_key": idempotency_key})
         params = {"queue": queue, **self._defaults, **self._insert_params(job, ("body",))}
         if job.depends_on:
-            return await self._workflows.one(queue, job, params)
+            return await self._workflows.one(queue, job, params, allowed)
         for _ in range(ENQUEUE_RACE_RETRIES):
             found = await self._repo.enqueue_one(params)
             if isinstance(found, Refused):
@@ -93,14 +96,17 @@ class Enqueuer:
             "the idempotency key or the queue's backlog is changing too fast; retry the request"
         )
 
-    async def batch(self, queue: str, jobs: Sequence[JobIn]) -> list[BatchItem]:
-        """Create many jobs in one round trip; the answer is in request order."""
+    async def batch(
+        self, queue: str, jobs: Sequence[JobIn], allowed: Allowed = None
+    ) -> list[BatchItem]:
+        """Create many jobs in one round trip; the answer is in request order. The
+        parents they name must be in the `allowed` queues (None: any)."""
         checks.at_most(
             len(jobs), self._settings.max_enqueue_batch, ("body", "jobs"), "jobs per batch"
         )
         params = [self._insert_params(job, ("body", "jobs", i)) for i, job in enumerate(jobs)]
         if any(job.depends_on for job in jobs):
-            return await self._workflows.batch(queue, jobs)
+            return await self._workflows.batch(queue, jobs, allowed)
         answers: list[BatchItem | None] = [None] * len(jobs)
         pending = list(range(len(jobs)))
         for _ in range(ENQUEUE_RACE_RETRIES):

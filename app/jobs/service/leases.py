@@ -14,7 +14,7 @@ from app.core.config import Settings
 from app.core.errors import ValidationFailed
 from app.jobs import telemetry
 from app.jobs.limits import LimitedQueues
-from app.jobs.repository import JobsRepository
+from app.jobs.repository import Allowed, JobsRepository
 from app.jobs.rows import JobRow, Parent, builder
 from app.jobs.schemas import HeartbeatIn, LeaseIn
 from app.jobs.service import checks
@@ -97,6 +97,7 @@ class Leases:
         request: LeaseIn,
         abandoned: Callable[[], Awaitable[bool]] | None = None,
         key_id: int | None = None,
+        allowed: Allowed = None,
     ) -> Leased:
         """Hand up to `max_jobs` due jobs to one worker, best priority first.
 
@@ -105,7 +106,8 @@ class Leases:
         runs out. A caller that went away meanwhile (`abandoned`) is not handed jobs it
         could never receive. The leases are bound to `key_id`: only that API key may
         heartbeat or finish them. Limited queues are leased after the others, each
-        within its limits.
+        within its limits. A child is handed its parents of the `allowed` queues (the
+        key's; None: any), with their results.
         """
         settings = self._settings
         if request.max_jobs > settings.max_lease_batch:
@@ -147,7 +149,7 @@ class Leases:
         parents: dict[int, list[Parent]] = {}
         children = [job.id for job in jobs if job.has_parents]
         if children:  # a child is handed its parents' results
-            for parent in await self._repo.parents_of(children):
+            for parent in await self._repo.parents_of(children, allowed):
                 parents.setdefault(parent.child_id, []).append(parent)
         return Leased(_leases(jobs, parents), throttled)
 

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from app.core.errors import JobNotFound
 from app.jobs.finishes import Finishes
-from app.jobs.repository import JobsRepository
+from app.jobs.repository import Allowed, JobsRepository
 from app.jobs.rows import Dependency, JobRow, WorkerRow
 
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
@@ -52,10 +52,11 @@ class Reads:
                 await self._finishes.wait(waiter, left)
         return job
 
-    async def dependencies(self, job_id: int) -> list[Dependency]:
-        """The job's parents and children (`JobNotFound` if there is no such job)."""
+    async def dependencies(self, job_id: int, allowed: Allowed = None) -> list[Dependency]:
+        """The job's parents and children of the `allowed` queues (None: all);
+        `JobNotFound` if there is no such job."""
         await self.get(job_id)
-        return await self._repo.dependencies_of(job_id)
+        return await self._repo.dependencies_of(job_id, allowed)
 
     async def page(
         self,

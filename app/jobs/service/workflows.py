@@ -1,7 +1,8 @@
 """Jobs that depend on others: enqueued through the SQL functions (`jobq.enqueue`,
-`jobq.enqueue_many`), which lock the parents, count the ones still to finish and record
-the edges in the producer's transaction; what a parent's end does to its dependents is
-the database's trigger's business (migration 0010)."""
+`jobq.enqueue_many`), which count the parents still to finish and record the edges in
+the producer's transaction (checked again at its commit); what a parent's end does to
+its dependents is the database's trigger's business (migrations 0010, 0021). A caller
+names only parents in queues its key may use: any other is refused as a missing one."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from app.core.config import Settings
 from app.core.errors import JobqError, PayloadTooLarge, QueueFull, ValidationFailed
 from app.jobs import telemetry
-from app.jobs.repository import FunctionRefused, JobsRepository
+from app.jobs.repository import Allowed, FunctionRefused, JobsRepository, allowed_params
 from app.jobs.rows import BatchItem, Enqueued
 from app.jobs.schemas import JobIn, Ref
 from app.jobs.service import checks
@@ -43,8 +44,11 @@ class Workflows:
         self._repo = repo
         self._settings = settings
 
-    async def one(self, queue: str, job: JobIn, params: dict[str, Any]) -> Enqueued:
-        """`job` (already checked into `params`), waiting for its parents."""
+    async def one(
+        self, queue: str, job: JobIn, params: dict[str, Any], allowed: Allowed
+    ) -> Enqueued:
+        """`job` (already checked into `params`), waiting for its parents (of the
+        `allowed` queues)."""
         for index, parent in enumerate(job.depends_on or []):
             if isinstance(parent, Ref):
                 raise ValidationFailed.field(
@@ -60,6 +64,7 @@ class Workflows:
             "lease_seconds": job.lease_seconds,
             "depends_on": _parents(job),
             "on_parent_failure": job.on_parent_failure,
+            **allowed_params(allowed),
         }
         try:
             job_id, deduplicated = await self._repo.enqueue_with_dependencies(call)
@@ -71,8 +76,15 @@ class Workflows:
             telemetry.enqueued(queue, 1)
         return Enqueued(row, deduplicated)
 
-    async def batch(self, queue: str, jobs: Sequence[JobIn]) -> list[BatchItem]:
-        """A batch whose items may depend on jobs and on earlier items; in request order."""
+    async def batch(self, queue: str, jobs: Sequence[JobIn], allowed: Allowed) -> list[BatchItem]:
+        """A batch whose items may depend on jobs (of the `allowed` queues) and on earlier
+        items; in request order."""
+        checks.at_most(
+            sum(len(job.depends_on or ()) for job in jobs),
+            self._settings.max_batch_dependencies,
+            ("body", "jobs"),
+            "depends_on entries in all the batch's jobs",
+        )
         items = []
         for index, job in enumerate(jobs):
             for p, parent in enumerate(job.depends_on or []):
@@ -84,7 +96,7 @@ class Workflows:
                     )
             items.append(job.model_dump(mode="json", exclude_none=True))
         try:
-            created = await self._repo.enqueue_workflow(queue, json.dumps(items))
+            created = await self._repo.enqueue_workflow(queue, json.dumps(items), allowed)
         except FunctionRefused as error:
             raise refused(error, self._settings, queue) from None
         telemetry.enqueued(queue, sum(1 for item in created if not item.deduplicated))

@@ -26,6 +26,7 @@ SERVICE_ENV = {
     "JOBQ_BACKOFF_CAP_SECONDS": "0.5",
     "JOBQ_MIGRATE_ON_START": "false",
     "JOBQ_LOG_FORMAT": "text",  # the reaper's lines are parsed from the services' logs
+    "JOBQ_MAX_DEPENDENCY_DEPTH": "1000",  # room for the workflow load's deep chain
 }
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0

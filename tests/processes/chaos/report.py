@@ -66,7 +66,8 @@ def report(summary: dict[str, Any]) -> str:
         f" {http['timeouts']} hangs",
         f"  workflows   {f['workflows']['workflows']} DAGs of {f['workflows']['jobs']} jobs,"
         f" states {f['workflows']['states']}; {f['workflows']['schedules']} schedules made"
-        f" {f['workflows']['ticks']} ticks",
+        f" {f['workflows']['ticks']} ticks; a chain {f['workflows']['deep_chain']} deep under"
+        " an abandoned lease, reaped",
         f"  limited     {f['limited']['jobs']} jobs; at most {f['limited']['most_running']}"
         f" running (max_running {f['limited']['max_running']}), at most"
         f" {f['limited']['most_per_key']} per key (limit {f['limited']['per_key']}) in"

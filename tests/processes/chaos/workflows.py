@@ -8,12 +8,17 @@ While the producers' window lasts, the harness itself (not a child process):
 - makes a schedule every `SCHEDULE_EVERY_SECONDS`, every minute, `catch_up: all`,
   backdated `MISSED_MINUTES` so the services' schedulers catch up while faults go on;
 - works the queue `FLOW_QUEUE` with `FLOW_WORKERS` lease loops: it completes a job, or
-  fails it for good when its fate says so, and notes any parent a lease shows unfinished.
+  fails it for good when its fate says so, and notes any parent a lease shows unfinished;
+- hangs a chain of `DEEP_CHAIN` waiting jobs off one job of `DEEP_QUEUE` (one attempt,
+  a short lease), leases that job and walks away: the reaper must fail it and cancel the
+  whole chain, while it goes on reclaiming every other queue's expired leases (a chain
+  this deep once made every reaper pass fail).
 
 The invariants (`check_workflows`): each tick once (every minute from the backdated start
 to the schedule's last tick, none twice), no child leased before its parents finished,
 every job ends as its workflow says (a child of a failed or cancelled parent is cancelled
-naming it, unless it runs anyway), none is left waiting.
+naming it, unless it runs anyway), none is left waiting; the deep chain's first job
+failed and every job below it is cancelled.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from tests.processes.chaos import FLOW_QUEUE, Api, GaveUp
+from tests.processes.chaos import DEEP_QUEUE, FLOW_QUEUE, Api, GaveUp
 from tests.processes.chaos.databases import Db
 
 if TYPE_CHECKING:
@@ -38,6 +43,8 @@ MISSED_MINUTES = 20
 FLOW_WORKERS = 2
 FLOW_LEASE_SECONDS = 5
 FATAL_SHARE = 0.12
+DEEP_CHAIN = 600  # past the 300 to 500 levels where nested trigger calls gave out
+DEEP_LEASE_SECONDS = 1
 
 # node → (its parents, whether it runs after a failed parent): a diamond, then a tail
 # that runs whatever happened above it, then one more step.
@@ -89,7 +96,7 @@ class WorkflowLoad:
         """Submit and schedule for `duration` seconds, working the queue all along."""
         workers = [asyncio.create_task(self.work(f"flow-{i}")) for i in range(FLOW_WORKERS)]
         try:
-            await asyncio.gather(self.submit(), self.make_schedules())
+            await asyncio.gather(self.submit(), self.make_schedules(), self.abandon_deep_chain())
             self.submitted = True
             await asyncio.gather(*workers)
         finally:
@@ -120,6 +127,35 @@ class WorkflowLoad:
                 raise AssertionError(f"workflow {k}: {response.status_code} {response.text}")
             self.workflows += 1
             await asyncio.sleep(WORKFLOW_EVERY_SECONDS)
+
+    async def abandon_deep_chain(self) -> None:
+        """A job with `DEEP_CHAIN` jobs waiting below it, leased and never finished."""
+        root = {
+            "type": "deep.root",
+            "idempotency_key": "deep-root",
+            "max_attempts": 1,
+            "lease_seconds": DEEP_LEASE_SECONDS,
+        }
+        response, _ = await self.api.call("deep_enqueue", f"/v1/queues/{DEEP_QUEUE}/jobs", root)
+        if response.status_code not in (200, 201):
+            raise AssertionError(f"deep root: {response.status_code} {response.text}")
+        chain: list[dict[str, Any]] = [
+            {
+                "type": "deep.link",
+                "idempotency_key": f"deep-{i}",
+                "depends_on": [response.json()["id"] if i == 0 else {"ref": i - 1}],
+            }
+            for i in range(DEEP_CHAIN)
+        ]
+        response, _ = await self.api.call(
+            "deep_enqueue", f"/v1/queues/{DEEP_QUEUE}/jobs/batch", {"jobs": chain}
+        )
+        if response.status_code != 201:
+            raise AssertionError(f"deep chain: {response.status_code} {response.text}")
+        body = {"queues": [DEEP_QUEUE], "max_jobs": 1, "worker_id": "deep-abandoned"}
+        response, _ = await self.api.call("deep_lease", "/v1/leases", body)
+        if response.status_code != 200:
+            raise AssertionError(f"deep lease: {response.status_code} {response.text}")
 
     async def make_schedules(self) -> None:
         began = time.monotonic()
@@ -202,11 +238,11 @@ class WorkflowLoad:
         if not self.submitted:
             return False
         rows = await self.db.fetch_quietly(
-            "SELECT (SELECT count(*) FROM jobq.jobs WHERE queue = $1"
+            "SELECT (SELECT count(*) FROM jobq.jobs WHERE queue = ANY($1)"
             "         AND state IN ('waiting', 'queued', 'running')) AS open,"
             "       (SELECT count(*) FROM jobq.schedules"
             "         WHERE name LIKE 'chaos-tick-%' AND last_tick IS NULL) AS behind",
-            FLOW_QUEUE,
+            [FLOW_QUEUE, DEEP_QUEUE],
         )
         return rows is not None and rows[0]["open"] == 0 and rows[0]["behind"] == 0
 
@@ -259,6 +295,18 @@ async def check_workflows(load: WorkflowLoad, db: Db, v: Verdict) -> dict[str, A
                 "a child was leased before its parent finished",
                 f"{edge['child']} / {edge['parent']}",
             )
+    deep = {
+        r["key"]: r["state"]
+        for r in await db.fetch(
+            "SELECT idempotency_key AS key, state::text AS state FROM jobq.jobs WHERE queue = $1",
+            DEEP_QUEUE,
+        )
+    }
+    if deep.get("deep-root") != "failed":
+        v.fail("the deep chain's abandoned job was not reaped", str(deep.get("deep-root")))
+    chain_states = {deep.get(f"deep-{i}") for i in range(DEEP_CHAIN)}
+    if chain_states != {"cancelled"}:
+        v.fail("the deep chain was not cancelled whole", str(sorted(map(str, chain_states))))
     ticks = await db.fetch(
         "SELECT s.name, s.last_tick, array_agg((j.metadata->>'tick')::timestamptz"
         "       ORDER BY (j.metadata->>'tick')::timestamptz) FILTER (WHERE j.id IS NOT NULL)"
@@ -287,6 +335,7 @@ async def check_workflows(load: WorkflowLoad, db: Db, v: Verdict) -> dict[str, A
             missing = sorted(set(expected_ticks) - set(made))
             v.fail("a tick was lost", f"{row['name']}: {missing[:3]}")
     return {
+        "deep_chain": DEEP_CHAIN,
         "workflows": load.workflows,
         "jobs": sum(states.values()),
         "states": dict(sorted(states.items())),

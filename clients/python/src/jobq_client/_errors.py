@@ -22,6 +22,7 @@ status, or else `JobqError` itself. Catch by class, not by message.
     │   ├── KeyExists
     │   ├── JobFinished        nothing left to cancel
     │   ├── JobNotRetryable    only failed or cancelled jobs can be retried
+    │   │   └── ParentEnded    a parent it waits for ended for good: retry that one
     │   └── JobRunning         cancel it before deleting it
     ├── PayloadTooLarge (413)
     ├── UnsupportedMediaType (415)
@@ -188,6 +189,13 @@ class JobNotRetryable(Conflict):
     """Only a failed or cancelled job can be retried."""
 
     default_code = "job_not_retryable"
+
+
+class ParentEnded(JobNotRetryable):
+    """A parent the job waits for failed, was cancelled or was deleted: retry that parent
+    instead (its dependents follow)."""
+
+    default_code = "parent_ended"
 
 
 class JobRunning(Conflict):
