@@ -91,7 +91,7 @@ async def get_schedule(caller: ReadCaller, name: ScheduleName, http: Request) ->
     """One schedule: its next ticks, and the last jobs it made."""
     schedules = _schedules(http)
     found = await schedules.get(name)
-    caller.require_queues([found.row.queue])
+    caller.require_queue_of(found.row.queue, "schedule")
     return views.schedule(found)
 
 

@@ -106,7 +106,7 @@ async def get_job(
     if asked (`wait_seconds`)."""
     jobs = services(http)
     job = await jobs.reads.get(job_id)
-    caller.require_queues([job.queue])
+    caller.require_queue_of(job.queue, "job")
     if wait_seconds > 0:
         job = await jobs.reads.wait(job_id, wait_seconds, abandoned=http.is_disconnected)
     return views.job(job)
@@ -124,7 +124,7 @@ async def get_job_dependencies(
     """The jobs a job waits for (its parents) and the jobs that wait for it (its children)."""
     jobs = services(http)
     job = await jobs.reads.get(job_id)
-    caller.require_queues([job.queue])
+    caller.require_queue_of(job.queue, "job")
     return views.dependencies(await jobs.reads.dependencies(job_id))
 
 
