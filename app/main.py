@@ -138,7 +138,7 @@ def create_app(
             maintenance, interval_seconds=settings.vacuum_interval_seconds
         )
         schedules_repo = schedules.SchedulesRepository(db)
-        app.state.schedules = schedules.Schedules(schedules_repo)
+        app.state.schedules = schedules.Schedules(schedules_repo, settings)
         app.state.scheduler = schedules.Scheduler(
             schedules_repo, interval_seconds=settings.scheduler_interval_seconds
         )

@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from app.core import timestamps
-from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN
+from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN, TICK_KEY_PREFIX
 
 
 def _storable(value: str) -> str:
@@ -38,6 +38,20 @@ def _storable(value: str) -> str:
 
 
 Storable = AfterValidator(_storable)
+StorableText = Annotated[str, Storable]
+
+
+def _client_key(value: str) -> str:
+    """A client's idempotency key: the scheduler's prefix is its own (a tick's job)."""
+    if value.startswith(TICK_KEY_PREFIX):
+        raise PydanticCustomError(
+            "reserved_key",
+            f"keys beginning with '{TICK_KEY_PREFIX}' are reserved for the scheduler's jobs",
+        )
+    return value
+
+
+ClientKey = AfterValidator(_client_key)
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=255), Storable]

@@ -56,7 +56,11 @@ def list_schedules(
     as_json: JsonFlag = False,
 ) -> None:
     """Every schedule: its cron, queue and type, and when it runs next."""
-    answer = Service.find(url, api_key).call("GET", "/v1/schedules")
+    service = Service.find(url, api_key)
+    answer: dict[str, Any] = {"schedules": [], "next_after": ""}
+    while answer["next_after"] is not None:  # every page
+        page = service.call("GET", "/v1/schedules", params={"after": answer["next_after"]})
+        answer = {**page, "schedules": answer["schedules"] + page["schedules"]}
     if wants_json(output, as_json):
         print_json(answer["schedules"])
         return

@@ -81,6 +81,11 @@ RUN_SECONDS = Histogram(
 EMPTY_LEASES = Counter(
     "jobq_lease_empty_polls", "Lease calls answered with no job (after any long-poll wait)."
 )
+ANNOUNCEMENTS_DROPPED = Counter(
+    "jobq_announcements_dropped",
+    "NOTIFY payloads ignored as malformed (any database role may send them).",
+    ["channel"],
+)
 REAPER_LAST_RUN = Gauge(
     "jobq_reaper_last_run_timestamp_seconds",
     "When this process's reaper last finished a pass (Unix time).",

@@ -12,6 +12,8 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 MAX_NAME_LENGTH = 128  # what NAME_PATTERN allows, also stated as maxLength
 QUEUE_RULE_PATTERN = r"^[A-Za-z0-9_.:*-]{1,128}$"
 MAX_BIGINT = 2**63 - 1  # the largest job id
+# The scheduler's idempotency keys (`schedule:<name>:<tick>`): no client may take one.
+TICK_KEY_PREFIX = "schedule:"
 
 # What a name that does not match is told, in words rather than the pattern.
 PATTERN_RULES = {

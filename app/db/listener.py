@@ -13,6 +13,12 @@ announces `created <lookup id>` or `revoked <lookup id>`, so every replica drops
 revoked key from its cache at once; on `jobq_finished`, where a job someone waits for
 announces its id when it finishes; and on `jobq_settings`, where a queue whose settings
 changed announces its name.
+
+Any database role may `NOTIFY` on these channels, so an announcement is untrusted
+input: `parse_due` and `parse_finished` accept exactly the shapes the triggers send
+(a name by the name rule, a finite epoch within `timestamptz`'s range, a bounded count,
+a job id) and everything else is dropped, counted in `jobq_announcements_dropped`, and
+logged at most once per `DROPPED_LOG_SECONDS`.
 """
 
 from __future__ import annotations
@@ -20,10 +26,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import re
+import time
 from collections.abc import Callable
 
 import asyncpg
 
+from app.core.metrics import ANNOUNCEMENTS_DROPPED
+from app.core.names import MAX_BIGINT, is_name
 from app.db.url import async_url
 
 CHANNEL = "jobq_due"
@@ -34,7 +45,59 @@ APPLICATION_NAME = "jobq-listener"
 KEEPALIVE_SECONDS = 5.0
 RECONNECT_MIN_SECONDS = 0.5
 RECONNECT_MAX_SECONDS = 10.0
+DROPPED_LOG_SECONDS = 60.0  # a flood of malformed announcements logs one line this often
+# `extract(epoch FROM due)` of a finite timestamptz: digits, a point, digits (and a sign)
+_EPOCH = re.compile(r"-?[0-9]{1,12}(\.[0-9]{1,9})?")
+_COUNT = re.compile(r"[0-9]{1,19}")
+MAX_EPOCH = 253402300800.0  # 10000-01-01: past any due time a job can have
+MAX_ANNOUNCED_JOBS = 1_000_000  # past any one statement's count: a waiter per job at most
 log = logging.getLogger("jobq.listener")
+
+
+def parse_due(payload: str) -> tuple[str, float, int | None] | None:
+    """`<queue> <due epoch> [<jobs>]` as `jobq.announce_due` sends it, or None."""
+    fields = payload.split(" ")
+    if len(fields) not in (2, 3) or not is_name(fields[0]) or "\n" in fields[0]:
+        return None
+    if _EPOCH.fullmatch(fields[1]) is None:
+        return None
+    due = float(fields[1])
+    if not (math.isfinite(due) and abs(due) < MAX_EPOCH):
+        return None
+    if len(fields) == 2:
+        return fields[0], due, None
+    if _COUNT.fullmatch(fields[2]) is None or int(fields[2]) > MAX_ANNOUNCED_JOBS:
+        return None
+    return fields[0], due, int(fields[2])
+
+
+def parse_finished(payload: str) -> int | None:
+    """`<job id>` as the jobs table's trigger sends it, or None."""
+    if _COUNT.fullmatch(payload) is None or not 0 < int(payload) <= MAX_BIGINT:
+        return None
+    return int(payload)
+
+
+class _Dropped:
+    """Counts malformed announcements; logs one line per interval, not one per drop."""
+
+    def __init__(self) -> None:
+        self._unlogged = 0
+        self._logged_at = -math.inf
+
+    def __call__(self, channel: str, payload: object) -> None:
+        ANNOUNCEMENTS_DROPPED.labels(channel).inc()
+        self._unlogged += 1
+        now = time.monotonic()
+        if now - self._logged_at >= DROPPED_LOG_SECONDS:
+            log.warning(
+                "ignored %d malformed announcement(s), the last on %s: %.80r",
+                self._unlogged,
+                channel,
+                payload,
+            )
+            self._unlogged = 0
+            self._logged_at = now
 
 
 def _dsn(url: str) -> str:
@@ -65,6 +128,7 @@ class DueListener:
         self._hear = False  # asked to listen for due jobs
         self._heard = False  # `LISTEN jobq_due` is in effect on the connection
         self._poke = asyncio.Event()  # the wish changed, or the connection closed
+        self._dropped = _Dropped()
 
     def hear_due(self, wanted: bool) -> None:
         """Listen for due jobs (True) or stop (False); `on_hearing` says when it holds."""
@@ -72,25 +136,25 @@ class DueListener:
             self._hear = wanted
             self._poke.set()
 
-    def _notified(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+    def _notified(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
         # `<queue> <due epoch> [<jobs>]`: without a count (a resumed queue), all waiters wake
-        queue, _, rest = str(payload).partition(" ")
-        due, _, jobs = rest.partition(" ")
-        try:
-            self._on_due(queue, float(due), int(jobs) if jobs else None)
-        except ValueError:
-            log.warning("ignored a malformed announcement: %r", payload)
+        due = parse_due(str(payload))
+        if due is None:
+            self._dropped(channel, payload)
+        else:
+            self._on_due(*due)
 
     def _keys_notified(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         if self._on_keys is not None:
             self._on_keys(str(payload))
 
-    def _finished(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+    def _finished(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
         if self._on_finished is not None:
-            try:
-                self._on_finished(int(str(payload)))
-            except ValueError:
-                log.warning("ignored a malformed announcement: %r", payload)
+            job_id = parse_finished(str(payload))
+            if job_id is None:
+                self._dropped(channel, payload)
+            else:
+                self._on_finished(job_id)
 
     def _settings_changed(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         if self._on_settings is not None:

@@ -6,6 +6,7 @@ The rest of jobq uses this package through the names below.
 from app.jobs import routes
 from app.jobs.finishes import Finishes
 from app.jobs.limits import LimitedQueues
+from app.jobs.payloads import encode as encode_json
 from app.jobs.repository import JobsRepository
 from app.jobs.schemas import JobState, ProgressOut
 from app.jobs.service import JobServices, enqueue_limits
@@ -22,6 +23,7 @@ __all__ = [
     "ProgressOut",
     "Wakeups",
     "dead_job",
+    "encode_json",
     "enqueue_limits",
     "progress",
     "routes",

@@ -4,15 +4,19 @@ A waiting request registers here and holds no database connection. It is woken w
 PostgreSQL announces the job finished (`NOTIFY jobq_finished, '<id>'`, sent by the
 jobs table's trigger for jobs someone asked to watch), and looks again on its own every
 few seconds (often, while the LISTEN connection is down): an announcement is a hint,
-and a lost one costs latency, never an answer.
+and a lost one costs latency, never an answer. Any database role can send one, so a
+waiter's looks are paced as a lease's are (`Pace`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import defaultdict
 from collections.abc import Iterator
+
+from app.jobs.wakeups import Pace
 
 
 class Waiter:
@@ -20,6 +24,7 @@ class Waiter:
 
     def __init__(self) -> None:
         self.woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.pace = Pace()
 
     def wake(self) -> None:
         if not self.woken.done():
@@ -61,8 +66,10 @@ class Finishes:
         if self.closed:
             return
         interval = self.recheck_seconds if self.listening else self.poll_seconds
+        started = time.monotonic()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(waiter.woken), min(within, interval))
+            await waiter.pace.woken(within - (time.monotonic() - started))
 
     def announce(self, job_id: int) -> None:
         """PostgreSQL says this job finished."""

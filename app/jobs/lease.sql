@@ -108,9 +108,9 @@ SELECT paused
 -- Claim up to `max_jobs` due jobs from one limited queue, its row locked by
 -- lock_limited_queue in this transaction, no more than its limits leave: `max_running`
 -- less the jobs running now; the rate limit less the jobs leased in its window; and for
--- each concurrency key, `max_running_per_key` less that key's running jobs. Keys are
--- walked one by one along jobs_key_claim_idx, so a key at its limit never hides the
--- next key's jobs. A lease of a rate-limited queue is logged in jobq.queue_rate_log,
+-- each concurrency key, `max_running_per_key` less that key's running jobs. Keys with
+-- due jobs are walked one by one along jobs_key_claim_idx, so a key at its limit never
+-- hides the next key's jobs. A lease of a rate-limited queue is logged in jobq.queue_rate_log,
 -- whose rows older than the window go in the same statement. Times are this statement's
 -- (statement_timestamp(), after the lock), not the transaction's, which began waiting
 -- for the lock: the leases of one queue take turns, so their times are in order.
@@ -139,10 +139,12 @@ room AS MATERIALIZED (
       FROM settings s
 ),
 keys AS (
-    -- the queue's concurrency keys with queued jobs, when it limits them
+    -- the queue's concurrency keys with due jobs, when it limits them (a key whose jobs
+    -- are all delayed is passed over inside the index, not visited: run_at is in it)
     (SELECT j.concurrency_key AS k
        FROM jobq.jobs j
       WHERE j.queue = :queue AND j.state = 'queued' AND j.concurrency_key IS NOT NULL
+        AND j.run_at <= now()
         AND (SELECT per_key FROM room) IS NOT NULL
       ORDER BY j.concurrency_key
       LIMIT 1)
@@ -150,7 +152,7 @@ keys AS (
     SELECT (SELECT j.concurrency_key
               FROM jobq.jobs j
              WHERE j.queue = :queue AND j.state = 'queued'
-               AND j.concurrency_key > keys.k
+               AND j.concurrency_key > keys.k AND j.run_at <= now()
              ORDER BY j.concurrency_key
              LIMIT 1)
       FROM keys

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from app.api.types import JsonNumber, Name, ShortText, Storable, Strict, Timestamp
+from app.api.types import ClientKey, JsonNumber, Name, ShortText, Storable, Strict, Timestamp
 from app.core import timestamps
 from app.core.config import (
     DEFAULT_MAX_ACK_BATCH,
@@ -30,7 +30,7 @@ JobState = Literal["waiting", "queued", "running", "succeeded", "failed", "cance
 OnParentFailure = Literal["cancel", "run"]
 MAX_DEPENDENCIES = 10_000  # parents one job may wait for
 
-IdempotencyKey = ShortText
+IdempotencyKey = Annotated[ShortText, ClientKey]
 WorkerId = ShortText
 Stage = ShortText
 ErrorType = ShortText
@@ -45,7 +45,7 @@ DelaySeconds = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS), JsonNumber]
 # ---- requests ------------------------------------------------------------------------
 
 
-ConcurrencyKey = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+ConcurrencyKey = ShortText
 JobId = Annotated[int, Field(ge=1, le=MAX_BIGINT), JsonNumber]
 
 

@@ -17,6 +17,11 @@ after): one whose leases find jobs at once has nobody to wake. A waiter about to
 makes sure it hears them (`ready`); when hearing has just begun, it first learns the
 due times it missed (each queue's next delayed job, looked up once per queue) and
 looks for jobs again, since one may have been announced before this process heard.
+
+Announcements come from any database role, so no stream of them may make a waiter
+spin: a waiter's looks are paced (`Pace`: a burst of `LOOKS_BURST`, then at most
+`LOOKS_PER_SECOND`), a due time that is not a finite number is dropped, and a timer
+that fires early wakes nobody.
 """
 
 from __future__ import annotations
@@ -25,14 +30,43 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import math
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 MAX_TIMERS_PER_QUEUE = 10_000  # past this, later due times are left to the re-check
+MAX_TIMERS = 100_000  # ... and past this many in all queues together
+MIN_TIMER_SECONDS = 0.001  # a timer is never set for now: it would fire in a loop
+LOOKS_BURST = 5  # looks a waiter may take back to back when woken again and again
+LOOKS_PER_SECOND = 20.0  # ... and at most this many a second after that
 LINGER_SECONDS = 30.0  # announcements are heard this long after the last wait ended
 HEAR_TIMEOUT_SECONDS = 5.0  # a waiter waits this long at most for hearing to begin
 NextDue = Callable[[list[str]], Awaitable[list[tuple[str, float]]]]
+
+
+class Pace:
+    """How often a woken waiter may look again: a token bucket of `LOOKS_BURST` looks,
+    refilled at `LOOKS_PER_SECOND`. Wake-ups are hints anyone can send; this bounds the
+    statements they cost, whatever their rate."""
+
+    def __init__(self) -> None:
+        self._tokens = float(LOOKS_BURST)
+        self._at = time.monotonic()
+
+    def pause(self) -> float:
+        """Take a look's token: the seconds to wait before that look (0: at once)."""
+        now = time.monotonic()
+        self._tokens = min(float(LOOKS_BURST), self._tokens + (now - self._at) * LOOKS_PER_SECOND)
+        self._at = now
+        self._tokens -= 1
+        return max(0.0, -self._tokens / LOOKS_PER_SECOND)
+
+    async def woken(self, within: float) -> None:
+        """After a wake-up: wait, if need be, until the waiter may look again."""
+        pause = self.pause()
+        if pause > 0:
+            await asyncio.sleep(min(pause, within))
 
 
 class Waiter:
@@ -43,6 +77,7 @@ class Waiter:
         self.typed = typed  # it only takes some job types
         self.woken = asyncio.get_running_loop().create_future()
         self.looked_at = 0.0  # (monotonic) when its last look for jobs began: `reset`
+        self.pace = Pace()
 
     def wake(self) -> bool:
         """Whether this woke it (False: it was awake already)."""
@@ -91,6 +126,7 @@ class Wakeups:
         self._due: dict[str, list[tuple[float, int, int | None]]] = defaultdict(list)
         self._order = itertools.count()
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._timer_count = 0  # entries in all heaps
 
     @contextlib.contextmanager
     def waiter(self, queues: Sequence[str], *, typed: bool = False) -> Iterator[Waiter]:
@@ -166,9 +202,11 @@ class Wakeups:
         if self.closed:
             return False
         interval = self.recheck_seconds if self.hearing else self.poll_seconds
+        started = time.monotonic()
         self._waiting += 1
         try:
             await asyncio.wait_for(asyncio.shield(waiter.woken), min(within, interval))
+            await waiter.pace.woken(within - (time.monotonic() - started))
         except TimeoutError:
             return False
         finally:
@@ -178,13 +216,16 @@ class Wakeups:
 
     def announce(self, queue: str, due_epoch: float, jobs: int | None = None) -> None:
         """`jobs` jobs (None: some) in `queue` are due from `due_epoch` (now or later)."""
+        if not math.isfinite(due_epoch):
+            return  # a timer for it would fire at once and never pop it
         delay = due_epoch - time.time()
         if delay <= 0:
             self.wake(queue, jobs)
             return
         heap = self._due[queue]
-        if len(heap) < MAX_TIMERS_PER_QUEUE:
+        if len(heap) < MAX_TIMERS_PER_QUEUE and self._timer_count < MAX_TIMERS:
             heapq.heappush(heap, (due_epoch, next(self._order), jobs))
+            self._timer_count += 1
         self._arm(queue)
 
     def wake(self, queue: str, jobs: int | None = None) -> None:
@@ -228,6 +269,7 @@ class Wakeups:
             timer.cancel()
         self._timers.clear()
         self._due.clear()
+        self._timer_count = 0
         self.wake_all()
 
     def close_threadsafe(self) -> None:
@@ -243,16 +285,20 @@ class Wakeups:
         if not heap:
             del self._due[queue]
             return
-        delay = max(0.0, heap[0][0] - time.time())
+        delay = max(MIN_TIMER_SECONDS, heap[0][0] - time.time())
         self._timers[queue] = self._loop.call_later(delay, self._fire, queue)
 
     def _fire(self, queue: str) -> None:
         heap = self._due[queue]
         now = time.time()
         jobs: int | None = 0
+        due = 0
         while heap and heap[0][0] <= now:
             _, _, count = heapq.heappop(heap)
+            due += 1
             jobs = None if jobs is None or count is None else jobs + count
+        self._timer_count -= due
         self._timers.pop(queue, None)
-        self.wake(queue, jobs)
+        if due:  # a timer that fires before its time (the clock moved) wakes nobody
+            self.wake(queue, jobs)
         self._arm(queue)

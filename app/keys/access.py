@@ -195,11 +195,15 @@ def declared_access(app: FastAPI) -> dict[tuple[str, str], str | None]:
 
 def document_keys(app: FastAPI, schema: dict[str, Any]) -> None:
     """Put the API key's security scheme in `app`'s OpenAPI `schema`, and require it on
-    every operation whose route takes a key (all but the public ones)."""
+    every operation whose route takes a key (all but the public ones; optional on the
+    probes, which loopback peers call without one)."""
     table = declared_access(app)
     for path, item in schema["paths"].items():
         for method, operation in item.items():
-            if table.get((method.upper(), path), "public") != "public":
+            need = table.get((method.upper(), path), "public")
+            if need == "probe":  # a loopback peer needs no key: the key is optional
+                operation["security"] = [{}, {bearer.scheme_name: []}]
+            elif need != "public":
                 operation["security"] = [{bearer.scheme_name: []}]
     schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
     schemes[bearer.scheme_name] = jsonable_encoder(bearer.model, by_alias=True, exclude_none=True)

@@ -64,6 +64,12 @@ class Caller:
                 f"this API key may not use the queue(s) {', '.join(refused)}", queues=refused
             )
 
+    def require_queue_of(self, queue: str, what: str) -> None:
+        """`Forbidden` unless the key may touch `queue`, the queue of a job or schedule
+        the caller named by id or name: the answer does not name that queue."""
+        if not self.may_use(queue):
+            raise Forbidden(f"this API key may not use the queue of that {what}")
+
 
 OPEN = Caller(key_id=None, name=None, scopes=frozenset(SCOPES), queues=None)
 

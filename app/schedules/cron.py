@@ -1,6 +1,13 @@
 """When a schedule ticks: a standard 5-field cron expression (or `@hourly`-style alias),
 in an IANA time zone, with daylight saving time handled as people expect.
 
+Only standard cron is accepted, checked here field by field before croniter sees it:
+numbers, `*`, ranges (`1-5`), lists (`1,15`), steps (`*/15`, `1-30/5`) and the English
+names of months (`jan`) and days (`mon`, 0 and 7 both Sunday). Croniter's extensions
+(`R` random, `L`, `W`, `#`, `?`, a seconds field) are refused, and so is an expression
+that never matches (`0 0 31 2 *`). Time zones are the IANA names the system knows, but
+not `Factory` or `localtime`, which name no place.
+
 Ticks are computed in the zone's wall-clock time. A wall time that does not exist (the
 hour skipped when clocks go forward) is skipped; a wall time that happens twice (the
 hour repeated when they go back) runs once, at its first occurrence. Everything else
@@ -9,15 +16,42 @@ deals in UTC.
 
 from __future__ import annotations
 
+import calendar
+import functools
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 
 ALIASES = frozenset(
     {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
 )
+NOT_PLACES = frozenset({"Factory", "localtime", "posixrules"})  # in tzdata, but no zone
+FIELDS_RULE = (
+    "must be 5 fields (minute hour day-of-month month day-of-week) or one of "
+    + ", ".join(sorted(ALIASES))
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    name: str
+    low: int
+    high: int
+    names: tuple[str, ...] = ()  # the names of low, low + 1, ...
+
+
+_FIELDS = (
+    _Field("minute", 0, 59),
+    _Field("hour", 0, 23),
+    _Field("day-of-month", 1, 31),
+    _Field("month", 1, 12, tuple(m.lower() for m in calendar.month_abbr[1:])),
+    _Field("day-of-week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")),
+)
+_ITEM = re.compile(r"(?P<range>\*|[0-9a-z]+(?:-[0-9a-z]+)?)(?:/(?P<step>[0-9]+))?", re.IGNORECASE)
 
 
 class InvalidSchedule(ValueError):
@@ -28,33 +62,113 @@ class InvalidSchedule(ValueError):
         self.field = field
 
 
-def zone(name: str) -> ZoneInfo:
+@functools.cache
+def _zones() -> frozenset[str]:
+    return frozenset(available_timezones() - NOT_PLACES)
+
+
+def zone(name: str, *, strict: bool = True) -> ZoneInfo:
+    if strict and name not in _zones():
+        raise InvalidSchedule("timezone", f"{name!r} is not an IANA time zone")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         raise InvalidSchedule("timezone", f"{name!r} is not an IANA time zone") from None
 
 
+def _value(text: str, field: _Field, *, end: bool = False) -> int:
+    """A number or name; a range's `end` reads `sun` as 7 (`mon-sun`)."""
+    if text.isdigit():
+        value = int(text)
+        if not field.low <= value <= field.high:
+            raise InvalidSchedule(
+                "cron", f"{field.name} {value} is out of range {field.low}-{field.high}"
+            )
+        return value
+    name = text.lower()
+    if name in field.names:
+        index = (
+            len(field.names) - 1 - field.names[::-1].index(name) if end else field.names.index(name)
+        )
+        return field.low + index
+    named = f" or a name ({field.names[0]}, {field.names[1]}, ...)" if field.names else ""
+    raise InvalidSchedule(
+        "cron", f"{field.name} {text!r} is not a number {field.low}-{field.high}{named}"
+    )
+
+
+def _values(text: str, field: _Field) -> set[int]:
+    """The values one field matches; `InvalidSchedule` saying what is wrong with it."""
+    found: set[int] = set()
+    for item in text.split(","):
+        match = _ITEM.fullmatch(item)
+        if match is None:
+            raise InvalidSchedule(
+                "cron",
+                f"{field.name} {item!r} is not a value, a range (1-5), a list (1,15) or a "
+                "step (*/15, 1-30/5)",
+            )
+        step = 1
+        if match["step"] is not None:
+            step = int(match["step"])
+            if not 1 <= step <= field.high:
+                raise InvalidSchedule(
+                    "cron", f"{field.name} step {step} is out of range 1-{field.high}"
+                )
+            if match["range"] != "*" and "-" not in match["range"]:
+                raise InvalidSchedule(
+                    "cron", f"{field.name} {item!r}: a step follows * or a range (1-30/5)"
+                )
+        if match["range"] == "*":
+            low, high = field.low, field.high
+        else:
+            first, _, last = match["range"].partition("-")
+            low = _value(first, field)
+            high = _value(last, field, end=True) if last else low
+            if low > high:
+                raise InvalidSchedule("cron", f"{field.name} range {low}-{high} runs backwards")
+        found.update(range(low, high + 1, step))
+    return found
+
+
+def _never(days: set[int], months: set[int]) -> bool:
+    """No month listed has a day listed (February counted with its 29th)."""
+    return all(min(days) > calendar.monthrange(2024, month)[1] for month in months)
+
+
 def check(expression: str) -> str:
-    """`expression`, if it is 5 cron fields or an alias."""
+    """`expression`, if it is standard 5-field cron that matches some time, or an alias."""
     text = expression.strip()
     if text in ALIASES:
         return text
-    if len(text.split()) != 5 or not croniter.is_valid(text):
+    fields = text.split()
+    if len(fields) != 5:
+        raise InvalidSchedule("cron", f"{FIELDS_RULE}; it has {len(fields)}")
+    values = [_values(field, rule) for field, rule in zip(fields, _FIELDS, strict=True)]
+    # a day matches by day of month or by day of week, unless one of them is `*`
+    if fields[4] == "*" and _never(values[2], values[3]):
         raise InvalidSchedule(
-            "cron",
-            "must be 5 fields (minute hour day-of-month month day-of-week) or one of "
-            + ", ".join(sorted(ALIASES)),
+            "cron", f"{text!r} never matches: no month listed has day {min(values[2])}"
         )
+    if not croniter.is_valid(text):  # the same rules, as croniter reads them
+        raise InvalidSchedule("cron", FIELDS_RULE)
     return text
 
 
 class Cron:
     """A schedule's ticks."""
 
-    def __init__(self, expression: str, timezone: str) -> None:
-        self.expression = check(expression)
-        self.zone = zone(timezone)
+    def __init__(self, expression: str, timezone: str, *, strict: bool = True) -> None:
+        """`strict=False`: a stored schedule, accepted when rules were looser, runs on."""
+        self.expression = check(expression) if strict else expression.strip()
+        self.zone = zone(timezone, strict=strict)
+
+    def first_after(self, moment: datetime) -> datetime:
+        """The next tick after `moment`, or `InvalidSchedule` if croniter finds none."""
+        try:
+            return self.next_after(moment)
+        except (CroniterError, StopIteration):
+            raise InvalidSchedule("cron", f"{self.expression!r} never matches") from None
 
     def _walls(self, start: datetime, backwards: bool) -> Iterator[datetime]:
         """Wall-clock ticks from `start`'s wall time, as naive datetimes, either way."""

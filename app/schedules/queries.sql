@@ -1,6 +1,6 @@
 -- Cron schedules (jobq.schedules) and the jobs their ticks made (jobq.schedule_runs).
 -- A tick's job is enqueued through jobq.enqueue (migration 0010), with the idempotency
--- key `schedule:<name>:<tick>`.
+-- key `schedule:<name>:<tick>` (a prefix clients may not use over HTTP).
 
 
 -- name: put_schedule
@@ -27,8 +27,16 @@ SELECT * FROM jobq.schedules WHERE name = :name;
 
 
 -- name: list_schedules
--- Every schedule, by name.
-SELECT * FROM jobq.schedules ORDER BY name;
+-- A page of schedules by name after a given one, limited to the queues an API key may
+-- read (names, and LIKE patterns; NULL names: every queue).
+SELECT *
+  FROM jobq.schedules
+ WHERE name > :after
+   AND (CAST(:allowed_names AS text[]) IS NULL
+        OR queue = ANY(CAST(:allowed_names AS text[]))
+        OR queue LIKE ANY(CAST(:allowed_patterns AS text[])))
+ ORDER BY name
+ LIMIT :limit;
 
 
 -- name: delete_schedule
@@ -74,7 +82,8 @@ SELECT *, now() AS now
 
 
 -- name: enqueue_tick
--- Enqueue one tick's job (its idempotency key makes a tick's job one job, ever).
+-- Enqueue one tick's job (its idempotency key makes a tick's job one job, ever; NULL:
+-- the key was taken by a job the scheduler did not make, so this one goes without).
 SELECT id, deduplicated
   FROM jobq.enqueue(queue => :queue, type => :type, payload => CAST(:payload AS jsonb),
                     priority => :priority, max_attempts => :max_attempts,

@@ -41,17 +41,18 @@ class SchedulerPass:
         records = await fetch_in(self._conn, DUE_SCHEDULES, {"limit": limit})
         return [(ScheduleRow._make(r[:-1]), r["now"]) for r in records]
 
-    async def enqueue(self, params: dict[str, Any]) -> tuple[int | None, str | None]:
-        """(the tick's job id, None) or (None, why jobq.enqueue refused it); a refusal
-        rolls back to a savepoint, so the pass goes on."""
+    async def enqueue(self, params: dict[str, Any]) -> tuple[int | None, str | None, bool]:
+        """(the tick's job id, None, whether its idempotency key was held already) or
+        (None, why jobq.enqueue refused it, False); a refusal rolls back to a savepoint,
+        so the pass goes on."""
         try:
             async with self._conn.transaction():
                 (record,) = await fetch_in(self._conn, ENQUEUE_TICK, params)
         except asyncpg.PostgresError as exc:
             if exc.sqlstate not in _REFUSALS:
                 raise
-            return None, str(getattr(exc, "message", exc))
-        return int(record["id"]), None
+            return None, str(getattr(exc, "message", exc)), False
+        return int(record["id"]), None, bool(record["deduplicated"])
 
     async def record(
         self, schedule: str, tick: datetime, job_id: int | None, refused: str | None
@@ -80,8 +81,18 @@ class SchedulesRepository:
         record = await self._db.fetch_one(GET_SCHEDULE, {"name": name})
         return None if record is None else ScheduleRow._make(record)
 
-    async def all(self) -> list[ScheduleRow]:
-        return [ScheduleRow._make(r) for r in await self._db.fetch(LIST_SCHEDULES, {})]
+    async def page(
+        self, after: str, limit: int, allowed: tuple[list[str], list[str]] | None
+    ) -> list[ScheduleRow]:
+        """`allowed`: (queue names, LIKE patterns) to limit the page to; None: every queue."""
+        names, patterns = allowed if allowed is not None else (None, None)
+        params = {
+            "after": after,
+            "limit": limit,
+            "allowed_names": names,
+            "allowed_patterns": patterns,
+        }
+        return [ScheduleRow._make(r) for r in await self._db.fetch(LIST_SCHEDULES, params)]
 
     async def delete(self, name: str) -> bool:
         return await self._db.fetch_one(DELETE_SCHEDULE, {"name": name}) is not None

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, cast
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.api.openapi import problems
+from app.api.types import StorableText
 from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN
 from app.keys import AdminCaller, KeyedRoute, ReadCaller
 from app.schedules import views
-from app.schedules.schemas import ScheduleIn, ScheduleOut, SchedulesOut
+from app.schedules.schemas import (
+    DEFAULT_SCHEDULES_PAGE,
+    MAX_SCHEDULES_PAGE,
+    ScheduleIn,
+    ScheduleOut,
+    SchedulesOut,
+)
 from app.schedules.service import Schedules
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["schedules"])
@@ -56,14 +63,22 @@ async def set_schedule(
     "/schedules",
     operation_id="listSchedules",
     response_model=SchedulesOut,
-    responses=problems(401, 403),
+    responses=problems(401, 403, 422),
 )
-async def list_schedules(caller: ReadCaller, http: Request) -> dict[str, Any]:
-    """Every schedule with its next ticks and last runs (a key limited to queues sees
-    theirs)."""
+async def list_schedules(
+    caller: ReadCaller,
+    http: Request,
+    limit: Annotated[int, Query(ge=1, le=MAX_SCHEDULES_PAGE)] = DEFAULT_SCHEDULES_PAGE,
+    after: Annotated[
+        StorableText, Query(max_length=MAX_NAME_LENGTH, description="The last name seen.")
+    ] = "",
+) -> dict[str, Any]:
+    """Schedules by name with their next ticks and last runs, a page at a time (a key
+    limited to queues sees theirs)."""
     schedules = _schedules(http)
-    found = [s for s in await schedules.all() if caller.may_use(s.row.queue)]
-    return {"schedules": [views.schedule(s) for s in found]}
+    allowed = caller.queues.sql() if caller.queues is not None else None
+    found = await schedules.page(after, limit, allowed)
+    return views.page(found, limit)
 
 
 @router.get(
@@ -76,7 +91,7 @@ async def get_schedule(caller: ReadCaller, name: ScheduleName, http: Request) ->
     """One schedule: its next ticks, and the last jobs it made."""
     schedules = _schedules(http)
     found = await schedules.get(name)
-    caller.require_queues([found.row.queue])
+    caller.require_queue_of(found.row.queue, "schedule")
     return views.schedule(found)
 
 

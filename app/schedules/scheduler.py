@@ -7,6 +7,10 @@ adds the interval. A pass locks the due schedules, enqueues their ticks through
 advances `next_tick`, all in one transaction: a replica that dies mid-pass leaves
 nothing behind, and the next pass (on whichever replica leads) does it again.
 
+So no tick is made twice, and a job already holding a tick's key was made by someone
+else: the HTTP API refuses the `schedule:` prefix, but a database role might take it.
+The scheduler never adopts such a job as its run; it makes the tick's job without a key.
+
 After downtime (`catch_up`): `latest` makes the most recent missed tick only; `none`
 makes none of them, only a tick that came within `ON_TIME_SECONDS`; `all` makes each
 one, at most `catch_up_limit` (the most recent).
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from app.core.logging import event
+from app.core.names import TICK_KEY_PREFIX
 from app.schedules.cron import Cron
 from app.schedules.repository import SchedulerPass, SchedulesRepository
 from app.schedules.rows import ScheduleRow
@@ -73,23 +78,34 @@ class Scheduler:
     async def _tick(
         self, leading: SchedulerPass, schedule: ScheduleRow, now: datetime, result: SchedulerResult
     ) -> None:
-        cron = Cron(schedule.cron, schedule.timezone)
+        cron = Cron(schedule.cron, schedule.timezone, strict=False)
         last = None
         for tick in ticks_to_make(schedule, cron, now):
-            job_id, refused = await leading.enqueue(
-                {
-                    "queue": schedule.queue,
-                    "type": schedule.type,
-                    "payload": json.dumps(schedule.payload),
-                    "priority": schedule.priority,
-                    "max_attempts": schedule.max_attempts,
-                    "lease_seconds": schedule.lease_seconds,
-                    "idempotency_key": f"schedule:{schedule.name}:{tick.isoformat()}",
-                    "metadata": json.dumps(
-                        {**schedule.metadata, "schedule": schedule.name, "tick": tick.isoformat()}
-                    ),
-                }
-            )
+            job = {
+                "queue": schedule.queue,
+                "type": schedule.type,
+                "payload": json.dumps(schedule.payload),
+                "priority": schedule.priority,
+                "max_attempts": schedule.max_attempts,
+                "lease_seconds": schedule.lease_seconds,
+                "idempotency_key": f"{TICK_KEY_PREFIX}{schedule.name}:{tick.isoformat()}",
+                "metadata": json.dumps(
+                    {**schedule.metadata, "schedule": schedule.name, "tick": tick.isoformat()}
+                ),
+            }
+            job_id, refused, taken = await leading.enqueue(job)
+            if taken:
+                event(
+                    log,
+                    "schedule.key_taken",
+                    "schedule %s: another job holds the key of the tick %s; made it without",
+                    schedule.name,
+                    tick.isoformat(),
+                    level=logging.WARNING,
+                    schedule=schedule.name,
+                    tick=tick.isoformat(),
+                )
+                job_id, refused, _ = await leading.enqueue({**job, "idempotency_key": None})
             await leading.record(schedule.name, tick, job_id, refused)
             last = tick
             result.ticks.append((schedule.name, tick))

@@ -15,6 +15,8 @@ CatchUp = Literal["latest", "none", "all"]
 MAX_CATCH_UP = 1000
 NEXT_RUNS_SHOWN = 5
 RECENT_RUNS_SHOWN = 10
+DEFAULT_SCHEDULES_PAGE = 100
+MAX_SCHEDULES_PAGE = 500
 
 
 class ScheduleIn(Strict):
@@ -36,15 +38,21 @@ class ScheduleIn(Strict):
 
     queue: Name
     type: Name
-    payload: Any = None
+    payload: Any = Field(
+        default=None,
+        description="At most `JOBQ_MAX_PAYLOAD_BYTES` of JSON, as a job's payload (and "
+        "`metadata` too).",
+    )
     cron: Annotated[str, StringConstraints(min_length=1, max_length=255)] = Field(
-        description="5 fields (minute hour day-of-month month day-of-week), or @yearly, "
-        "@monthly, @weekly, @daily, @midnight, @hourly."
+        description="5 fields (minute hour day-of-month month day-of-week) of numbers, `*`, "
+        "ranges `1-5`, lists `1,15`, steps `*/15` or `1-30/5` and names (`jan`, `mon`); or "
+        "@yearly, @monthly, @weekly, @daily, @midnight, @hourly. It must match some time."
     )
     timezone: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(
         default="UTC",
-        description="An IANA time zone. A tick that does not exist there (clocks going "
-        "forward) is skipped; one that happens twice (clocks going back) runs once.",
+        description="An IANA time zone (not `Factory` or `localtime`). A tick that does "
+        "not exist there (clocks going forward) is skipped; one that happens twice (clocks "
+        "going back) runs once.",
     )
     priority: Annotated[int, Field(ge=-32768, le=32767), JsonNumber] = 0
     max_attempts: Annotated[int, Field(ge=1, le=1000), JsonNumber] | None = None
@@ -92,4 +100,7 @@ class ScheduleOut(BaseModel):
 
 
 class SchedulesOut(BaseModel):
+    """A page of schedules by name; pass `next_after` as `after` for the next page."""
+
     schedules: list[ScheduleOut]
+    next_after: str | None

@@ -3,12 +3,13 @@ with their next ticks and last runs. Knows nothing of HTTP."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
 
+from app.core.config import Settings
 from app.core.errors import ScheduleNotFound, ValidationFailed
+from app.jobs import encode_json
 from app.schedules.cron import Cron, InvalidSchedule
 from app.schedules.repository import SchedulesRepository
 from app.schedules.rows import RunRow, ScheduleRow
@@ -24,19 +25,42 @@ class Schedule:
     recent_runs: list[RunRow]
 
 
+def _invalid(exc: InvalidSchedule) -> ValidationFailed:
+    """422 naming the field that makes a schedule unusable."""
+    return ValidationFailed.field(("body", exc.field), str(exc), "value_error")
+
+
 def cron_of(schedule: ScheduleIn | ScheduleRow) -> Cron:
     """The schedule's cron, or 422 naming the field that makes it unusable."""
     try:
-        return Cron(schedule.cron, schedule.timezone)
+        return Cron(schedule.cron, schedule.timezone, strict=isinstance(schedule, ScheduleIn))
     except InvalidSchedule as exc:
-        raise ValidationFailed.field(("body", exc.field), str(exc), "value_error") from None
+        raise _invalid(exc) from None
+
+
+def first_tick(cron: Cron) -> datetime:
+    """The first tick after now, or 422 if there is none."""
+    try:
+        return cron.first_after(datetime.now(UTC))
+    except InvalidSchedule as exc:
+        raise _invalid(exc) from None
 
 
 class Schedules:
     """Create, read, pause and delete schedules."""
 
-    def __init__(self, repo: SchedulesRepository) -> None:
+    def __init__(self, repo: SchedulesRepository, settings: Settings) -> None:
         self._repo = repo
+        self._settings = settings
+
+    def _json(self, value: object, field: str) -> str:
+        """A job's payload or metadata: the same rules and limits as an enqueue's."""
+        return encode_json(
+            value,
+            field=("body", field),
+            max_bytes=self._settings.max_payload_bytes,
+            max_depth=self._settings.max_json_depth,
+        )
 
     async def put(self, name: str, schedule: ScheduleIn) -> tuple[Schedule, bool]:
         """Create or replace `name`; its next tick is the first after now."""
@@ -45,9 +69,9 @@ class Schedules:
             "name": name,
             **schedule.model_dump(exclude={"payload", "metadata", "cron"}),
             "cron": cron.expression,
-            "payload": json.dumps(schedule.payload),
-            "metadata": json.dumps(schedule.metadata),
-            "next_tick": cron.next_after(datetime.now(UTC)),
+            "payload": self._json(schedule.payload, "payload"),
+            "metadata": self._json(schedule.metadata, "metadata"),
+            "next_tick": first_tick(cron),
         }
         row, created = await self._repo.put(params)
         return (await self._shown([row]))[0], created
@@ -58,8 +82,12 @@ class Schedules:
             raise ScheduleNotFound(f"no schedule is named {name!r}", name=name)
         return (await self._shown([row]))[0]
 
-    async def all(self) -> list[Schedule]:
-        return await self._shown(await self._repo.all())
+    async def page(
+        self, after: str, limit: int, allowed: tuple[list[str], list[str]] | None
+    ) -> list[Schedule]:
+        """Up to `limit` schedules by name after `after`, in the queues `allowed` (names,
+        LIKE patterns; None: every queue)."""
+        return await self._shown(await self._repo.page(after, limit, allowed))
 
     async def delete(self, name: str) -> None:
         if not await self._repo.delete(name):
@@ -68,7 +96,7 @@ class Schedules:
     async def pause(self, name: str, paused: bool) -> Schedule:
         """Pause, or resume from the next tick after now (missed ones are not made up)."""
         current = await self.get(name)
-        resume_at = None if paused else cron_of(current.row).next_after(datetime.now(UTC))
+        resume_at = None if paused else first_tick(cron_of(current.row))
         row = await self._repo.pause(name, paused, resume_at)
         if row is None:
             raise ScheduleNotFound(f"no schedule is named {name!r}", name=name)
@@ -82,7 +110,7 @@ class Schedules:
         for row in rows:
             upcoming: list[datetime] = []
             if not row.paused:
-                cron = Cron(row.cron, row.timezone)
+                cron = Cron(row.cron, row.timezone, strict=False)
                 start = row.next_tick
                 upcoming = [start, *islice(cron.after(start), NEXT_RUNS_SHOWN - 1)]
             shown.append(Schedule(row, upcoming, runs.get(row.name, [])))

@@ -38,3 +38,9 @@ def schedule(found: Schedule) -> dict[str, Any]:
         "created_at": row.created_at,
         "updated_at": row.updated_at,
     }
+
+
+def page(found: list[Schedule], limit: int) -> dict[str, Any]:
+    """`SchedulesOut`: `next_after` when the page is full."""
+    next_after = found[-1].row.name if len(found) == limit else None
+    return {"schedules": [schedule(s) for s in found], "next_after": next_after}

@@ -6,11 +6,15 @@ and no build step, so what is committed is what runs. It talks only to the publi
 with the API key the operator signs in with (kept in the browser's session storage), so
 the API's rules and scopes are the dashboard's. Its pages are served with a strict
 Content-Security-Policy (scripts and styles from this origin only) and
-`X-Frame-Options: DENY`.
+`X-Frame-Options: DENY`; so is `/docs`, which shares its origin (Swagger UI's one inline
+script is allowed by its hash, and its styles inline).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import re
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
@@ -28,6 +32,14 @@ CSP = (
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
 
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
+SECURITY_HEADERS = {
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-cache",
+}
+
 router = APIRouter(route_class=KeyedRoute, include_in_schema=False)
 
 
@@ -39,14 +51,24 @@ async def home(_anyone: Anyone) -> RedirectResponse:
 
 @router.get("/docs")
 async def docs(_anyone: Anyone) -> HTMLResponse:
-    """Swagger UI on the OpenAPI document, its assets served from this package."""
-    return get_swagger_ui_html(
+    """Swagger UI on the OpenAPI document, its assets served from this package, with
+    the dashboard's security headers."""
+    page = get_swagger_ui_html(
         openapi_url="/openapi.json",
         title="jobq API",
         swagger_js_url=f"{UI_PATH}/swagger/swagger-ui-bundle.js",
         swagger_css_url=f"{UI_PATH}/swagger/swagger-ui.css",
         swagger_favicon_url=f"{UI_PATH}/favicon.svg",
     )
+    html = bytes(page.body).decode()
+    hashes = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
+        for script in _INLINE_SCRIPT.findall(html)
+    )
+    policy = CSP.replace("script-src 'self'", f"script-src 'self' {hashes}").replace(
+        "style-src 'self'", "style-src 'self' 'unsafe-inline'"
+    )
+    return HTMLResponse(html, headers={"content-security-policy": policy, **SECURITY_HEADERS})
 
 
 class _Guarded:
@@ -59,13 +81,8 @@ class _Guarded:
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
-                headers += [
-                    (b"content-security-policy", CSP.encode()),
-                    (b"x-frame-options", b"DENY"),
-                    (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"),
-                    (b"cache-control", b"no-cache"),
-                ]
+                headers.append((b"content-security-policy", CSP.encode()))
+                headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
                 message["headers"] = headers
             await send(message)
 

@@ -428,3 +428,30 @@ async def test_405_allows_every_method_of_the_path(client: httpx.AsyncClient) ->
     assert_problem(response, 405, "method_not_allowed")
     assert response.headers["allow"] == "GET, PUT"
     assert (await client.delete("/v1/leases")).headers["allow"] == "POST"
+
+
+async def test_a_concurrency_key_with_nul_is_422_on_every_enqueue_path(
+    client: httpx.AsyncClient, db: asyncpg.Connection
+) -> None:
+    parent = await enqueue(client, "q")
+    job = {"type": "t", "concurrency_key": "k\x00"}
+    for path, body, loc in (
+        ("/v1/queues/q/jobs", job, ["body", "concurrency_key"]),
+        ("/v1/queues/q/jobs", {**job, "depends_on": [parent["id"]]}, ["body", "concurrency_key"]),
+        ("/v1/queues/q/jobs/batch", {"jobs": [job]}, ["body", "jobs", 0, "concurrency_key"]),
+        (
+            "/v1/queues/q/jobs/batch",
+            {"jobs": [{"type": "t"}, {**job, "depends_on": [{"ref": 0}]}]},
+            ["body", "jobs", 1, "concurrency_key"],
+        ),
+    ):
+        problem = assert_problem(await client.post(path, json=body), 422, "validation_error")
+        assert problem["errors"][0]["loc"] == loc, problem
+    assert await _count(db) == 1
+
+
+async def test_list_filters_with_nul_are_422(client: httpx.AsyncClient) -> None:
+    for params in ({"error_type": "E\x00"}, {"key_contains": "k\x00"}):
+        answer = await client.get("/v1/jobs", params=params)
+        problem = assert_problem(answer, 422, "validation_error")
+        assert problem["errors"][0]["loc"][0] == "query", problem

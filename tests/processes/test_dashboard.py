@@ -482,3 +482,15 @@ def test_the_queues_table_is_whole_on_a_laptop_screen(
         assert 0 < sizes[0] <= sizes[1], (width, sizes)
         limits = page.get_by_role("columnheader", name="limits").bounding_box()
         assert limits is not None and limits["x"] + limits["width"] <= width, (width, limits)
+
+
+def test_the_docs_share_the_dashboards_headers_and_still_work(service: Replica, page: Page) -> None:
+    docs = httpx.get(f"{service.url}/docs")
+    policy = docs.headers["content-security-policy"]
+    assert "script-src 'self' 'sha256-" in policy and "frame-ancestors 'none'" in policy
+    assert docs.headers["x-frame-options"] == "DENY"
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text) if "Content Security" in m.text else None)
+    page.goto(f"{service.url}/docs")
+    expect(page.get_by_text("/v1/queues/{queue}/jobs").first).to_be_visible()
+    assert refused == []

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
+import jobq_client._admin_calls
 from jobq_client import (
     AsyncClient,
     Client,
@@ -101,7 +102,7 @@ def test_wait_and_run_return_the_finished_job(jobq: Client, service: Service) ->
         assert not thread.is_alive()
 
 
-def test_schedules_round_trip(jobq: Client) -> None:
+def test_schedules_round_trip(jobq: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     made = jobq.set_schedule(
         "nightly", queue="reports", type="rollup", cron="0 3 * * *",
         timezone="Europe/Paris", payload={"span": "day"}, catch_up="all",
@@ -114,6 +115,10 @@ def test_schedules_round_trip(jobq: Client) -> None:
     )
     assert len(made.next_runs) == 5 and made.next_runs[0] > datetime.now(UTC)
     assert [s.name for s in jobq.list_schedules()] == ["nightly"]
+    jobq.set_schedule("weekly", queue="reports", type="rollup", cron="0 3 * * mon")
+    monkeypatch.setattr(jobq_client._admin_calls, "SCHEDULES_PAGE", 1)
+    assert [s.name for s in jobq.list_schedules()] == ["nightly", "weekly"]  # page by page
+    jobq.delete_schedule("weekly")
     assert jobq.pause_schedule("nightly").paused
     assert jobq.resume_schedule("nightly").next_runs
     assert jobq.get_schedule("nightly").payload == {"span": "day"}

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.jobs.wakeups import Waiter, Wakeups
+from app.core.names import is_name
+from app.db.listener import MAX_ANNOUNCED_JOBS, MAX_EPOCH, parse_due, parse_finished
+from app.jobs.finishes import Finishes
+from app.jobs.wakeups import LOOKS_BURST, LOOKS_PER_SECOND, Waiter, Wakeups
 
 
 def _wakeups() -> Wakeups:
@@ -261,3 +265,107 @@ def test_any_announcements_wake_whom_their_counts_say(
         wakeups.close()
 
     asyncio.run(scenario())
+
+
+# ---- announcements are untrusted: any database role can send them ------------------------
+
+_junk = st.one_of(
+    st.text(max_size=40),
+    st.builds(
+        "{} {} {}".format,
+        st.sampled_from(["q", "a.b", "", " ", "q\n", "é"]),
+        st.one_of(
+            st.floats(allow_nan=True, allow_infinity=True).map(repr),
+            st.sampled_from(["NaN", "nan", "Infinity", "-Infinity", "1e400", "0x10", "1_0"]),
+        ),
+        st.one_of(st.integers().map(str), st.sampled_from(["", "NaN", "1e3", "-1", "+1"])),
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(payload=_junk)
+def test_a_due_announcement_is_parsed_strictly_or_dropped(payload: str) -> None:
+    parsed = parse_due(payload)
+    if parsed is not None:
+        queue, due, jobs = parsed
+        assert is_name(queue) and "\n" not in queue
+        assert math.isfinite(due) and abs(due) < MAX_EPOCH
+        assert jobs is None or 0 <= jobs <= MAX_ANNOUNCED_JOBS
+        assert " ".join(payload.split(" ")[:1]) == queue
+
+
+def test_what_the_triggers_send_is_parsed_and_nothing_else() -> None:
+    assert parse_due("q 1732780000.123456 3") == ("q", 1732780000.123456, 3)
+    assert parse_due("a.b:c-d 1732780000") == ("a.b:c-d", 1732780000.0, None)
+    for payload in ["q NaN 1", "q nan", "q Infinity 1", "q -Infinity", "q 1e400 1", "q 1 -1",
+                    "q 1 1e3", "q 1 99999999999999999999", "q", "", "q 1 1 1", " q 1", "q  1",
+                    "q\n 1", "q 1 +1", "q 1.5e3 1", "q 999999999999 1"]:  # fmt: skip
+        assert parse_due(payload) is None, payload
+    assert parse_finished("42") == 42
+    for payload in ["", "0", "-1", "+1", " 1", "1 ", "1e3", "NaN", str(2**63), "1_0", "x"]:
+        assert parse_finished(payload) is None, payload
+
+
+async def test_a_due_time_that_is_not_a_number_arms_no_timer() -> None:
+    wakeups = _wakeups()
+    with _waiting(wakeups, 1, typed=True) as waiters:
+        for due in (math.nan, math.inf, -math.inf):
+            wakeups.announce("q", due, 1)
+        await asyncio.sleep(0.02)
+        assert _woken(waiters) == [False]  # no timer firing in a loop, nobody woken
+        assert not wakeups._timers  # no timer left to spin
+
+
+async def test_a_timer_firing_early_wakes_nobody_and_waits_again() -> None:
+    wakeups = _wakeups()
+    with _waiting(wakeups, 1, typed=True) as waiters:
+        wakeups.announce("q", time.time() + 0.05, 1)
+        wakeups._fire("q")  # as if the clock had moved back
+        assert _woken(waiters) == [False]
+        await asyncio.sleep(0.15)
+        assert _woken(waiters) == [True]
+
+
+async def _looks_under_a_flood(
+    announce: Callable[[], None], look: Callable[[], Awaitable[object]]
+) -> int:
+    """How many looks a waiter takes in half a second of announcements back to back."""
+    looks = 0
+    stop = time.monotonic() + 0.5
+    loop = asyncio.get_running_loop()
+
+    def flood() -> None:
+        announce()
+        if time.monotonic() < stop:
+            loop.call_soon(flood)
+
+    loop.call_soon(flood)
+    while time.monotonic() < stop:
+        looks += 1
+        await look()
+    return looks
+
+
+async def test_a_flood_of_wake_ups_is_paced() -> None:
+    wakeups = _wakeups()
+    with wakeups.waiter(["q"], typed=True) as waiter:
+
+        async def look() -> bool:
+            waiter.reset()
+            return await wakeups.wait(waiter, 1.0)
+
+        looks = await _looks_under_a_flood(lambda: wakeups.announce("q", time.time(), 1), look)
+    assert looks <= LOOKS_BURST + LOOKS_PER_SECOND * 0.5 + 2, looks
+
+
+async def test_a_flood_of_finish_announcements_is_paced() -> None:
+    finishes = Finishes(poll_seconds=30, recheck_seconds=30)
+    with finishes.waiter(7) as waiter:
+
+        async def look() -> None:
+            waiter.reset()
+            await finishes.wait(waiter, 1.0)
+
+        looks = await _looks_under_a_flood(lambda: finishes.announce(7), look)
+    assert looks <= LOOKS_BURST + LOOKS_PER_SECOND * 0.5 + 2, looks

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 
 from app.api.openapi import problems
 from app.api.params import JobIdPath, QueuePath
-from app.api.types import Timestamp
+from app.api.types import StorableText, Timestamp
 from app.core.names import MAX_BIGINT, MAX_NAME_LENGTH, NAME_PATTERN
 from app.jobs import views
 from app.jobs.routes.deps import services
@@ -108,7 +108,7 @@ async def get_job(
     if asked (`wait_seconds`)."""
     jobs = services(http)
     job = await jobs.reads.get(job_id)
-    caller.require_queues([job.queue])
+    caller.require_queue_of(job.queue, "job")
     if wait_seconds > 0:
         job = await jobs.reads.wait(job_id, wait_seconds, abandoned=http.is_disconnected)
     return views.job(job)
@@ -127,7 +127,7 @@ async def get_job_dependencies(
     of the queues the caller's key may read."""
     jobs = services(http)
     job = await jobs.reads.get(job_id)
-    caller.require_queues([job.queue])
+    caller.require_queue_of(job.queue, "job")
     allowed = caller.queues.sql() if caller.queues is not None else None
     return views.dependencies(await jobs.reads.dependencies(job_id, allowed))
 
@@ -144,7 +144,8 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
     after: Annotated[int, Query(ge=0, le=MAX_BIGINT, description="Last id seen.")] = 0,
     error_type: Annotated[
-        str | None, Query(max_length=255, description="Only jobs whose last error has this type.")
+        StorableText | None,
+        Query(max_length=255, description="Only jobs whose last error has this type."),
     ] = None,
     created_after: Annotated[
         Timestamp | None, Query(description="Only jobs created at or after this time.")
@@ -153,7 +154,7 @@ async def list_jobs(
         Timestamp | None, Query(description="Only jobs created before this time.")
     ] = None,
     key_contains: Annotated[
-        str | None,
+        StorableText | None,
         Query(min_length=1, max_length=255, description="Text in the idempotency key."),
     ] = None,
 ) -> dict[str, Any]:

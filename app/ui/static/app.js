@@ -415,6 +415,8 @@ async function schedulesPage() {
         s.recent_runs.length ? el("span", {}, s.recent_runs.slice(0, 5).map((r, i) => [i ? ", " : "",
           r.job_id ? link(jobHref(r.job_id), `${r.job_id}`) : (r.refused || "–")])) : "–"]))
       : el("p", { class: "muted" }, "No schedules: PUT /v1/schedules/{name} makes one."),
+    data.next_after !== null ? el("p", { class: "muted" },
+      `The first ${data.schedules.length} schedules by name; jobq schedules list shows them all.`) : null,
   ];
 }
 

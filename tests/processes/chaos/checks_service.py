@@ -252,6 +252,12 @@ class ServiceChecks(CheckBase):
             v.fail(
                 "the rolling restart did not restart every service", str(by_kind["rolling_restart"])
             )
+        for fault in by_kind["forged_announcements"]:
+            # a service restarted meanwhile starts its count again: any rise will do
+            if not any(n > 0 for n in fault.detail["dropped"].values()):
+                v.fail("no service dropped the forged announcements", str(fault.detail))
+        if len(by_kind["forged_announcements"]) != 1:
+            v.fail("announcements were not forged once", str(by_kind["forged_announcements"]))
         if len(by_kind["postgres_restart"]) != 1:
             v.fail("PostgreSQL was not restarted once", str(len(by_kind["postgres_restart"])))
         for fault in by_kind["postgres_restart"]:

@@ -1,5 +1,6 @@
 """The faults: workers and a service killed, rolling restarts, a PostgreSQL restart, a stale
-worker finishing a lease that was taken from it."""
+worker finishing a lease that was taken from it, forged announcements (NOTIFY payloads any
+database role can send: garbage, NaN, infinities, huge counts, floods)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,20 @@ from tests.processes.chaos.procs import Fault, Probe, Service
 from tests.processes.chaos.producer import Producer
 from tests.processes.chaos.state import RunState
 
+FORGE_SECONDS = 2.0
+FORGED_DUE = [
+    f"{QUEUE} NaN 1",
+    f"{QUEUE} Infinity 1",
+    f"{QUEUE} -Infinity",
+    f"{QUEUE} 1e400 1",
+    f"{QUEUE} 1 -1",
+    f"{QUEUE} 1 99999999999999999999999999",
+    "garbage",
+    "",
+    f"{QUEUE} 1 1 1",
+]
+FORGED_FINISHED = ["NaN", "-1", "1e3", "99999999999999999999999", "x", ""]
+
 
 class FaultInjection(RunState):
     """The faults a run injects while the load goes on, on a timeline."""
@@ -53,6 +68,7 @@ class FaultInjection(RunState):
             (0.12, self.kill_worker),
             (0.25, self.kill_service),
             (0.40, self.restart_postgres),
+            (0.50, self.forge_announcements),
             (0.55, self.kill_worker),
             (0.65, self.rolling_restart),
         ]
@@ -94,6 +110,44 @@ class FaultInjection(RunState):
         say(
             f"{self.elapsed()} FAULT worker SIGKILL: {worker.name} (pid {pid}),"
             f" {len(in_flight)} executions in flight"
+        )
+
+    async def forge_announcements(self) -> None:
+        """Flood jobq_due and jobq_finished with malformed and well-formed payloads for
+        FORGE_SECONDS: every service must drop the malformed ones (its
+        jobq_announcements_dropped counter rises) and go on working (the run's checks)."""
+        assert self.db is not None
+        before = {s.name: await self.dropped(s) for s in self.services}
+        started = time.time()
+        sender = await asyncpg.connect(self.db.dsn)
+        sent = 0
+        try:
+            deadline = time.monotonic() + FORGE_SECONDS
+            while time.monotonic() < deadline:
+                due = [*FORGED_DUE, f"{QUEUE} {time.time():.6f} 1", f"{QUEUE} {time.time():.6f}"]
+                for channel, payloads in (("jobq_due", due), ("jobq_finished", FORGED_FINISHED)):
+                    await sender.execute(
+                        "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", channel, payloads
+                    )
+                    sent += len(payloads)
+                await asyncio.sleep(0.01)
+        finally:
+            await sender.close()
+        after = {s.name: await self.dropped(s) for s in self.services}
+        dropped = {name: after[name] - before[name] for name in after}
+        self.fault("forged_announcements", started, sent=sent, dropped=dropped)
+        say(f"{self.elapsed()} FAULT forged announcements: {sent} sent, dropped {dropped}")
+
+    async def dropped(self, service: Service) -> float:
+        """The malformed announcements `service` has dropped so far (its /metrics)."""
+        try:
+            text = (await self.http.get(f"{service.url}/metrics")).text
+        except httpx.HTTPError:
+            return 0.0
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("jobq_announcements_dropped_total{")
         )
 
     async def kill_service(self) -> None:

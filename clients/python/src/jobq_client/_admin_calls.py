@@ -6,9 +6,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import httpx
+
 from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule
 from jobq_client._calls import Call, _json, _segment
 from jobq_client._models import JobRecord
+
+SCHEDULES_PAGE = 500  # the most the service hands in one page
 
 
 def _none(_response: object) -> None:
@@ -115,12 +119,14 @@ def get_schedule(name: str) -> Call[Schedule]:
     return Call("GET", f"/v1/schedules/{_segment(name)}", lambda r: Schedule.from_json(_json(r)))
 
 
-def list_schedules() -> Call[list[Schedule]]:
-    return Call(
-        "GET",
-        "/v1/schedules",
-        lambda r: [Schedule.from_json(s) for s in _json(r)["schedules"]],
-    )
+def schedules_page(after: str) -> Call[tuple[list[Schedule], str | None]]:
+    """One page of schedules by name after `after`, and the name to ask after next."""
+
+    def read(response: httpx.Response) -> tuple[list[Schedule], str | None]:
+        body = _json(response)
+        return [Schedule.from_json(s) for s in body["schedules"]], body.get("next_after")
+
+    return Call("GET", "/v1/schedules", read, params={"after": after, "limit": SCHEDULES_PAGE})
 
 
 def delete_schedule(name: str) -> Call[None]:

@@ -89,8 +89,13 @@ class Operations:
         return self._call(_admin_calls.get_schedule(name))
 
     def list_schedules(self) -> list[Schedule]:
-        """Every schedule."""
-        return self._call(_admin_calls.list_schedules())
+        """Every schedule (page after page)."""
+        found: list[Schedule] = []
+        after: str | None = ""
+        while after is not None:
+            page, after = self._call(_admin_calls.schedules_page(after))
+            found += page
+        return found
 
     def delete_schedule(self, name: str) -> None:
         """Delete a schedule (the jobs it made stay)."""
@@ -201,8 +206,13 @@ class AsyncOperations:
         return await self._call(_admin_calls.get_schedule(name))
 
     async def list_schedules(self) -> list[Schedule]:
-        """Every schedule."""
-        return await self._call(_admin_calls.list_schedules())
+        """Every schedule (page after page)."""
+        found: list[Schedule] = []
+        after: str | None = ""
+        while after is not None:
+            page, after = await self._call(_admin_calls.schedules_page(after))
+            found += page
+        return found
 
     async def delete_schedule(self, name: str) -> None:
         """Delete a schedule (the jobs it made stay)."""
