@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from app.cli._database import engine
+from app.cli._database import engine, reported_connect_failure
 from app.cli._output import (
     JsonFlag,
     Output,
@@ -41,7 +41,8 @@ def _with_keys(action: Callable[[Keys], Awaitable[T]]) -> T:
             return await action(Keys(KeysRepository(Database(pool))))
 
     try:
-        return asyncio.run(run())
+        with reported_connect_failure():
+            return asyncio.run(run())
     except JobqError as error:
         fail(error.detail)
 

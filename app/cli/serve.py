@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from uvicorn.supervisors import Multiprocess
 
 from app.api.http_protocol import OneWriteHttp
-from app.cli._database import database_url, setup_logging
+from app.cli._database import database_url, reported_connect_failure, setup_logging
 from app.core.config import Settings, get_settings
 from app.core.errors import DatabaseUnavailable
 from app.core.metrics import MULTIPROC_ENV
@@ -86,7 +86,8 @@ def serve(
     settings = get_settings()
     bind = host or settings.host
     settings = settings.model_copy(update={"host": bind})  # the app decides its auth by it
-    url = asyncio.run(database_url(migrate=settings.migrate_on_start))
+    with reported_connect_failure():
+        url = asyncio.run(database_url(migrate=settings.migrate_on_start))
     _refuse_open_network(settings, url)
     processes = workers or settings.workers
     options: dict[str, Any] = {
