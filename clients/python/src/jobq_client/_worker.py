@@ -34,11 +34,13 @@ import logging
 import os
 import signal
 import socket
+import sysconfig
 import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from types import TracebackType
 from typing import Any, TypeVar
 
 from jobq_client._client import AsyncClient, Client
@@ -228,8 +230,25 @@ def _failure(exc: BaseException) -> tuple[str, str, dict[str, Any], bool, float 
     retry_after = getattr(exc, "retry_after_seconds", None)
     if not isinstance(retry_after, int | float) or isinstance(retry_after, bool):
         retry_after = None
-    text = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK_CHARS:]
+    frames = _from_the_handler(exc.__traceback__)
+    text = "".join(traceback.format_exception(type(exc), exc, frames))[-MAX_TRACEBACK_CHARS:]
     return type(exc).__name__, str(exc), {"traceback": text}, retryable, retry_after
+
+
+_SDK_DIR = os.path.dirname(os.path.abspath(__file__))
+_STDLIB_DIR = sysconfig.get_paths()["stdlib"]
+
+
+def _from_the_handler(frames: TracebackType | None) -> TracebackType | None:
+    """A handler's traceback from its first frame on: the SDK's frames that called it,
+    and the standard library's that ran it in a thread, are left out (the last frame
+    stays, whoever's it is)."""
+    while frames is not None and frames.tb_next is not None:
+        filename = os.path.abspath(frames.tb_frame.f_code.co_filename)
+        if not filename.startswith((_SDK_DIR + os.sep, _STDLIB_DIR + os.sep)):
+            break
+        frames = frames.tb_next
+    return frames
 
 
 class _Session:
