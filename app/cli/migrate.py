@@ -26,7 +26,10 @@ def openapi(
         Path, typer.Option("--output", "-o", help="Where to write it; '-' for stdout.")
     ] = DEFAULT_OPENAPI_PATH,
 ) -> None:
-    """Write the OpenAPI document the service serves (commit it: clients use it)."""
+    """Write the OpenAPI document the service serves.
+
+    Commit it: clients use it.
+    """
     from app.main import create_app
 
     document = json.dumps(create_app().openapi(), indent=2, sort_keys=False) + "\n"

@@ -68,11 +68,12 @@ def serve(
         Path | None, typer.Option(help="Serve HTTPS with this private key (PEM)")
     ] = None,
     ssl_certfile: Annotated[
-        Path | None, typer.Option(help="... and this certificate chain (PEM)")
+        Path | None, typer.Option(help="The certificate chain for --ssl-keyfile (PEM)")
     ] = None,
 ) -> None:
-    """Apply pending migrations, then serve the API (Ctrl-C or SIGTERM stops it).
+    """Apply pending migrations, then serve the API.
 
+    Ctrl-C or SIGTERM stops it.
     With JOBQ_MIGRATE_ON_START=false it serves the schema as it is (run `jobq migrate`
     first, e.g. as a separate deploy step with a more privileged database role).
     Beyond loopback it refuses to start until an API key exists (`jobq keys create`),

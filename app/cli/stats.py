@@ -171,7 +171,11 @@ def stats(
     output: OutputOption = Output.TABLE,
     as_json: JsonFlag = False,
 ) -> None:
-    """Every queue's backlog, throughput, wait and run times; the database's health."""
+    """Every queue's figures, and the database's health.
+
+    Backlog, throughput, wait and run times; with QUEUE, that queue and its
+    running jobs.
+    """
     service = Service.find(url, api_key)
     if queue is not None:
         show_queue(service, queue, wants_json(output, as_json))
