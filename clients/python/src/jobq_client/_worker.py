@@ -102,7 +102,7 @@ class Worker:
     """Runs handlers for the jobs of some queues; see the module's documentation.
 
     `client` is an `AsyncClient` or a `Client` (its settings are used); by default one
-    is made from `JOBQ_URL` and `JOBQ_API_KEY`. Jobs are leased `concurrency` at most
+    is made from the environment, as `Client()` is. Jobs are leased `concurrency` at most
     at a time, waiting up to `wait_seconds` for work (long poll). `lease_seconds`
     overrides each job's own lease length.
     """
@@ -282,10 +282,11 @@ class _Session:
     async def run(self) -> None:
         worker = self.worker
         log.info(
-            "worker %s: serving %s on %s (concurrency %d)",
+            "worker %s: serving %s on %s from %s (concurrency %d)",
             worker.worker_id,
             ", ".join(sorted(worker.handlers)),
             ", ".join(worker.queues),
+            self.client.base_url,
             worker.concurrency,
         )
         acks = asyncio.create_task(self.ack_loop())
