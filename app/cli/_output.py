@@ -50,8 +50,13 @@ def wants_json(output: Output, as_json: bool) -> bool:
 
 def fail(message: str) -> NoReturn:
     """One line on stderr, exit status 1: how every command reports a failure."""
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"jobq: {message}", markup=False)
+    warn(message)
     raise typer.Exit(1)
+
+
+def warn(message: str) -> None:
+    """One line on stderr that the command goes on after."""
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"jobq: {message}", markup=False)
 
 
 def console() -> Console:

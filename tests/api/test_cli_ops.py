@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 import uvicorn
@@ -363,3 +365,19 @@ async def test_table_titles_stay_on_one_line(
     assert "throughput: in/ok/failed; p50/p95 wait (enqueue to lease) and run" in (
         result.stdout.splitlines()
     )
+
+
+async def test_stats_warns_of_an_unknown_queue_and_names_unserved_types(
+    service: str, http: httpx.AsyncClient, db: asyncpg.Connection
+) -> None:
+    typo = await jobq("stats", "emals", "--url", service)
+    assert typo.exit_code == 0, typo.output
+    assert "'emals' has no jobs and no settings" in typo.stderr
+    as_json = await jobq("stats", "emals", "--json", "--url", service)
+    assert json.loads(as_json.stdout)["known"] is False
+
+    await _job(http, "mail", type="bounce")
+    await db.execute("UPDATE jobq.jobs SET run_at = now() - interval '10 minutes'")
+    known = await jobq("stats", "mail", "--url", service)
+    assert known.exit_code == 0 and known.stderr == "", known.output
+    assert re.search(r"no worker leased lately: bounce \(due 10m0\ds, never leased\)", known.stdout)

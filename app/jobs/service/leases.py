@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from app.core.config import Settings
-from app.core.errors import ValidationFailed
+from app.core.errors import DatabaseUnavailable, ValidationFailed
 from app.jobs import telemetry
 from app.jobs.limits import LimitedQueues
 from app.jobs.repository import JobsRepository
@@ -81,6 +82,38 @@ def _leases(jobs: list[JobRow], parents: dict[int, list[Parent]]) -> list[Lease]
     ]
 
 
+LEASED_TYPES_EVERY_SECONDS = 5.0  # how often a process writes one (queue, type) pair
+
+
+class LeasedTypes:
+    """The (queue, type) pairs this process handed jobs of, in `jobq.queue_types`: what
+    tells operators which queues and types some worker serves. A pair is written at most
+    once every `every_seconds`, so nearly every lease writes nothing."""
+
+    def __init__(self, repo: JobsRepository, every_seconds: float = LEASED_TYPES_EVERY_SECONDS):
+        self._repo = repo
+        self._every = every_seconds
+        self._written: dict[tuple[str, str], float] = {}
+
+    async def leased(self, jobs: list[JobRow]) -> None:
+        now = time.monotonic()
+        written = self._written
+        due = [
+            pair
+            for pair in {(job.queue, job.type) for job in jobs}
+            if now - written.get(pair, -math.inf) >= self._every
+        ]
+        if not due:
+            return
+        for pair in due:
+            written[pair] = now
+        try:
+            await self._repo.record_leased_types(sorted(due))  # one lock order for all
+        except DatabaseUnavailable:  # the jobs are leased all the same; the next lease writes
+            for pair in due:
+                written.pop(pair, None)
+
+
 class Leases:
     """Hand due jobs to workers and extend their leases."""
 
@@ -91,6 +124,7 @@ class Leases:
         self._settings = settings
         self._wakeups = wakeups
         self._limited = limited
+        self._types = LeasedTypes(repo)
 
     async def lease(
         self,
@@ -143,6 +177,8 @@ class Leases:
                 if abandoned is not None and await abandoned():
                     return Leased([], [])
         telemetry.leased(jobs)
+        if jobs:
+            await self._types.leased(jobs)
         _in_claim_order(jobs)
         parents: dict[int, list[Parent]] = {}
         children = [job.id for job in jobs if job.has_parents]
