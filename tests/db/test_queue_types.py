@@ -4,13 +4,13 @@ written at most once every few seconds by a process, never once per job."""
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 from typing import Any, cast
 
 import asyncpg
 
 from app.db.migrate import upgrade
 from app.jobs import JobsRepository
+from app.jobs.rows import JobRow
 from app.jobs.service.leases import LeasedTypes
 from tests.conftest import _drop, _recreate, plain
 from tests.db.test_migration_0016 import downgrade
@@ -41,8 +41,9 @@ class _Recorded:
         self.calls.append(pairs)
 
 
-def _jobs(*pairs: tuple[str, str]) -> Any:
-    return [SimpleNamespace(queue=queue, type=type_) for queue, type_ in pairs]
+def _jobs(*pairs: tuple[str, str]) -> list[JobRow]:
+    empty: dict[str, Any] = dict.fromkeys(JobRow._fields)
+    return [JobRow(**{**empty, "queue": queue, "type": type_}) for queue, type_ in pairs]
 
 
 async def test_a_pair_is_written_once_per_interval_however_many_leases() -> None:

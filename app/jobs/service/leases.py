@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
 from app.core.config import Settings
@@ -57,7 +57,23 @@ def _in_claim_order(jobs: list[JobRow]) -> None:
 
 
 _RUN_AT_ID = attrgetter("run_at", "id")
-_QUEUE_TYPE = attrgetter("queue", "type")
+# A job row's queue and type, by position: an attribute of a named tuple costs more,
+# and these run over every job a lease hands out.
+_QUEUE = itemgetter(JobRow._fields.index("queue"))
+_TYPE = itemgetter(JobRow._fields.index("type"))
+_QUEUE_TYPE = itemgetter(JobRow._fields.index("queue"), JobRow._fields.index("type"))
+
+
+def _pairs(jobs: list[JobRow]) -> set[tuple[str, str]]:
+    """The (queue, type) pairs of these jobs: most leases hold one queue's jobs of one
+    type, whose two sets of strings (hashed once, no tuple a job) say so more cheaply."""
+    queues = set(map(_QUEUE, jobs))
+    types = set(map(_TYPE, jobs))
+    if len(queues) == 1 == len(types):
+        return {(queues.pop(), types.pop())}
+    return set(map(_QUEUE_TYPE, jobs))
+
+
 _PRIORITY = attrgetter("priority")
 
 
@@ -99,11 +115,7 @@ class LeasedTypes:
     async def leased(self, jobs: list[JobRow]) -> None:
         now = time.monotonic()
         written = self._written
-        due = [
-            pair
-            for pair in set(map(_QUEUE_TYPE, jobs))  # in C: a lease has up to 100 jobs
-            if now - written.get(pair, -math.inf) >= self._every
-        ]
+        due = [pair for pair in _pairs(jobs) if now - written.get(pair, -math.inf) >= self._every]
         if not due:
             return
         for pair in due:
