@@ -1,4 +1,5 @@
-# The two commands in the README. Each sets itself up: a .venv with jobq installed.
+# The two commands in the README. Each sets itself up: a .venv with jobq and its Python
+# SDK installed (so `.venv/bin/jobq worker` runs after `make run`).
 # Without JOBQ_DATABASE_URL both use an embedded PostgreSQL kept in .jobq/ (JOBQ_DATA_DIR).
 
 PYTHON ?= python3
@@ -44,8 +45,8 @@ $(VENV)/.python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@touch $@
 
-$(VENV)/.installed: pyproject.toml $(VENV)/.python
-	$(BIN)/python -m pip install --quiet -e .
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml $(VENV)/.python
+	$(BIN)/python -m pip install --quiet -e . -e clients/python
 	@touch $@
 
 $(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml $(VENV)/.python

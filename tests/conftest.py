@@ -100,14 +100,14 @@ def database_url(server_url: str) -> Iterator[str]:
 
 
 # Emptied before each test: the tables that hold rows, or whose ids moved (their owned
-# sequences used), in one TRUNCATE. Not all seven each time: a TRUNCATE gives each table
+# sequences used), in one TRUNCATE. Not all eight each time: a TRUNCATE gives each table
 # new files, 10 ms a test for the seven, most of them empty (4 ms for jobs alone).
 EMPTY_TABLES = """
 DO $$
 DECLARE
     tables text[] := ARRAY['jobq.jobs', 'jobq.queues', 'jobq.job_dependencies',
                            'jobq.schedules', 'jobq.maintenance_runs', 'jobq.queue_rate_log',
-                           'jobq.schedule_runs'];
+                           'jobq.schedule_runs', 'jobq.queue_types'];
     used text[] := ARRAY(
         SELECT d.refobjid::regclass::text
           FROM pg_sequences s

@@ -29,6 +29,7 @@ from app.cli.worker import worker
 __all__ = ["cli", "main", "worker_app"]
 
 cli = typer.Typer(
+    rich_markup_mode=None,
     help="jobq: a PostgreSQL-backed job queue served over HTTP.",
     no_args_is_help=True,
     add_completion=False,

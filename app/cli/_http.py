@@ -73,6 +73,8 @@ def problem_message(response: httpx.Response) -> str:
                 for e in errors
                 if isinstance(e, dict)
             )
+        if response.status_code == 401:  # the service names its header; the CLI has these
+            detail = f"{detail.partition(': send ')[0]} (pass --api-key or set JOBQ_API_KEY)"
         return f"{body['title']} ({response.status_code}){code}: {detail}".rstrip(": ")
     text = " ".join(response.text.split())[:200]
     return f"HTTP {response.status_code} {response.reason_phrase}: {text}".rstrip(": ")

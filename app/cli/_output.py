@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
+from rich.text import Text
 
 PIPED_WIDTH = 200  # stdout that is not a terminal: wide enough that nothing folds
 NARROW_WIDTH = 120  # below this, commands use their compact layout
@@ -34,14 +35,28 @@ OutputOption = Annotated[
 JsonFlag = Annotated[bool, typer.Option("--json", help="Same as --output json.")]
 
 
+def command_group(summary: str) -> typer.Typer:
+    """A group of commands (`jobq jobs …`), its help as the root's: plain text.
+
+    Rich help would read `[default: …]` in a help text as markup and drop it, and show
+    `<bool>` beside every flag as if it took a value.
+    """
+    return typer.Typer(rich_markup_mode=None, help=summary, no_args_is_help=True)
+
+
 def wants_json(output: Output, as_json: bool) -> bool:
     return as_json or output is Output.JSON
 
 
 def fail(message: str) -> NoReturn:
     """One line on stderr, exit status 1: how every command reports a failure."""
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"jobq: {message}", markup=False)
+    warn(message)
     raise typer.Exit(1)
+
+
+def warn(message: str) -> None:
+    """One line on stderr that the command goes on after."""
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"jobq: {message}", markup=False)
 
 
 def console() -> Console:
@@ -65,13 +80,19 @@ KEY_WIDTH = 40  # a key value up to this long stays on one line; a longer one fo
 
 class Rows(Table):
     """A table that keeps its key columns' values on one line (up to KEY_WIDTH), and
-    makes the other columns fold or shrink instead."""
+    makes the other columns fold or shrink instead. Its title is a line of its own
+    above it, as wide as the terminal: a table's own title wraps at the table's width,
+    mid-phrase when the table is narrower than its title."""
 
     def __init__(self, title: str | None, keys: set[int]) -> None:
-        super().__init__(
-            title=title, title_justify="left", box=None, pad_edge=False, header_style="bold"
-        )
+        super().__init__(box=None, pad_edge=False, header_style="bold")
+        self.heading = title
         self.keys = keys
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.heading:
+            yield Text(self.heading, style="table.title")
+        yield from super().__rich_console__(console, options)
 
     def add_row(self, *cells: Any, **options: Any) -> None:
         super().add_row(*cells, **options)

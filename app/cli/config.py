@@ -62,7 +62,10 @@ def config(
     output: OutputOption = Output.TABLE,
     as_json: JsonFlag = False,
 ) -> None:
-    """The configuration in force and where each value comes from (secrets masked)."""
+    """The configuration in force, and where each value comes from.
+
+    Secrets are masked.
+    """
     current = settings()
     rows = entries(current, Service.find(url, api_key), url, api_key)
     if wants_json(output, as_json):

@@ -12,6 +12,7 @@ from app.cli._output import (
     JsonFlag,
     Output,
     OutputOption,
+    command_group,
     console,
     narrow,
     print_json,
@@ -21,20 +22,28 @@ from app.cli._output import (
     when,
 )
 
-jobs_cli = typer.Typer(
-    help="List and show jobs; cancel, retry or delete one.", no_args_is_help=True
-)
+jobs_cli = command_group("List and show jobs; cancel, retry or delete one.")
 
 JobIdArgument = Annotated[int, typer.Argument(min=1, help="The job's id.")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
 
 class State(enum.StrEnum):
+    """The API's job states (`app.jobs.JobState`; a test holds the two equal)."""
+
+    WAITING = "waiting"
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+
+
+def _traceback(error: dict[str, Any] | None) -> str | None:
+    """The traceback a worker sent with an error (the Python SDK's `details.traceback`)."""
+    details = (error or {}).get("details")
+    trace = details.get("traceback") if isinstance(details, dict) else None
+    return trace.rstrip("\n") if isinstance(trace, str) and trace.strip() else None
 
 
 def _state(job: dict[str, Any]) -> str:
@@ -91,7 +100,10 @@ def show_job(
     output: OutputOption = Output.TABLE,
     as_json: JsonFlag = False,
 ) -> None:
-    """One job: state, times, progress, last error and attempts (json adds the payload)."""
+    """One job: state, times, progress, last error and attempts.
+
+    The last error's traceback, if any, follows; --output json adds the payload.
+    """
     job = Service.find(url, api_key).call("GET", f"/v1/jobs/{job_id}")
     if wants_json(output, as_json):
         print_json(job)
@@ -119,6 +131,11 @@ def show_job(
     for name, value in fields.items():
         details.add_row(name, value)
     out.print(details)
+    trace = _traceback(error)
+    if trace:
+        out.print()
+        out.print("traceback of the last error", style="table.title")
+        out.print(trace, markup=False, highlight=False)
     if job["attempts"]:
         out.print()
         attempts = table(
@@ -159,7 +176,7 @@ def cancel_job(
     output: OutputOption = Output.TABLE,
     as_json: JsonFlag = False,
 ) -> None:
-    """Cancel a job: a queued one at once, a running one through its worker."""
+    """Cancel a job: a queued one at once, a running one by its worker."""
     job = Service.find(url, api_key).call("POST", f"/v1/jobs/{job_id}/cancel", body={})
     if wants_json(output, as_json):
         print_json(job)

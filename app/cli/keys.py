@@ -10,11 +10,12 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from app.cli._database import engine
+from app.cli._database import engine, reported_connect_failure
 from app.cli._output import (
     JsonFlag,
     Output,
     OutputOption,
+    command_group,
     console,
     fail,
     print_json,
@@ -26,9 +27,7 @@ from app.core.errors import JobqError
 from app.db.database import Database
 from app.keys import KEY_PREFIX, SCOPES, KeyRow, Keys, KeysRepository
 
-keys_cli = typer.Typer(
-    help="Create, list and revoke API keys, straight in the database.", no_args_is_help=True
-)
+keys_cli = command_group("Create, list and revoke API keys, straight in the database.")
 T = TypeVar("T")
 
 
@@ -41,7 +40,8 @@ def _with_keys(action: Callable[[Keys], Awaitable[T]]) -> T:
             return await action(Keys(KeysRepository(Database(pool))))
 
     try:
-        return asyncio.run(run())
+        with reported_connect_failure():
+            return asyncio.run(run())
     except JobqError as error:
         fail(error.detail)
 
@@ -73,7 +73,10 @@ def create(
     output: OutputOption = Output.TABLE,
     as_json: JsonFlag = False,
 ) -> None:
-    """Create an API key and print it (alone, on stdout): it is never shown again."""
+    """Create an API key and print it, alone, on stdout.
+
+    Keep it: it is never shown again.
+    """
     key, row = _with_keys(lambda keys: keys.create(name, _split(scopes) or [], _split(queues)))
     if wants_json(output, as_json):
         print_json({**_json(row), "key": key})

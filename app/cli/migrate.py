@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli._database import database_url, setup_logging
+from app.cli._database import database_url, reported_connect_failure, setup_logging
 
 DEFAULT_OPENAPI_PATH = Path("openapi/openapi.json")
 
@@ -17,7 +17,8 @@ DEFAULT_OPENAPI_PATH = Path("openapi/openapi.json")
 def migrate() -> None:
     """Apply pending database migrations, then exit."""
     setup_logging()
-    asyncio.run(database_url(migrate=True))
+    with reported_connect_failure():
+        asyncio.run(database_url(migrate=True))
 
 
 def openapi(
@@ -25,7 +26,10 @@ def openapi(
         Path, typer.Option("--output", "-o", help="Where to write it; '-' for stdout.")
     ] = DEFAULT_OPENAPI_PATH,
 ) -> None:
-    """Write the OpenAPI document the service serves (commit it: clients use it)."""
+    """Write the OpenAPI document the service serves.
+
+    Commit it: clients use it.
+    """
     from app.main import create_app
 
     document = json.dumps(create_app().openapi(), indent=2, sort_keys=False) + "\n"

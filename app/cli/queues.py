@@ -12,6 +12,7 @@ from app.cli._output import (
     JsonFlag,
     Output,
     OutputOption,
+    command_group,
     console,
     count,
     print_json,
@@ -22,10 +23,7 @@ from app.cli._output import (
 from app.cli.jobs import YesOption
 from app.cli.stats import show_queue
 
-queues_cli = typer.Typer(
-    help="List and show queues; pause, resume, purge, redrive; their settings.",
-    no_args_is_help=True,
-)
+queues_cli = command_group("Queues: list, show, pause, resume, purge, redrive, settings.")
 QueueArgument = Annotated[str, typer.Argument(help="The queue's name.")]
 
 
@@ -74,7 +72,10 @@ def show(
     output: OutputOption = Output.TABLE,
     as_json: JsonFlag = False,
 ) -> None:
-    """One queue's figures and its longest-running jobs (as `jobq stats QUEUE`)."""
+    """One queue's figures and its longest-running jobs.
+
+    The same as `jobq stats QUEUE`.
+    """
     show_queue(Service.find(url, api_key), queue, wants_json(output, as_json))
 
 
@@ -148,7 +149,10 @@ def redrive(
     output: OutputOption = Output.TABLE,
     as_json: JsonFlag = False,
 ) -> None:
-    """Send a queue's failed jobs back to it, oldest failure first (asks unless --yes)."""
+    """Send a queue's failed jobs back to it, oldest failure first.
+
+    Asks first, unless --yes.
+    """
     if not yes:
         typer.confirm(f"Run failed jobs of queue {queue!r} again?", abort=True, err=True)
     body = {

@@ -12,6 +12,7 @@ from app.cli._output import (
     JsonFlag,
     Output,
     OutputOption,
+    command_group,
     console,
     narrow,
     print_json,
@@ -21,10 +22,7 @@ from app.cli._output import (
 )
 from app.cli.jobs import YesOption
 
-schedules_cli = typer.Typer(
-    help="List, show, set, delete, pause and resume cron schedules.",
-    no_args_is_help=True,
-)
+schedules_cli = command_group("List, show, set, delete, pause and resume cron schedules.")
 NameArgument = Annotated[str, typer.Argument(help="The schedule's name.")]
 
 
@@ -218,5 +216,8 @@ def resume(
     output: OutputOption = Output.TABLE,
     as_json: JsonFlag = False,
 ) -> None:
-    """Resume a paused schedule from its next tick (missed ones are not made)."""
+    """Resume a paused schedule from its next tick.
+
+    The ticks missed while it was paused are not made.
+    """
     _switch(name, "resume", url, api_key, wants_json(output, as_json))

@@ -18,7 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.supervisors import Multiprocess
 
-from app.cli._database import database_url, setup_logging
+from app.cli._database import database_url, reported_connect_failure, setup_logging
 from app.core.config import Settings, get_settings
 from app.core.errors import DatabaseUnavailable
 from app.core.metrics import MULTIPROC_ENV
@@ -67,11 +67,12 @@ def serve(
         Path | None, typer.Option(help="Serve HTTPS with this private key (PEM)")
     ] = None,
     ssl_certfile: Annotated[
-        Path | None, typer.Option(help="... and this certificate chain (PEM)")
+        Path | None, typer.Option(help="The certificate chain for --ssl-keyfile (PEM)")
     ] = None,
 ) -> None:
-    """Apply pending migrations, then serve the API (Ctrl-C or SIGTERM stops it).
+    """Apply pending migrations, then serve the API.
 
+    Ctrl-C or SIGTERM stops it.
     With JOBQ_MIGRATE_ON_START=false it serves the schema as it is (run `jobq migrate`
     first, e.g. as a separate deploy step with a more privileged database role).
     Beyond loopback it refuses to start until an API key exists (`jobq keys create`),
@@ -85,7 +86,8 @@ def serve(
     settings = get_settings()
     bind = host or settings.host
     settings = settings.model_copy(update={"host": bind})  # the app decides its auth by it
-    url = asyncio.run(database_url(migrate=settings.migrate_on_start))
+    with reported_connect_failure():
+        url = asyncio.run(database_url(migrate=settings.migrate_on_start))
     _refuse_open_network(settings, url)
     processes = workers or settings.workers
     options: dict[str, Any] = {

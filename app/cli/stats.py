@@ -22,6 +22,7 @@ from app.cli._output import (
     seconds,
     table,
     wants_json,
+    warn,
 )
 
 
@@ -149,9 +150,29 @@ def limits_line(limits: dict[str, Any]) -> str:
     return "limits: " + "; ".join(parts)
 
 
+def unserved_line(unserved: list[dict[str, Any]]) -> str:
+    """The types whose due jobs no worker leased lately, on one line."""
+    parts = [
+        f"{u['type']} (due {seconds(u['oldest_due_age_seconds'])}, "
+        + (
+            "never leased)"
+            if u["last_leased_at"] is None
+            else f"leased {ago(u['last_leased_at'])})"
+        )
+        for u in unserved
+    ]
+    return "no worker leased lately: " + ", ".join(parts)
+
+
 def show_queue(service: Service, queue: str, as_json: bool) -> None:
-    """One queue's figures and its longest-running jobs."""
+    """One queue's figures and its longest-running jobs; on stderr, a warning when
+    nothing ever used the queue (a misspelt name?)."""
     one = service.call("GET", f"/v1/queues/{queue}")
+    if one.get("known") is False:
+        warn(
+            f"queue {queue!r} has no jobs and no settings, and no worker ever leased from it"
+            " (is its name misspelt?)"
+        )
     if as_json:
         print_json(one)
         return
@@ -159,6 +180,8 @@ def show_queue(service: Service, queue: str, as_json: bool) -> None:
     show_queues([one], out)
     if one.get("limits"):
         out.print(limits_line(one["limits"]), markup=False)
+    if one.get("unserved_types"):
+        out.print(unserved_line(one["unserved_types"]), markup=False)
     if one["running_jobs"]:
         out.print()
         _running(queue, one["running_jobs"], out)
@@ -171,7 +194,11 @@ def stats(
     output: OutputOption = Output.TABLE,
     as_json: JsonFlag = False,
 ) -> None:
-    """Every queue's backlog, throughput, wait and run times; the database's health."""
+    """Every queue's figures, and the database's health.
+
+    Backlog, throughput, wait and run times; with QUEUE, that queue and its
+    running jobs.
+    """
     service = Service.find(url, api_key)
     if queue is not None:
         show_queue(service, queue, wants_json(output, as_json))

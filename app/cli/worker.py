@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -21,15 +22,17 @@ def worker(
         int | None, typer.Option(min=1, help="Jobs run at once [default: the worker's own]")
     ] = None,
 ) -> None:
-    """Run a Python worker (e.g. myapp.tasks:worker) until SIGTERM, then drain it.
+    """Run a Python worker until SIGTERM, then drain it.
 
-    Needs the SDK in clients/python: pip install -e clients/python
+    TARGET is the worker's module:attribute, e.g. myapp.tasks:worker. It needs the
+    SDK in clients/python (`make run` installs it).
     """
     try:
         from jobq_client import JobqError
         from jobq_client.cli import run_worker
     except ImportError:
-        fail("jobq worker needs the Python SDK: pip install -e clients/python")
+        # This interpreter's pip: a bare `pip` may be another environment's.
+        fail(f"jobq worker needs the Python SDK: {sys.executable} -m pip install -e clients/python")
     service = Service.find(url, api_key)
     setup_logging()
     try:

@@ -57,6 +57,26 @@ def unavailable(exc: BaseException) -> bool:
     )
 
 
+# SQLSTATE classes and codes of a connection the server refused before any statement:
+# connection exceptions, bad credentials, no such database, starting up, full.
+_REFUSED_SQLSTATE_CLASSES = ("08", "28", "3D")
+_REFUSED_SQLSTATES = frozenset({"57P03", "53300"})
+
+
+def connect_failure(exc: BaseException) -> str | None:
+    """Why a connection could not be opened, in the driver's or the OS's own words (`Connect
+    call failed ('127.0.0.1', 5439)`, `database "x" does not exist`); None when `exc` is
+    not a failure to connect."""
+    for cause in reversed(_causes(exc)):  # the innermost cause says it best
+        sqlstate = getattr(cause, "sqlstate", None)
+        refused = isinstance(sqlstate, str) and (
+            sqlstate.startswith(_REFUSED_SQLSTATE_CLASSES) or sqlstate in _REFUSED_SQLSTATES
+        )
+        if refused or isinstance(cause, OSError | asyncio.TimeoutError):
+            return str(cause).strip() or type(cause).__name__
+    return None
+
+
 def _broke(driver: asyncpg.Connection, exc: BaseException) -> bool:
     """Did `exc`, raised under a statement, leave the connection unusable (closed, or the
     database out of reach)? Such a connection is invalidated, not given back."""

@@ -296,3 +296,13 @@ SELECT q.name AS queue, extract(epoch FROM due.run_at) AS due_epoch
         WHERE l.priority IS NOT NULL
      ) due
  WHERE due.run_at IS NOT NULL;
+
+
+-- name: record_leased_types
+-- Note that jobs of these (queue, type) pairs were just leased (a pair at a time: the
+-- arrays are parallel); what tells operators which types some worker serves.
+INSERT INTO jobq.queue_types AS t (queue, type, last_leased_at)
+SELECT pair.queue, pair.type, now()
+  FROM unnest(CAST(:queues AS text[]), CAST(:types AS text[])) AS pair(queue, type)
+    ON CONFLICT (queue, type) DO UPDATE
+   SET last_leased_at = greatest(t.last_leased_at, excluded.last_leased_at);

@@ -62,6 +62,7 @@ DEPENDENCIES_OF = QUERIES["dependencies_of"]
 BLOCKING_PARENT = QUERIES["blocking_parent"]
 WATCH_JOB = QUERIES["watch_job"]
 RECORD_ENQUEUE_LIMITS = QUERIES["record_enqueue_limits"]
+RECORD_LEASED_TYPES = QUERIES["record_leased_types"]
 
 
 # The queues a key may use: (exact names, LIKE patterns); None: every queue.
@@ -375,3 +376,8 @@ class JobsRepository:
 
     async def record_limits(self, limits: dict[str, int]) -> None:
         await self._db.fetch(RECORD_ENQUEUE_LIMITS, limits)
+
+    async def record_leased_types(self, pairs: list[tuple[str, str]]) -> None:
+        """Note that jobs of these (queue, type) pairs were leased just now."""
+        queues, types = zip(*pairs, strict=True) if pairs else ((), ())
+        await self._db.fetch(RECORD_LEASED_TYPES, {"queues": list(queues), "types": list(types)})

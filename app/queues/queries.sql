@@ -395,3 +395,32 @@ SELECT t.n_live_tup AS live_tuples,
            AS reaper_last_pass
   FROM (SELECT 1) one
   LEFT JOIN pg_stat_user_tables t ON t.relid = 'jobq.jobs'::regclass;
+
+
+-- name: ever_leased
+-- Whether a worker ever leased a job of this queue (one probe of jobq.queue_types' key).
+SELECT EXISTS (SELECT FROM jobq.queue_types WHERE queue = :queue) AS ever_leased;
+
+
+-- name: unserved_types
+-- The types of a queue's first `head` due jobs in claim order (read as a lease reads
+-- them, along jobs_claim_idx) that have been due over `idle_seconds` and that no worker
+-- leased in as long: what sits queued because nobody serves it.
+WITH head AS (
+    SELECT type, run_at
+      FROM jobq.jobs
+     WHERE state = 'queued' AND queue = :queue AND run_at <= now()
+     ORDER BY priority DESC, run_at, id
+     LIMIT :head
+)
+SELECT h.type,
+       CAST(extract(epoch FROM now() - min(h.run_at)) AS double precision)
+           AS oldest_due_age_seconds,
+       t.last_leased_at
+  FROM head AS h
+  LEFT JOIN jobq.queue_types AS t ON t.queue = :queue AND t.type = h.type
+ WHERE h.run_at <= now() - make_interval(secs => :idle_seconds)
+   AND (t.last_leased_at IS NULL
+        OR t.last_leased_at < now() - make_interval(secs => :idle_seconds))
+ GROUP BY h.type, t.last_leased_at
+ ORDER BY h.type;

@@ -19,6 +19,7 @@ from app.queues.rows import (
     QueueSettingsRow,
     QueueState,
     RunningJob,
+    UnservedType,
 )
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
@@ -35,6 +36,8 @@ QUEUE_LIMITS = QUERIES["queue_limits"]
 FAILED_GROUPS = QUERIES["failed_groups"]
 QUEUE_SERIES = QUERIES["queue_series"]
 DATABASE_HEALTH = QUERIES["database_health"]
+EVER_LEASED = QUERIES["ever_leased"]
+UNSERVED_TYPES = QUERIES["unserved_types"]
 
 
 class QueuesRepository:
@@ -135,6 +138,17 @@ class QueuesRepository:
     async def series(self, queue: str, minutes: int) -> list[Minute]:
         records = await self._db.fetch(QUEUE_SERIES, {"queue": queue, "minutes": minutes})
         return [Minute._make(record) for record in records]
+
+    async def ever_leased(self, queue: str) -> bool:
+        record = await self._db.fetch_one(EVER_LEASED, {"queue": queue})
+        return bool(record and record["ever_leased"])
+
+    async def unserved_types(
+        self, queue: str, head: int, idle_seconds: float
+    ) -> list[UnservedType]:
+        params = {"queue": queue, "head": head, "idle_seconds": idle_seconds}
+        records = await self._db.fetch(UNSERVED_TYPES, params)
+        return [UnservedType._make(record) for record in records]
 
     async def running_jobs(self, queue: str | None, per_queue: int) -> list[RunningJob]:
         records = await self._db.fetch(RUNNING_JOBS, {"queue": queue, "per_queue": per_queue})

@@ -138,3 +138,12 @@ class Minute(NamedTuple):
     enqueued: int
     succeeded: int
     failed: int
+
+
+class UnservedType(NamedTuple):
+    """A type whose due jobs no worker leased lately: how long its oldest one has been
+    due, and when a job of it was last leased (None: never)."""
+
+    type: str
+    oldest_due_age_seconds: float
+    last_leased_at: datetime | None

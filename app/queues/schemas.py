@@ -249,6 +249,32 @@ class QueueStats(BaseModel):
     )
 
 
+class UnservedTypeOut(BaseModel):
+    """A type whose due jobs no worker leased lately."""
+
+    type: str
+    oldest_due_age_seconds: float = Field(
+        description="How long its oldest due job (among the queue's first 1,000) has been due."
+    )
+    last_leased_at: datetime | None = Field(
+        description="When a worker last leased a job of this type here; null: never."
+    )
+
+
+class QueueDetail(QueueStats):
+    """One queue's figures, whether anything ever used it, and what nobody serves."""
+
+    known: bool = Field(
+        description="False for a queue with no jobs and no settings that no worker ever "
+        "leased from: a misspelt name, most likely (its figures are all zero)."
+    )
+    unserved_types: list[UnservedTypeOut] = Field(
+        description="The types whose jobs have been due over 5 minutes and that no worker "
+        "leased in as long (looked for among the queue's first 1,000 due jobs): no worker "
+        "serves them, or none runs."
+    )
+
+
 class DatabaseHealth(BaseModel):
     """What the database reports about the jobs table and vacuum."""
 

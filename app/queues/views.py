@@ -105,6 +105,15 @@ def queue(report: QueueReport) -> dict[str, Any]:
     }
 
 
+def queue_detail(report: QueueReport) -> dict[str, Any]:
+    """`QueueDetail`: `QueueStats`, whether the queue is known, and its unserved types."""
+    return {
+        **queue(report),
+        "known": report.known,
+        "unserved_types": [row._asdict() for row in report.unserved],
+    }
+
+
 def limits(row: QueueLimits) -> dict[str, Any]:
     """`QueueLimitsOut`."""
     rate = None

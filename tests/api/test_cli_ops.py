@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 import uvicorn
@@ -323,3 +325,59 @@ async def test_queue_limits_are_set_and_shown(service: str, http: httpx.AsyncCli
     assert json.loads(cleared.stdout)["rate_limit"] is None
     bad = await jobq("queues", "settings", "enc", "--rate-limit", "fast", "--url", service)
     assert bad.exit_code == 2 and "JOBS/SECONDS" in bad.output
+
+
+async def test_jobs_show_prints_the_last_errors_traceback_line_by_line(
+    service: str, http: httpx.AsyncClient
+) -> None:
+    job = await _job(http, "mail")
+    lease = await _lease(http, "mail")
+    trace = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/tasks.py", line 12, in send\n'
+        "    smtp.send(message)\n"
+        "ConnectionError: upstream down\n"
+    )
+    error = {"type": "ConnectionError", "message": "upstream down", "details": {"traceback": trace}}
+    await http.post(f"/v1/leases/{lease['lease_id']}/fail", json={"error": error})
+    shown = await jobq("jobs", "show", str(job["id"]), "--url", service)
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    assert lines[lines.index("traceback of the last error") + 1 :][:4] == trace.splitlines()
+    assert "\\n" not in shown.stdout
+
+
+async def test_jobs_list_filters_waiting_jobs(service: str, http: httpx.AsyncClient) -> None:
+    parent = await _job(http, "mail")
+    child = await _job(http, "mail", depends_on=[parent["id"]])
+    listed = await jobq("jobs", "list", "--state", "waiting", "--json", "--url", service)
+    assert listed.exit_code == 0, listed.output
+    assert [j["id"] for j in json.loads(listed.stdout)["jobs"]] == [child["id"]]
+
+
+@pytest.mark.parametrize("columns", ["80", "100"])
+async def test_table_titles_stay_on_one_line(
+    service: str, http: httpx.AsyncClient, columns: str
+) -> None:
+    await _job(http, "mail")
+    result = await jobq("stats", "--url", service, env={"COLUMNS": columns})
+    assert result.exit_code == 0, result.output
+    assert "throughput: in/ok/failed; p50/p95 wait (enqueue to lease) and run" in (
+        result.stdout.splitlines()
+    )
+
+
+async def test_stats_warns_of_an_unknown_queue_and_names_unserved_types(
+    service: str, http: httpx.AsyncClient, db: asyncpg.Connection
+) -> None:
+    typo = await jobq("stats", "emals", "--url", service)
+    assert typo.exit_code == 0, typo.output
+    assert "'emals' has no jobs and no settings" in typo.stderr
+    as_json = await jobq("stats", "emals", "--json", "--url", service)
+    assert json.loads(as_json.stdout)["known"] is False
+
+    await _job(http, "mail", type="bounce")
+    await db.execute("UPDATE jobq.jobs SET run_at = now() - interval '10 minutes'")
+    known = await jobq("stats", "mail", "--url", service)
+    assert known.exit_code == 0 and known.stderr == "", known.output
+    assert re.search(r"no worker leased lately: bounce \(due 10m0\ds, never leased\)", known.stdout)

@@ -131,6 +131,7 @@ async def test_stats_match_a_known_workload(
     assert one.status_code == 200
     fresh = one.json()
     assert abs(fresh.pop("oldest_due_age_seconds") - mail.pop("oldest_due_age_seconds")) < 5
+    assert (fresh.pop("known"), fresh.pop("unserved_types")) == (True, [])
     assert fresh == mail
 
 
@@ -233,3 +234,84 @@ async def test_statistics_read_indexes_not_the_finished_history(
     finally:
         await db.execute("DEALLOCATE stats")
         await db.execute("RESET plan_cache_mode")
+
+
+# ---- queues nobody uses, types nobody serves -------------------------------------------
+
+
+async def test_a_queue_nothing_ever_used_is_not_known(
+    client: httpx.AsyncClient, clean_queues: asyncpg.Connection
+) -> None:
+    assert (await client.get("/v1/queues/emals")).json()["known"] is False
+    await enqueue(client, "emails")
+    assert (await client.get("/v1/queues/emails")).json()["known"] is True
+    await client.post("/v1/queues/idle/pause")
+    assert (await client.get("/v1/queues/idle")).json()["known"] is True  # it has settings
+
+
+async def test_a_queue_once_leased_from_stays_known_when_its_jobs_are_gone(
+    client: httpx.AsyncClient, clean_queues: asyncpg.Connection
+) -> None:
+    job = await enqueue(client, "gone")
+    (leased,) = await lease(client, "gone")
+    await client.post(f"/v1/leases/{leased['lease_id']}/complete", json={"result": 1})
+    assert (await client.delete(f"/v1/jobs/{job['id']}")).status_code == 204
+    body = (await client.get("/v1/queues/gone")).json()
+    assert set(body["counts"].values()) == {0}
+    assert body["known"] is True
+
+
+async def test_types_whose_due_jobs_nobody_leases_are_named(
+    client: httpx.AsyncClient, clean_queues: asyncpg.Connection
+) -> None:
+    for job_type in ("send", "send", "bounce", "digest"):
+        await enqueue(client, "mail", type=job_type)
+    await enqueue(client, "mail", type="later", delay_seconds=3600)
+    await clean_queues.execute(  # due for ten minutes, and "later" due in 50 minutes
+        "UPDATE jobq.jobs SET run_at = run_at - interval '10 minutes'"
+    )
+    assert (await client.get("/v1/queues/mail")).json()["unserved_types"] == [
+        {"type": t, "oldest_due_age_seconds": pytest.approx(600, abs=30), "last_leased_at": None}
+        for t in ("bounce", "digest", "send")
+    ]
+    # A worker serves "send" and, ten minutes ago, "digest".
+    await lease(client, "mail", types=["send"])
+    await lease(client, "mail", types=["digest"])
+    await clean_queues.execute(
+        "UPDATE jobq.queue_types SET last_leased_at = now() - interval '10 minutes'"
+        " WHERE type = 'digest'"
+    )
+    await enqueue(client, "mail", type="digest")
+    await clean_queues.execute(
+        "UPDATE jobq.jobs SET run_at = now() - interval '10 minutes' WHERE state = 'queued'"
+        " AND type <> 'later'"
+    )
+    unserved = (await client.get("/v1/queues/mail")).json()["unserved_types"]
+    assert [(u["type"], u["last_leased_at"] is None) for u in unserved] == [
+        ("bounce", True),
+        ("digest", False),
+    ]
+
+
+async def test_unserved_types_read_the_claim_index_not_the_history(
+    db: asyncpg.Connection,
+) -> None:
+    await db.execute(
+        "INSERT INTO jobq.jobs (queue, type, payload, state, max_attempts, lease_seconds,"
+        "                       finished_at)"
+        " SELECT 'q', 't' || (g % 7), '{}', 'succeeded', 5, 60, now()"
+        "   FROM generate_series(1, 30000) g"
+    )
+    await db.execute(
+        "INSERT INTO jobq.jobs (queue, type, payload, max_attempts, lease_seconds)"
+        " SELECT 'q', 't', '{}', 5, 60 FROM generate_series(1, 20)"
+    )
+    await db.execute("ANALYZE jobq.jobs")
+    await db.execute(f"PREPARE probe AS {queues_sql.UNSERVED_TYPES.sql}")
+    try:
+        explained = await db.fetchval("EXPLAIN (FORMAT JSON) EXECUTE probe('q', 1000, 300)")
+    finally:
+        await db.execute("DEALLOCATE probe")
+    plan = json.loads(explained)[0]["Plan"]
+    (jobs,) = [s for s in _scans(plan) if s.get("Relation Name") == "jobs"]
+    assert jobs["Node Type"] == "Index Scan" and jobs["Index Name"] == "jobs_claim_idx", plan

@@ -230,6 +230,7 @@ def test_nothing_listening_raises_connection_failed_after_the_retries() -> None:
     assert time.monotonic() - started >= 0.1, "two retries, each waiting at least 0.05 s"
     assert isinstance(failed.value.__cause__, httpx.ConnectError)
     assert failed.value.status is None and failed.value.code == "connection_failed"
+    assert f"http://127.0.0.1:{port}" in str(failed.value)  # where it called
 
 
 def test_client_reads_url_and_key_from_the_environment(

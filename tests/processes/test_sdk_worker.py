@@ -134,9 +134,16 @@ async def test_an_exception_fails_the_attempt_and_the_job_is_retried(jobq: Async
         "ConnectionError",
         "upstream down on attempt 1",
     )
-    assert "Traceback" in first_error.details["traceback"]
+    frames = first_error.details["traceback"].splitlines()
+    assert frames[0] == "Traceback (most recent call last):"
+    assert frames[1].startswith(f'  File "{__file__}"') and frames[1].endswith("in flaky")
+    assert "jobq_client" not in "\n".join(frames)  # the SDK's frames that called it
     assert (failed.state, failed.attempt) == ("failed", 1), "Permanent is not retried"
     assert failed.last_error is not None and failed.last_error.type == "Permanent"
+    sync_frames = failed.last_error.details["traceback"].splitlines()  # run in a thread
+    assert sync_frames[1].startswith(f'  File "{__file__}"') and sync_frames[1].endswith(
+        "in doomed"
+    )
 
 
 async def test_retry_after_sets_the_next_run_and_each_run_is_logged_with_its_duration(

@@ -17,6 +17,7 @@ import httpx
 import psutil
 import pytest
 
+from app.db.url import with_database
 from tests.helpers import answers, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -212,3 +213,41 @@ def test_several_worker_processes_share_the_port(data_dir: Path) -> None:
     assert service.process.returncode == 0, log
     assert not any(p.is_running() for p in serving)
     assert not _postgres_running(data_dir / "pgdata")
+
+
+def _serve_output(database_url: str, *args: str) -> tuple[int, list[str]]:
+    """`jobq serve` (or another command) on `database_url`: its exit status and lines."""
+    env = {**os.environ, "JOBQ_DATABASE_URL": database_url}
+    done = subprocess.run(
+        [sys.executable, "-m", "app", *(args or ("serve", "--port", str(free_port())))],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT_SECONDS,
+    )
+    return done.returncode, (done.stdout + done.stderr).splitlines()
+
+
+@pytest.mark.parametrize("args", [(), ("migrate",), ("keys", "list")])
+def test_an_unreachable_database_is_one_line_naming_it_and_what_to_check(
+    args: tuple[str, ...],
+) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/x"  # nothing listens there
+    status, lines = _serve_output(url, *args)
+    assert status != 0
+    assert len(lines) == 1, "\n".join(lines)
+    assert "Connect call failed" in lines[0]
+    assert url in lines[0] and "JOBQ_DATABASE_URL" in lines[0]
+
+
+@pytest.mark.parametrize("migrate", ["true", "false"])
+def test_a_missing_database_is_one_line_with_the_servers_reason(
+    server_url: str, migrate: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOBQ_MIGRATE_ON_START", migrate)
+    missing = with_database(server_url, "jobq_no_such_database")
+    status, lines = _serve_output(missing)
+    assert status != 0
+    assert len(lines) == 1, "\n".join(lines)
+    assert 'database "jobq_no_such_database" does not exist' in lines[0]

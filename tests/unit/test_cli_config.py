@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
+from typing import Any, get_args
 
 import httpx
 import pytest
+import typer
 from typer.testing import CliRunner, Result
 
 from app.cli import _http, _output, cli
+from app.cli.jobs import State
+from app.jobs import JobState
 from tests.helpers import free_port
 
 WIDE = {"COLUMNS": "220"}  # rich tables at full width
@@ -128,3 +133,49 @@ def test_config_masks_secrets_and_names_sources(monkeypatch: pytest.MonkeyPatch)
     assert data["api key (in use)"]["source"] == "JOBQ_API_KEY"
     broken = CliRunner().invoke(cli, ["config"], env={"JOBQ_PORT": "not-a-port"})
     assert broken.exit_code == 1 and "invalid configuration: JOBQ_PORT" in broken.stderr
+
+
+def test_a_401_says_how_the_cli_sends_a_key() -> None:
+    refused = httpx.Response(
+        401,
+        json={
+            "title": "Unauthorized",
+            "code": "unauthorized",
+            "detail": "this request needs an API key: send 'Authorization: Bearer <key>'",
+        },
+    )
+    message = _http.problem_message(refused)
+    assert message == (
+        "Unauthorized (401) [unauthorized]: this request needs an API key"
+        " (pass --api-key or set JOBQ_API_KEY)"
+    )
+
+
+def test_the_state_filter_takes_every_state_the_api_takes() -> None:
+    assert {state.value for state in State} == set(get_args(JobState))
+
+
+# ---- help ------------------------------------------------------------------------------
+
+
+def _commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    yield path, command
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+def test_every_help_fits_80_columns_and_says_it_all() -> None:
+    commands = list(_commands(typer.main.get_command(cli)))
+    assert len(commands) > 30  # every group and command, not only the root
+    for path, command in commands:
+        result = CliRunner().invoke(cli, [*path, "--help"], env={"COLUMNS": "80"})
+        assert result.exit_code == 0, (path, result.output)
+        text = result.stdout
+        assert all(len(line) <= 80 for line in text.splitlines()), (path, text)
+        assert "<bool>" not in text, (path, text)  # a flag takes no value
+        assert not any(line.endswith("...") for line in text.splitlines()[1:]), (path, text)
+        flat = " ".join(text.split())
+        for param in command.params:
+            declared = getattr(param, "help", None) or ""
+            if "[default" in declared:  # written out, not eaten as markup
+                assert " ".join(declared.split()) in flat, (path, declared, text)

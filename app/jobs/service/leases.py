@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
 from app.core.config import Settings
-from app.core.errors import ValidationFailed
+from app.core.errors import DatabaseUnavailable, ValidationFailed
 from app.jobs import telemetry
 from app.jobs.limits import LimitedQueues
 from app.jobs.repository import Allowed, JobsRepository
@@ -56,6 +57,23 @@ def _in_claim_order(jobs: list[JobRow]) -> None:
 
 
 _RUN_AT_ID = attrgetter("run_at", "id")
+# A job row's queue and type, by position: an attribute of a named tuple costs more,
+# and these run over every job a lease hands out.
+_QUEUE = itemgetter(JobRow._fields.index("queue"))
+_TYPE = itemgetter(JobRow._fields.index("type"))
+_QUEUE_TYPE = itemgetter(JobRow._fields.index("queue"), JobRow._fields.index("type"))
+
+
+def _pairs(jobs: list[JobRow]) -> set[tuple[str, str]]:
+    """The (queue, type) pairs of these jobs: most leases hold one queue's jobs of one
+    type, whose two sets of strings (hashed once, no tuple a job) say so more cheaply."""
+    queues = set(map(_QUEUE, jobs))
+    types = set(map(_TYPE, jobs))
+    if len(queues) == 1 == len(types):
+        return {(queues.pop(), types.pop())}
+    return set(map(_QUEUE_TYPE, jobs))
+
+
 _PRIORITY = attrgetter("priority")
 
 
@@ -81,6 +99,34 @@ def _leases(jobs: list[JobRow], parents: dict[int, list[Parent]]) -> list[Lease]
     ]
 
 
+LEASED_TYPES_EVERY_SECONDS = 5.0  # how often a process writes one (queue, type) pair
+
+
+class LeasedTypes:
+    """The (queue, type) pairs this process handed jobs of, in `jobq.queue_types`: what
+    tells operators which queues and types some worker serves. A pair is written at most
+    once every `every_seconds`, so nearly every lease writes nothing."""
+
+    def __init__(self, repo: JobsRepository, every_seconds: float = LEASED_TYPES_EVERY_SECONDS):
+        self._repo = repo
+        self._every = every_seconds
+        self._written: dict[tuple[str, str], float] = {}
+
+    async def leased(self, jobs: list[JobRow]) -> None:
+        now = time.monotonic()
+        written = self._written
+        due = [pair for pair in _pairs(jobs) if now - written.get(pair, -math.inf) >= self._every]
+        if not due:
+            return
+        for pair in due:
+            written[pair] = now
+        try:
+            await self._repo.record_leased_types(sorted(due))  # one lock order for all
+        except DatabaseUnavailable:  # the jobs are leased all the same; the next lease writes
+            for pair in due:
+                written.pop(pair, None)
+
+
 class Leases:
     """Hand due jobs to workers and extend their leases."""
 
@@ -91,6 +137,7 @@ class Leases:
         self._settings = settings
         self._wakeups = wakeups
         self._limited = limited
+        self._types = LeasedTypes(repo)
 
     async def lease(
         self,
@@ -145,6 +192,8 @@ class Leases:
                 if abandoned is not None and await abandoned():
                     return Leased([], [])
         telemetry.leased(jobs)
+        if jobs:
+            await self._types.leased(jobs)
         _in_claim_order(jobs)
         parents: dict[int, list[Parent]] = {}
         children = [job.id for job in jobs if job.has_parents]

@@ -11,7 +11,7 @@ from app.api.params import QueuePath
 from app.keys import KeyedRoute, ReadCaller
 from app.queues import views
 from app.queues.routes.deps import services
-from app.queues.schemas import FailedGroupsOut, QueueSeriesOut, QueuesStats, QueueStats
+from app.queues.schemas import FailedGroupsOut, QueueDetail, QueueSeriesOut, QueuesStats
 
 MAX_SERIES_MINUTES = 1440
 
@@ -37,14 +37,15 @@ async def list_queues(caller: ReadCaller, http: Request) -> dict[str, Any]:
 @router.get(
     "/queues/{queue}",
     operation_id="getQueue",
-    response_model=QueueStats,
+    response_model=QueueDetail,
     responses=problems(401, 403, 422, 503),
 )
 async def get_queue(caller: ReadCaller, queue: QueuePath, http: Request) -> dict[str, Any]:
-    """One queue's figures (all zero for a queue no job names)."""
+    """One queue's figures (all zero for a queue no job names: `known` is then false),
+    and the types of its due jobs that no worker leased lately."""
     queues = services(http)
     caller.require_queues([queue])
-    return views.queue(await queues.stats.queue(queue))
+    return views.queue_detail(await queues.stats.queue(queue))
 
 
 @router.get(

@@ -24,10 +24,16 @@ from app.queues.rows import (
     QueueLimits,
     QueueOverview,
     RunningJob,
+    UnservedType,
 )
 
 RUNNING_JOBS_SHOWN = 20
 FAILED_GROUPS_SHOWN = 50  # per queue: the longest-running ones
+# A type is unserved when its jobs have been due this long and no worker leased one in
+# as long; it is looked for among the queue's first UNSERVED_HEAD_JOBS due jobs, where
+# jobs that nobody leases gather.
+UNSERVED_AFTER_SECONDS = 300.0
+UNSERVED_HEAD_JOBS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +52,18 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class QueueReport:
-    """One queue's figures (None: all zero, a queue nothing ever named) and running jobs."""
+    """One queue's figures (None: all zero, a queue nothing ever named) and running jobs.
+
+    `known`: the queue has jobs, settings or was leased from (false: a typo, most likely);
+    `unserved`: the types whose due jobs no worker leased lately (one queue's read only).
+    """
 
     queue: str
     figures: QueueFigures | None
     running: list[RunningJob]
     limits: QueueLimits | None = None
+    known: bool = True
+    unserved: list[UnservedType] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +84,17 @@ class StatsService:
         self._refreshing = asyncio.Lock()
 
     async def queue(self, queue: str) -> QueueReport:
-        """One queue's figures; a queue nothing ever named has all of them at zero."""
+        """One queue's figures; a queue nothing ever named has all of them at zero, and
+        is not `known` unless a worker once leased from it."""
         rows = await self._repo.figures(queue)
         running = await self._repo.running_jobs(queue, RUNNING_JOBS_SHOWN)
         limits = await self._repo.limits(queue)
-        return QueueReport(queue, rows[0] if rows else None, running, next(iter(limits), None))
+        known = bool(rows) or await self._repo.ever_leased(queue)
+        unserved = await self._repo.unserved_types(
+            queue, UNSERVED_HEAD_JOBS, UNSERVED_AFTER_SECONDS
+        )
+        figures = rows[0] if rows else None
+        return QueueReport(queue, figures, running, next(iter(limits), None), known, unserved)
 
     async def failed_groups(self, queue: str) -> list[FailedGroup]:
         """The queue's failed jobs by type and error type, biggest groups first."""

@@ -500,7 +500,8 @@ export interface paths {
         };
         /**
          * Get Queue
-         * @description One queue's figures (all zero for a queue no job names).
+         * @description One queue's figures (all zero for a queue no job names: `known` is then false),
+         *     and the types of its due jobs that no worker leased lately.
          */
         get: operations["getQueue"];
         put?: never;
@@ -1664,6 +1665,43 @@ export interface components {
             deleted: number;
         };
         /**
+         * QueueDetail
+         * @description One queue's figures, whether anything ever used it, and what nobody serves.
+         */
+        QueueDetail: {
+            /** Queue */
+            queue: string;
+            /** Paused */
+            paused: boolean;
+            /** Paused At */
+            paused_at: string | null;
+            counts: components["schemas"]["StateCounts"];
+            /**
+             * Oldest Due Age Seconds
+             * @description How long the oldest due queued job has been due; null when none is.
+             */
+            oldest_due_age_seconds: number | null;
+            last_minute: components["schemas"]["Window"];
+            last_hour: components["schemas"]["HourWindow"];
+            /** @description Its limits in force, when it has any (`max_running`, `max_running_per_key`, `rate_limit`). */
+            limits: components["schemas"]["QueueLimitsOut"] | null;
+            /**
+             * Running Jobs
+             * @description The longest-running jobs, at most 20 (`counts.running` has them all).
+             */
+            running_jobs: components["schemas"]["RunningJob"][];
+            /**
+             * Known
+             * @description False for a queue with no jobs and no settings that no worker ever leased from: a misspelt name, most likely (its figures are all zero).
+             */
+            known: boolean;
+            /**
+             * Unserved Types
+             * @description The types whose jobs have been due over 5 minutes and that no worker leased in as long (looked for among the queue's first 1,000 due jobs): no worker serves them, or none runs.
+             */
+            unserved_types: components["schemas"]["UnservedTypeOut"][];
+        };
+        /**
          * QueueLimitsOut
          * @description A limited queue's limits in force and how full they are.
          */
@@ -2126,6 +2164,24 @@ export interface components {
             max_running_per_key: number;
             /** Rate Limit */
             rate_limit: number;
+        };
+        /**
+         * UnservedTypeOut
+         * @description A type whose due jobs no worker leased lately.
+         */
+        UnservedTypeOut: {
+            /** Type */
+            type: string;
+            /**
+             * Oldest Due Age Seconds
+             * @description How long its oldest due job (among the queue's first 1,000) has been due.
+             */
+            oldest_due_age_seconds: number;
+            /**
+             * Last Leased At
+             * @description When a worker last leased a job of this type here; null: never.
+             */
+            last_leased_at: string | null;
         };
         /**
          * Window
@@ -4207,7 +4263,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["QueueStats"];
+                    "application/json": components["schemas"]["QueueDetail"];
                 };
             };
             /** @description Unauthorized */

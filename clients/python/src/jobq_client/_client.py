@@ -18,7 +18,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -47,12 +47,17 @@ from jobq_client._operations import AsyncOperations, Operations
 T = TypeVar("T")
 log = logging.getLogger("jobq_client")
 
-DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
 DEFAULT_TIMEOUT_SECONDS = 10.0
 DEFAULT_WAIT_SECONDS = 60.0
 MAX_WAIT_SECONDS = 30.0  # the service's bound on one wait
 URL_ENV = "JOBQ_URL"
+HOST_ENV = "JOBQ_HOST"
+PORT_ENV = "JOBQ_PORT"
 API_KEY_ENV = "JOBQ_API_KEY"
+# Where a client reaches a service bound to a wildcard address (all interfaces).
+_WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}  # noqa: S104
 # Errors of the request itself, not of the network: retrying cannot help.
 _NOT_TRANSIENT = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)
 
@@ -79,6 +84,20 @@ class RetryPolicy:
         return wait
 
 
+def service_url(environ: Mapping[str, str] | None = None) -> str:
+    """The service a client calls when given no URL, found as the `jobq` command finds it
+    (a test holds the two equal): `JOBQ_URL`, else `http://JOBQ_HOST:JOBQ_PORT`, a
+    wildcard host reached on loopback; so a worker beside `JOBQ_PORT=18810 jobq serve`
+    reaches it with the same environment."""
+    env = os.environ if environ is None else environ
+    if env.get(URL_ENV):
+        return env[URL_ENV]
+    host = env.get(HOST_ENV, DEFAULT_HOST)
+    bracketed = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    host = _WILDCARD_HOSTS.get(host, bracketed)
+    return f"http://{host}:{env.get(PORT_ENV) or DEFAULT_PORT}"
+
+
 def _retry_after(response: httpx.Response | None) -> float | None:
     if response is None:
         return None
@@ -101,7 +120,7 @@ class _Base:
         retry: RetryPolicy | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        self.base_url = (base_url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
+        self.base_url = (base_url or service_url()).rstrip("/")
         self.api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
@@ -148,12 +167,14 @@ def _wait_seconds(left: float) -> float:
     return round(min(max(left, 0.0), MAX_WAIT_SECONDS), 3)
 
 
-def _connection_failed(exc: httpx.TransportError) -> ConnectionFailed:
-    return ConnectionFailed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+def _connection_failed(base_url: str, exc: httpx.TransportError) -> ConnectionFailed:
+    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return ConnectionFailed(f"jobq at {base_url} did not answer ({reason})")
 
 
 class Client(_Base, Operations):
-    """A blocking jobq client. Arguments default to `JOBQ_URL` and `JOBQ_API_KEY`.
+    """A blocking jobq client. Its URL defaults to `JOBQ_URL`, else `JOBQ_HOST` and
+    `JOBQ_PORT`; its key to `JOBQ_API_KEY`.
 
     with Client("http://127.0.0.1:8000", api_key="...") as jobq:
         created = jobq.enqueue("images", "resize", {"path": "a.png"})
@@ -198,7 +219,7 @@ class Client(_Base, Operations):
             except _NOT_TRANSIENT:
                 raise
             except httpx.TransportError as exc:
-                outcome: T | JobqError = _connection_failed(exc)
+                outcome: T | JobqError = _connection_failed(self.base_url, exc)
                 cause = exc
             else:
                 outcome = self._outcome(call, response)
@@ -417,7 +438,7 @@ class AsyncClient(_Base, AsyncOperations):
             except _NOT_TRANSIENT:
                 raise
             except httpx.TransportError as exc:
-                outcome: T | JobqError = _connection_failed(exc)
+                outcome: T | JobqError = _connection_failed(self.base_url, exc)
                 cause = exc
             else:
                 outcome = self._outcome(call, response)

@@ -34,11 +34,13 @@ import logging
 import os
 import signal
 import socket
+import sysconfig
 import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from types import TracebackType
 from typing import Any, TypeVar
 
 from jobq_client._client import AsyncClient, Client
@@ -100,7 +102,7 @@ class Worker:
     """Runs handlers for the jobs of some queues; see the module's documentation.
 
     `client` is an `AsyncClient` or a `Client` (its settings are used); by default one
-    is made from `JOBQ_URL` and `JOBQ_API_KEY`. Jobs are leased `concurrency` at most
+    is made from the environment, as `Client()` is. Jobs are leased `concurrency` at most
     at a time, waiting up to `wait_seconds` for work (long poll). `lease_seconds`
     overrides each job's own lease length.
     """
@@ -228,8 +230,25 @@ def _failure(exc: BaseException) -> tuple[str, str, dict[str, Any], bool, float 
     retry_after = getattr(exc, "retry_after_seconds", None)
     if not isinstance(retry_after, int | float) or isinstance(retry_after, bool):
         retry_after = None
-    text = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK_CHARS:]
+    frames = _from_the_handler(exc.__traceback__)
+    text = "".join(traceback.format_exception(type(exc), exc, frames))[-MAX_TRACEBACK_CHARS:]
     return type(exc).__name__, str(exc), {"traceback": text}, retryable, retry_after
+
+
+_SDK_DIR = os.path.dirname(os.path.abspath(__file__))
+_STDLIB_DIR = sysconfig.get_paths()["stdlib"]
+
+
+def _from_the_handler(frames: TracebackType | None) -> TracebackType | None:
+    """A handler's traceback from its first frame on: the SDK's frames that called it,
+    and the standard library's that ran it in a thread, are left out (the last frame
+    stays, whoever's it is)."""
+    while frames is not None and frames.tb_next is not None:
+        filename = os.path.abspath(frames.tb_frame.f_code.co_filename)
+        if not filename.startswith((_SDK_DIR + os.sep, _STDLIB_DIR + os.sep)):
+            break
+        frames = frames.tb_next
+    return frames
 
 
 class _Session:
@@ -263,10 +282,11 @@ class _Session:
     async def run(self) -> None:
         worker = self.worker
         log.info(
-            "worker %s: serving %s on %s (concurrency %d)",
+            "worker %s: serving %s on %s from %s (concurrency %d)",
             worker.worker_id,
             ", ".join(sorted(worker.handlers)),
             ", ".join(worker.queues),
+            self.client.base_url,
             worker.concurrency,
         )
         acks = asyncio.create_task(self.ack_loop())
