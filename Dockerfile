@@ -18,13 +18,12 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 
-# Only the runtime dependencies from pyproject.toml: no dev extras, and jobq itself is
-# not installed (its code is copied to /srv/jobq below), so this layer stays cached
-# until the dependency list changes.
+# The runtime lock (`make lock`): the exact versions CI tested, each file checked against
+# its hash, none of the dev tools. jobq itself is not installed (its code is copied to
+# /srv/jobq below), so this layer stays cached until the lock changes.
 WORKDIR /build
-COPY pyproject.toml ./
-RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; open('requirements.txt', 'w').write('\n'.join(deps) + '\n')" \
-    && pip install -r requirements.txt
+COPY requirements/runtime.txt ./requirements.txt
+RUN pip install --require-hashes -r requirements.txt
 
 
 FROM python:3.12-slim-bookworm

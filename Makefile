@@ -5,8 +5,12 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# The lock (docs/development.md, Dependencies): exact versions with their hashes, the
+# service's own and, a superset at the same versions, the development set.
+RUNTIME_LOCK := requirements/runtime.txt
+DEV_LOCK := requirements/dev.txt
 
-.PHONY: run test lint openapi docs docs-serve docs-tables bench screenshots ui-assets clean
+.PHONY: run test lint lock openapi docs docs-serve docs-tables bench screenshots ui-assets clean
 
 run: $(VENV)/.installed
 	$(BIN)/jobq serve
@@ -45,13 +49,28 @@ $(VENV)/.python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@touch $@
 
-$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml $(VENV)/.python
-	$(BIN)/python -m pip install --quiet -e . -e clients/python
+# Every version comes from the lock (--require-hashes); jobq and the SDK go on top without
+# dependencies of their own, so nothing newer slips in.
+$(VENV)/.installed: $(RUNTIME_LOCK) pyproject.toml clients/python/pyproject.toml $(VENV)/.python
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(RUNTIME_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e . -e clients/python
 	@touch $@
 
-$(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml $(VENV)/.python
-	$(BIN)/python -m pip install --quiet -e '.[dev]' -e clients/python
+$(VENV)/.installed-dev: $(DEV_LOCK) pyproject.toml clients/python/pyproject.toml $(VENV)/.python
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(DEV_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e . -e clients/python
 	@touch $@ $(VENV)/.installed
+
+# Re-resolves the lock from pyproject.toml's bounds with uv (from the lock itself), for
+# Python 3.11 and up on every platform: the development set first, then the runtime set
+# held to its versions. Current pins are kept unless LOCK_ARGS says otherwise:
+#   make lock LOCK_ARGS=--upgrade                       every package to its newest
+#   make lock LOCK_ARGS='--upgrade-package fastapi'     one package (and what it needs)
+LOCK_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 \
+	--generate-hashes --custom-compile-command 'make lock' --quiet $(LOCK_ARGS)
+lock: $(VENV)/.installed-dev
+	$(LOCK_COMPILE) --extra dev -o $(DEV_LOCK)
+	$(LOCK_COMPILE) -c $(DEV_LOCK) -o $(RUNTIME_LOCK)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

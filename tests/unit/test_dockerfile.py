@@ -5,6 +5,7 @@ subcommands, and the files they copy land where the code looks for them."""
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import shlex
 from pathlib import Path, PurePosixPath
@@ -28,6 +29,10 @@ from tests.container_files import (
     jobq_subcommands,
 )
 
+# The locks `make lock` writes (tests/unit/test_lock.py), as build-context paths.
+RUNTIME_LOCK = "requirements/runtime.txt"
+DEV_LOCK = "requirements/dev.txt"
+
 
 def test_dockerfile_is_multi_stage_on_one_base(stages: list[Stage]) -> None:
     assert len(stages) >= 2
@@ -38,15 +43,29 @@ def test_dockerfile_is_multi_stage_on_one_base(stages: list[Stage]) -> None:
     assert re.fullmatch(r"python:3\.(1[1-9]|[2-9]\d)[\w.-]*-slim[\w.-]*", builder.base)
 
 
-def test_builder_installs_runtime_dependencies_only(stages: list[Stage]) -> None:
+def test_builder_installs_the_runtime_lock_and_nothing_else(stages: list[Stage]) -> None:
     builder = stages[0]
     copied = copied_paths(builder)
-    assert "pyproject.toml" in copied
-    runs = " ".join(i.args for i in builder.all("RUN"))
-    assert "/opt/venv" in runs
-    assert "pip install" in runs
-    extras = [e for group in re.findall(r"\[([\w,-]+)\]", runs) for e in group.split(",")]
-    assert "dev" not in extras
+    assert RUNTIME_LOCK in copied, "the image is built from the runtime lock"
+    assert DEV_LOCK not in copied and "pyproject.toml" not in copied
+    runs = [i.args for i in builder.all("RUN")]
+    assert any("/opt/venv" in run for run in runs)
+    installs = [
+        shlex.split(command)
+        for run in runs
+        for command in re.split(r"&&|;", run)
+        if "pip install" in command
+    ]
+    # One install, of the lock as copied, every file checked against the lock's hashes:
+    # nothing unpinned (a bare name, an extra, `.`) can join it.
+    assert len(installs) == 1
+    (words,) = installs
+    assert "--require-hashes" in words
+    arguments = [w for w in words[words.index("install") + 1 :] if w != "--require-hashes"]
+    assert arguments == [
+        "-r",
+        posixpath.relpath(copied[RUNTIME_LOCK], builder.last("WORKDIR").args),
+    ]
 
 
 def test_final_stage_uses_the_venv(final: Stage, stages: list[Stage]) -> None:
@@ -121,7 +140,7 @@ def test_dockerignore_keeps_the_sources_and_drops_local_state() -> None:
         for line in DOCKERIGNORE.read_text().splitlines()
         if line.strip() and not line.strip().startswith("#")
     ]
-    needed = ["pyproject.toml", "alembic.ini", "app/py.typed", "alembic/script.py.mako"]
+    needed = [RUNTIME_LOCK, "alembic.ini", "app/py.typed", "alembic/script.py.mako"]
     needed += [
         str(p.relative_to(REPO)) for d in ("app", "alembic") for p in (REPO / d).rglob("*.py")
     ]
