@@ -83,7 +83,7 @@ EMPTY_LEASES = Counter(
 )
 ANNOUNCEMENTS_DROPPED = Counter(
     "jobq_announcements_dropped",
-    "NOTIFY payloads ignored as malformed (any database role may send them).",
+    "Announcements (NOTIFY) ignored as malformed (any database role may send them).",
     ["channel"],
 )
 REAPER_LAST_RUN = Gauge(
