@@ -11,9 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from app.api.types import ClientKey, JsonNumber, Name, ShortText, Storable, Strict, Timestamp
 from app.core import timestamps
 from app.core.config import (
+    DEFAULT_LEASE_SECONDS,
     DEFAULT_MAX_ACK_BATCH,
+    DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_ENQUEUE_BATCH,
+    DEFAULT_MAX_ERROR_MESSAGE_BYTES,
     DEFAULT_MAX_LEASE_BATCH,
+    DEFAULT_MAX_PAYLOAD_BYTES,
     MAX_LEASE_SECONDS,
 )
 from app.core.names import MAX_BIGINT
@@ -47,6 +51,8 @@ DelaySeconds = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS), JsonNumber]
 
 ConcurrencyKey = ShortText
 JobId = Annotated[int, Field(ge=1, le=MAX_BIGINT), JsonNumber]
+# What the docs' field tables (tests/docs_tables.py) and the reference say of sizes.
+_AT_MOST = f"at most {DEFAULT_MAX_PAYLOAD_BYTES // 1024} KiB serialised (`JOBQ_MAX_PAYLOAD_BYTES`)"
 
 
 class Ref(Strict):
@@ -72,19 +78,38 @@ class JobIn(Strict):
         }
     )
 
-    type: Name
-    payload: Any = None
-    priority: Priority = 0
+    type: Name = Field(description="Workers may lease by type.")
+    payload: Any = Field(default=None, description=f"Any JSON, {_AT_MOST}.")
+    priority: Priority = Field(default=0, description="Higher is leased first.")
     run_at: Timestamp | None = Field(
-        default=None, description=f"Not before this time ({timestamps.RANGE})."
+        default=None,
+        description=f"Default: now. Not before this time, with a time zone ({timestamps.RANGE}).",
     )
-    delay_seconds: DelaySeconds | None = Field(default=None, description="Not before now + this.")
+    delay_seconds: DelaySeconds | None = Field(
+        default=None,
+        description="Not before now + this many seconds (366 days at most); not together "
+        "with `run_at`.",
+    )
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), JsonNumber] | None = Field(
-        default=None, description="Default 5."
+        default=None,
+        description=f"Default: the queue's `max_attempts` setting, else `{DEFAULT_MAX_ATTEMPTS}` "
+        "(`JOBQ_DEFAULT_MAX_ATTEMPTS`). Leases in all, counting expired ones.",
     )
-    lease_seconds: LeaseSeconds | None = Field(default=None, description="Default 60.")
-    idempotency_key: IdempotencyKey | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    lease_seconds: LeaseSeconds | None = Field(
+        default=None,
+        description=f"Default: the queue's `lease_seconds` setting, else "
+        f"`{DEFAULT_LEASE_SECONDS}` (`JOBQ_DEFAULT_LEASE_SECONDS`). How long each lease lasts "
+        "unless the worker asks otherwise.",
+    )
+    idempotency_key: IdempotencyKey | None = Field(
+        default=None,
+        description="A job already in the queue with this key is answered instead of a new "
+        "one. Also accepted as the `Idempotency-Key` header (if both are given they must "
+        "match).",
+    )
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description=f"Default: `{{}}`. A JSON object, {_AT_MOST}."
+    )
     depends_on: list[JobId | Ref] | None = Field(
         default=None,
         max_length=MAX_DEPENDENCIES,
@@ -139,24 +164,34 @@ class LeaseIn(Strict):
         }
     )
 
-    queues: list[Name] = Field(min_length=1, max_length=MAX_QUEUES_PER_LEASE)
-    types: list[Name] = Field(default_factory=list, max_length=MAX_QUEUES_PER_LEASE)
-    max_jobs: Annotated[int, JsonNumber] = Field(default=1, ge=1, le=DEFAULT_MAX_LEASE_BATCH)
-    lease_seconds: LeaseSeconds | None = None
+    queues: list[Name] = Field(
+        min_length=1, max_length=MAX_QUEUES_PER_LEASE, description="Queue names to lease from."
+    )
+    types: list[Name] = Field(
+        default_factory=list,
+        max_length=MAX_QUEUES_PER_LEASE,
+        description="Default: `[]`, any type. Type names to accept.",
+    )
+    max_jobs: Annotated[int, JsonNumber] = Field(
+        default=1, ge=1, le=DEFAULT_MAX_LEASE_BATCH, description="Jobs to lease at most."
+    )
+    lease_seconds: LeaseSeconds | None = Field(
+        default=None, description="Default: each job's own `lease_seconds`."
+    )
     wait_seconds: Annotated[float, JsonNumber] = Field(
         default=0,
         ge=0,
         le=MAX_WAIT_SECONDS,
         description="When no job is due, wait up to this long for one (long poll).",
     )
-    worker_id: WorkerId
+    worker_id: WorkerId = Field(description="Recorded in the job and its attempts.")
 
 
 class ProgressIn(Strict):
     """How far the worker got."""
 
     percent: Annotated[float, Field(ge=0, le=100), JsonNumber] | None = None
-    stage: Stage | None = None
+    stage: Stage | None = Field(default=None, description="A step's name, e.g. `rendering`.")
     message: Message | None = None
 
 
@@ -170,17 +205,27 @@ class HeartbeatIn(Strict):
     )
 
     extend_seconds: LeaseSeconds | None = Field(
-        default=None, description="New lease length from now; default: the lease's length."
+        default=None,
+        description="Default: the lease's current length. The lease now ends this long from "
+        "now, and later heartbeats keep this length.",
     )
-    progress: ProgressIn | None = None
+    progress: ProgressIn | None = Field(
+        default=None,
+        description="Default: unchanged. Replaces the stored progress as a whole; each of "
+        "its fields is optional.",
+    )
 
 
 class ErrorIn(Strict):
     """Why an attempt failed."""
 
-    type: ErrorType
-    message: ErrorMessage = ""
-    details: Any = None
+    type: ErrorType = Field(description="What failed, e.g. an exception class.")
+    message: ErrorMessage = Field(
+        default="",
+        description=f"Stored truncated to {DEFAULT_MAX_ERROR_MESSAGE_BYTES // 1024} KiB of "
+        "UTF-8 (`JOBQ_MAX_ERROR_MESSAGE_BYTES`).",
+    )
+    details: Any = Field(default=None, description=f"Any JSON; the whole `error` is {_AT_MOST}.")
 
 
 class CompleteIn(Strict):
@@ -203,8 +248,13 @@ class FailIn(Strict):
     )
 
     error: ErrorIn
-    retryable: bool = Field(default=True, strict=True)
-    retry_after_seconds: DelaySeconds | None = None
+    retryable: bool = Field(
+        default=True, strict=True, description="`false` fails the job for good."
+    )
+    retry_after_seconds: DelaySeconds | None = Field(
+        default=None,
+        description="Run again after exactly this many seconds instead of the backoff.",
+    )
 
 
 class AckComplete(CompleteIn):
@@ -497,7 +547,8 @@ class RetryIn(Strict):
         description="Start counting attempts from 0 again (history is kept).",
     )
     run_at: Timestamp | None = Field(
-        default=None, description=f"Due then ({timestamps.RANGE}); default now."
+        default=None,
+        description=f"Default: now. Due then, with a time zone ({timestamps.RANGE}).",
     )
 
 

@@ -34,6 +34,9 @@ from app.maintenance.rows import LeaderBatch, Reaped
 log = logging.getLogger("jobq.reaper")  # one line per batch reaped (the chaos test reads them)
 passes = logging.getLogger("jobq.maintenance")  # each pass; leadership changes
 STALE_AFTER_INTERVALS = 3  # readiness fails when no pass finished for this many intervals
+# The lock is taken per batch, so replicas take turns: one pass that found it held is
+# another replica's turn, not a lost leadership. This many in a row are.
+LOST_AFTER_REFUSED_PASSES = 3
 
 
 def replica_name() -> str:
@@ -73,7 +76,8 @@ class Reaper:
         self.batch_size = batch_size
         self.replica = replica_name()
         self._last_pass = time.monotonic()  # a fresh reaper counts as on time
-        self.leader: bool | None = None  # whether the last pass held the maintenance lock
+        self.leader: bool | None = None  # whether this replica leads (last logged)
+        self._refused = 0  # passes in a row that found the lock held by another replica
 
     @property
     def on_time(self) -> bool:
@@ -182,18 +186,26 @@ class Reaper:
             )
 
     def _report(self, result: ReapResult, seconds: float) -> None:
-        """One event per pass (INFO when it reaped, else DEBUG), and one when leadership changes."""
-        if result.leader != self.leader:
+        """One event per pass (INFO when it reaped, else DEBUG), and one when leadership
+        is gained or lost (`LOST_AFTER_REFUSED_PASSES` refused passes in a row)."""
+        self._refused = 0 if result.leader else self._refused + 1
+        leads = self._refused == 0 or (
+            self.leader is True and self._refused < LOST_AFTER_REFUSED_PASSES
+        )
+        if leads != self.leader:
             event(
                 passes,
                 "leadership.changed",
-                "replica=%s is %s",
+                "replica=%s %s",
                 self.replica,
-                "the maintenance leader" if result.leader else "not the maintenance leader",
+                "leads maintenance (the lock is taken per batch: other replicas may take turns)"
+                if leads
+                else f"does not lead maintenance: another replica held the lock on its last "
+                f"{self._refused} pass(es)",
                 replica=self.replica,
-                leader=result.leader,
+                leader=leads,
             )
-            self.leader = result.leader
+            self.leader = leads
         event(
             passes,
             "reaper.run",

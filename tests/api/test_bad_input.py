@@ -30,6 +30,21 @@ async def test_malformed_json_is_400(client: httpx.AsyncClient, db: asyncpg.Conn
     assert await _count(db) == 0
 
 
+async def test_malformed_json_says_where(client: httpx.AsyncClient) -> None:
+    """The decoder's reason, with the line, column and character it stopped at."""
+    cases = (
+        (b'{\n  "type": "t",\n  "payload": }', "Expecting value: line 3 column 14 (char 30)"),
+        (b'{"type": "t"', "Expecting ',' delimiter: line 1 column 13 (char 12)"),
+        ('{"type": "\u00e9t\u00e9",,}'.encode(), "line 1 column 16 (char 15)"),
+    )
+    for body, where in cases:
+        response = await client.post(
+            "/v1/queues/q/jobs", content=body, headers={"content-type": "application/json"}
+        )
+        problem = assert_problem(response, 400, "invalid_json")
+        assert problem["detail"].endswith(where), problem["detail"]
+
+
 async def test_a_body_that_is_not_json_is_415(client: httpx.AsyncClient) -> None:
     response = await client.post(
         "/v1/queues/q/jobs",

@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from app.core import logging as jobq_logging
 from app.core.logging import JsonFormatter
 from app.maintenance import MAINTENANCE_LOCK_KEY, Reaper
+from app.maintenance.reaper import LOST_AFTER_REFUSED_PASSES
 from tests.helpers import enqueue, lease
 from tests.processes.chaos.evidence import parse_reaper_line
 
@@ -144,19 +145,37 @@ async def test_no_payload_key_or_token_is_ever_logged(
     assert batch["job_ids"] == str(expired["job"]["id"])
 
 
-async def test_leadership_changes_are_logged_once_each(
+async def test_leadership_is_logged_when_gained_or_lost_not_on_turns(
     reaper: Reaper, db: asyncpg.Connection, json_log: Lines
 ) -> None:
+    """Two replicas take the per-batch lock in turns: one pass that finds it held is
+    another replica's turn, not a lost leadership; several in a row are."""
+
+    async def refused_passes(count: int) -> None:
+        await db.execute("SELECT pg_advisory_lock($1)", MAINTENANCE_LOCK_KEY)  # another replica
+        try:
+            for _ in range(count):
+                assert (await reaper.run_once()).leader is False
+        finally:
+            await db.execute("SELECT pg_advisory_unlock($1)", MAINTENANCE_LOCK_KEY)
+
     await reaper.run_once()
     await reaper.run_once()
-    await db.execute("SELECT pg_advisory_lock($1)", MAINTENANCE_LOCK_KEY)  # another replica
-    try:
-        assert (await reaper.run_once()).leader is False
-    finally:
-        await db.execute("SELECT pg_advisory_unlock($1)", MAINTENANCE_LOCK_KEY)
+    await refused_passes(1)  # the other replica's turn
     await reaper.run_once()
-    changes = [e["leader"] for e in json_log.events("leadership.changed")]
-    assert changes == [True, False, True]
+    await refused_passes(LOST_AFTER_REFUSED_PASSES - 1)
+    await reaper.run_once()
+    assert [e["leader"] for e in json_log.events("leadership.changed")] == [True]
+    await refused_passes(LOST_AFTER_REFUSED_PASSES)  # the other replica leads now
+    await refused_passes(2)
+    await reaper.run_once()
+    changes = json_log.events("leadership.changed")
+    assert [e["leader"] for e in changes] == [True, False, True]
+    assert [e["message"].split()[1:4] for e in changes] == [
+        ["leads", "maintenance", "(the"],
+        ["does", "not", "lead"],
+        ["leads", "maintenance", "(the"],
+    ]
     assert json_log.events("reaper.run") == []  # passes that reaped nothing are DEBUG
 
 

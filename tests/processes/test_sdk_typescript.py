@@ -1,6 +1,8 @@
 """The TypeScript package in clients/typescript (a client generated from the committed
-OpenAPI document, and a Worker) runs real jobs against a real `jobq serve`; its README's
-examples typecheck; `npm pack` makes a package with its build and type declarations.
+OpenAPI document with the producer's calls, and a Worker) runs real jobs against a real
+`jobq serve`; `npm install` of its folder, as in a fresh clone, builds it and imports;
+its README's examples typecheck; `npm pack` makes a package with its build and type
+declarations.
 
 Jobs are enqueued with plain HTTP (what curl would send); the worker leases them,
 reports progress in a heartbeat and completes or fails each; the outcome is read back
@@ -79,8 +81,9 @@ def node_modules(alone: None) -> None:
     lock = hashlib.sha256(LOCK.read_bytes()).hexdigest()
     if STAMP.exists() and STAMP.read_text() == lock:
         return
+    # --ignore-scripts: not the prepare script's build; the tests build when they need to
     _run(
-        "npm", "ci", "--prefer-offline", "--no-audit", "--no-fund",
+        "npm", "ci", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts",
         "--cache", str(CLIENT / ".npm-cache"),
         timeout=NPM_TIMEOUT_SECONDS,
     )  # fmt: skip
@@ -154,20 +157,22 @@ async def test_the_node_worker_leases_heartbeats_and_finishes_jobs(
 
 
 @pytest.mark.timeout(NPM_TIMEOUT_SECONDS + WORKER_TIMEOUT_SECONDS)
-def test_the_worker_passes_its_own_tests_against_the_service(
+def test_the_package_passes_its_own_tests_against_the_service(
     node_modules: None, service: Service
 ) -> None:
-    """Node's test runner on src/test: concurrency, progress, heartbeats past a lease,
-    cancellation, Permanent and Retry, stopping."""
+    """Node's test runner on src/test: the producer's calls (keys of their own, retries
+    that make no second job, wait), and the worker's concurrency, progress, heartbeats
+    past a lease, cancellation, Permanent and Retry, stopping."""
     _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
     output = _run(
         "node", "--test", "dist/test/",
         timeout=WORKER_TIMEOUT_SECONDS, env=clean_env(JOBQ_URL=service.url),
     )  # fmt: skip
-    assert "# pass 3" in output and "# fail 0" in output, output
+    assert "# pass 9" in output and "# fail 0" in output, output
 
 
 @pytest.mark.once("server")
+@pytest.mark.timeout(2 * NPM_TIMEOUT_SECONDS)
 def test_the_readme_examples_typecheck(node_modules: None) -> None:
     """Each ```ts block of the README, compiled against the package as users import it."""
     _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
@@ -200,8 +205,10 @@ def test_the_readme_examples_typecheck(node_modules: None) -> None:
 
 
 @pytest.mark.once("server")
+@pytest.mark.timeout(2 * NPM_TIMEOUT_SECONDS)
 def test_npm_pack_ships_the_build_and_its_types(node_modules: None) -> None:
-    _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
+    """`npm pack` builds first (the prepare script), then ships dist/ and no sources."""
+    shutil.rmtree(CLIENT / "dist", ignore_errors=True)
     packed = subprocess.run(
         ["npm", "pack", "--dry-run", "--json"], cwd=CLIENT, env=clean_env(),
         capture_output=True, text=True, timeout=NPM_TIMEOUT_SECONDS, check=False,
@@ -212,3 +219,49 @@ def test_npm_pack_ships_the_build_and_its_types(node_modules: None) -> None:
     assert {"dist/index.js", "dist/index.d.ts", "dist/schema.d.ts", "README.md"} <= files
     assert listing[0]["name"] == "jobq-client"
     assert not any(path.startswith(("src/", "dist/test/")) for path in files)
+
+
+@pytest.mark.once("embedded")
+@pytest.mark.timeout(3 * NPM_TIMEOUT_SECONDS)
+def test_npm_install_of_the_folder_builds_it_as_in_a_fresh_clone(
+    node_modules: None, service: Service, tmp_path: Path
+) -> None:
+    """The README's `npm install <clients/typescript>` from a project, the folder as git
+    has it (no node_modules, no dist/): the package imports and enqueues."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z", "."],
+        cwd=CLIENT, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    package = tmp_path / "jobq" / "clients" / "typescript"
+    for name in filter(None, tracked):
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(CLIENT / name, package / name)
+    assert not (package / "dist").exists() and not (package / "node_modules").exists()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "package.json").write_text(json.dumps({"name": "p", "type": "module"}))
+    (project / "main.js").write_text(
+        'import { createJobq } from "jobq-client";\n'
+        "const jobq = createJobq();\n"
+        'const { id } = await jobq.enqueue("fresh", "hello", { from: "a fresh clone" });\n'
+        "console.log(JSON.stringify(await jobq.wait(id, 0.1)));\n"
+    )
+    npm_env = clean_env(
+        npm_config_cache=str(CLIENT / ".npm-cache"), npm_config_prefer_offline="true"
+    )
+    install = subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", str(package)],
+        cwd=project, env=npm_env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=2 * NPM_TIMEOUT_SECONDS, check=False,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stdout + install.stderr
+    ran = subprocess.run(
+        ["node", "main.js"], cwd=project, env=clean_env(JOBQ_URL=service.url),
+        capture_output=True, text=True, timeout=WORKER_TIMEOUT_SECONDS, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    job = json.loads(ran.stdout)
+    assert (job["queue"], job["state"], job["payload"]) == (
+        "fresh", "queued", {"from": "a fresh clone"},
+    )  # fmt: skip
+    assert re.fullmatch(r"[0-9a-f]{32}", job["idempotency_key"])

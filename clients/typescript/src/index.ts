@@ -1,28 +1,78 @@
 // jobq for Node and TypeScript: a client typed from openapi/openapi.json (openapi-fetch
-// sends every request; `npm run generate` rebuilds src/schema.d.ts), and a Worker that
-// leases as slots free up, heartbeats, reports progress, honours cancellation and stops
-// gracefully.
+// sends every request; `npm run generate` rebuilds src/schema.d.ts) with the producer's
+// calls of the Python client (enqueue, enqueueMany, getJob, wait: retried when safe),
+// and a Worker that leases as slots free up, heartbeats, reports progress, honours
+// cancellation and stops gracefully.
 
+import { randomUUID } from "node:crypto";
 import createClient, { type Client } from "openapi-fetch";
 import type { components, paths } from "./schema.js";
 
 export type { components, paths } from "./schema.js";
-export type Job = components["schemas"]["JobOut"];
-export type JobIn = components["schemas"]["JobIn"];
-export type Lease = components["schemas"]["LeaseOut"];
-export type Parent = components["schemas"]["ParentOut"];
-export type Problem = components["schemas"]["Problem"];
-export type JobqClient = Client<paths>;
+type Schemas = components["schemas"];
+export type Job = Schemas["JobOut"];
+export type JobIn = Schemas["JobIn"];
+export type JobState = Job["state"];
+export type BatchItem = Schemas["BatchItemOut"];
+export type Lease = Schemas["LeaseOut"];
+export type Parent = Schemas["ParentOut"];
+export type Problem = Schemas["Problem"];
+/** Every field of an enqueue but `type` and `payload`, as the API names them. */
+export type EnqueueOptions = Omit<JobIn, "type" | "payload">;
 
-/** A client of the jobq service at `url` (default `JOBQ_URL`, else 127.0.0.1:8000). */
-export function createJobq(options: { url?: string; apiKey?: string } = {}): JobqClient {
-  const url = options.url ?? process.env.JOBQ_URL ?? "http://127.0.0.1:8000";
-  const apiKey = options.apiKey ?? process.env.JOBQ_API_KEY;
-  return createClient<paths>({
-    baseUrl: url,
-    headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {},
-  });
+/** An enqueued job; `deduplicated` when a job already had its idempotency key. `job` is
+ * the whole job, except when the API key lacks the `read` scope and the job existed:
+ * jobq then answers only its `id` and `state`, and `job` is null. */
+export interface Enqueued {
+  id: number;
+  state: JobState;
+  deduplicated: boolean;
+  job: Job | null;
 }
+
+/** How often and how patiently a call is retried after a connection error, a timeout or
+ * a 502/503/504. The n-th retry waits a random time between half and all of
+ * `min(maxBackoffSeconds, backoffSeconds * 2**n)`, or what the answer's `Retry-After`
+ * asks if that is longer (up to `maxBackoffSeconds`). `{ maxRetries: 0 }` never retries. */
+export interface RetryPolicy {
+  maxRetries?: number;
+  backoffSeconds?: number;
+  maxBackoffSeconds?: number;
+}
+
+export interface JobqOptions {
+  /** Default `JOBQ_URL`, else http://127.0.0.1:8000. */
+  url?: string;
+  /** Sent as a Bearer token; default `JOBQ_API_KEY`. */
+  apiKey?: string;
+  /** How long one call may take (default 10 s; a long poll gets its wait on top). */
+  timeoutSeconds?: number;
+  retry?: RetryPolicy;
+}
+
+/** The typed client (`GET`, `POST`, … of openapi-fetch) with the producer's calls. */
+export interface JobqClient extends Client<paths> {
+  /** Enqueue one job; a job that already had this idempotency key comes back as is. A
+   * key is always sent (a random one when none is given), so a retried enqueue whose
+   * first try was committed returns that job instead of making a second one. */
+  enqueue(queue: string, type: string, payload?: unknown, options?: EnqueueOptions): Promise<Enqueued>;
+  /** Enqueue up to 1000 jobs in one call, each with a key as `enqueue`; the answer is in
+   * request order. */
+  enqueueMany(queue: string, jobs: JobIn[]): Promise<BatchItem[]>;
+  /** A job with its progress, result, errors and attempts. */
+  getJob(jobId: number): Promise<Job>;
+  /** The job once it finished (succeeded, failed or cancelled), or as it is when
+   * `timeoutSeconds` (default 60) passed: look at its `state`. Long polls, no busy loop. */
+  wait(jobId: number, timeoutSeconds?: number): Promise<Job>;
+}
+
+export const DEFAULT_URL = "http://127.0.0.1:8000";
+const DEFAULT_TIMEOUT_SECONDS = 10;
+const DEFAULT_WAIT_SECONDS = 60;
+const MAX_WAIT_SECONDS = 30; // the service's bound on one wait
+const LONG_POLL_MARGIN_SECONDS = 10; // a long poll may take this much longer to answer
+const RETRIED_STATUSES = new Set([502, 503, 504]);
+const FINISHED: ReadonlySet<JobState> = new Set(["succeeded", "failed", "cancelled"]);
 
 /** The service refused a call: its problem (status, stable `code`, detail). */
 export class JobqError extends Error {
@@ -32,16 +82,164 @@ export class JobqError extends Error {
   }
 }
 
+/** The service could not be reached (or did not answer in time), retries included. */
+export class ConnectionFailed extends JobqError {
+  override name = "ConnectionFailed";
+  constructor(url: string, cause: unknown) {
+    // fetch's own error says "fetch failed"; the reason (ECONNREFUSED, …) is its cause
+    const reasons = [cause, (cause as { cause?: unknown } | undefined)?.cause]
+      .filter((reason): reason is Error => reason instanceof Error)
+      .map((reason) => reason.message);
+    const detail = `${url}: ${reasons.join(": ") || String(cause)}`;
+    super({ type: "urn:jobq:problem:connection_failed", title: "Connection failed", status: 0, detail, code: "connection_failed" });
+    this.message = `connection_failed: ${detail}`;
+    this.cause = cause;
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A random key, so that retrying an enqueue cannot create a second job. */
+export function newIdempotencyKey(): string {
+  return randomUUID().replaceAll("-", "");
+}
+
+/** Seconds to wait before retry `retry` (0 for the first), as `RetryPolicy` says. */
+export function retryDelay(policy: RetryPolicy, retry: number, retryAfter?: number): number {
+  const max = policy.maxBackoffSeconds ?? 5;
+  const ceiling = Math.min(max, (policy.backoffSeconds ?? 0.2) * 2 ** retry);
+  let wait = ceiling / 2 + Math.random() * (ceiling / 2);
+  if (retryAfter !== undefined) wait = Math.max(wait, Math.min(retryAfter, max));
+  return wait;
+}
+
+function retryAfter(response: Response | undefined): number | undefined {
+  const value = Number(response?.headers.get("retry-after") ?? NaN);
+  return Number.isFinite(value) ? Math.max(0, value) : undefined;
+}
+
+/** What an error answer says, as a problem even when it is not problem+json (a proxy's). */
+function asProblem(error: unknown, response: Response): Problem {
+  if (typeof error === "object" && error !== null && "code" in error) return error as Problem;
+  const title = response.statusText || `HTTP ${response.status}`;
+  const detail = typeof error === "string" && error ? error.slice(0, 500) : title;
+  return { type: "about:blank", title, status: response.status, detail, code: "http_error" };
+}
+
+type Answer<T> = { data?: T; error?: unknown; response: Response };
+
+/** A client of the jobq service at `url` (default `JOBQ_URL`, else 127.0.0.1:8000). */
+export function createJobq(options: JobqOptions = {}): JobqClient {
+  const url = options.url ?? process.env.JOBQ_URL ?? DEFAULT_URL;
+  const apiKey = options.apiKey ?? process.env.JOBQ_API_KEY;
+  const timeout = options.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS;
+  const policy = options.retry ?? {};
+  const client = createClient<paths>({
+    baseUrl: url,
+    headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {},
+  });
+
+  // Send until an answer that is not a 502/503/504, retrying those and connection
+  // errors with backoff: safe, since every call here may be repeated.
+  async function call<T>(send: (signal: AbortSignal) => Promise<Answer<T>>, longPoll = 0): Promise<T> {
+    for (let retry = 0; ; retry++) {
+      let failure: JobqError;
+      let answer: Answer<T> | undefined;
+      try {
+        answer = await send(AbortSignal.timeout((timeout + longPoll) * 1000));
+        if (answer.error === undefined) return answer.data as T;
+        failure = new JobqError(asProblem(answer.error, answer.response));
+        if (!RETRIED_STATUSES.has(answer.response.status)) throw failure;
+      } catch (error) {
+        if (error instanceof JobqError) throw error;
+        failure = new ConnectionFailed(url, error);
+      }
+      if (retry >= (policy.maxRetries ?? 4)) throw failure;
+      await sleep(retryDelay(policy, retry, retryAfter(answer?.response)) * 1000);
+    }
+  }
+
+  const withKey = <J extends { idempotency_key?: string | null }>(job: J): J => ({
+    ...job,
+    idempotency_key: job.idempotency_key ?? newIdempotencyKey(),
+  });
+
+  const getJob = (jobId: number, waitSeconds = 0): Promise<Job> =>
+    call(
+      (signal) =>
+        client.GET("/v1/jobs/{job_id}", {
+          params: { path: { job_id: jobId }, query: waitSeconds ? { wait_seconds: waitSeconds } : {} },
+          signal,
+        }),
+      waitSeconds ? waitSeconds + LONG_POLL_MARGIN_SECONDS : 0,
+    );
+
+  const producer = {
+    async enqueue(queue: string, type: string, payload: unknown = null, options: EnqueueOptions = {}) {
+      const body = withKey({ ...options, type, payload });
+      const answer = await call((signal) =>
+        client.POST("/v1/queues/{queue}/jobs", { params: { path: { queue } }, body, signal }),
+      );
+      const job = "payload" in answer ? (answer as Job) : null;
+      return { id: answer.id, state: answer.state, deduplicated: answer.deduplicated, job };
+    },
+    async enqueueMany(queue: string, jobs: JobIn[]) {
+      const body = { jobs: jobs.map(withKey) };
+      const answer = await call((signal) =>
+        client.POST("/v1/queues/{queue}/jobs/batch", { params: { path: { queue } }, body, signal }),
+      );
+      return answer.jobs;
+    },
+    getJob: (jobId: number) => getJob(jobId),
+    async wait(jobId: number, timeoutSeconds = DEFAULT_WAIT_SECONDS) {
+      const deadline = Date.now() + timeoutSeconds * 1000;
+      for (;;) {
+        const left = (deadline - Date.now()) / 1000;
+        const seconds = Math.round(Math.min(Math.max(left, 0), MAX_WAIT_SECONDS) * 1000) / 1000;
+        const job = await getJob(jobId, seconds);
+        if (FINISHED.has(job.state) || left <= 0) return job;
+      }
+    },
+  } satisfies Omit<JobqClient, keyof Client<paths>>;
+  return Object.assign(client, producer);
+}
+
 /** Throw from a handler when retrying cannot help: the job fails for good. */
 export class Permanent extends Error {
   override name = "Permanent";
 }
 
-/** Throw from a handler to run the job again `after` seconds from now. */
+/**
+ * Throw from a handler to fail this attempt and run the job again `after` seconds from
+ * now (instead of the queue's backoff), while it has attempts left. As in Python
+ * (`Retry("rate limited", after=30)`), the message comes first:
+ *
+ *     throw new Retry("rate limited by the provider", { after: 30 });
+ *     throw new Retry({ after: 30 }); // "retry in 30s"
+ */
 export class Retry extends Error {
   override name = "Retry";
-  constructor(readonly after: number, message = `retry in ${after}s`) {
-    super(message);
+  /** Seconds until the next attempt. */
+  readonly after: number;
+  constructor(message: string, options: { after: number });
+  constructor(options: { after: number; message?: string });
+  /** @deprecated Write `new Retry(message, { after })`, the order of Python's `Retry`. */
+  constructor(after: number, message?: string);
+  constructor(first: string | number | { after: number; message?: string }, second?: string | { after: number }) {
+    const [after, message] =
+      typeof first === "number"
+        ? [first, typeof second === "string" ? second : undefined]
+        : typeof first === "string"
+          ? [typeof second === "object" ? second.after : NaN, first || undefined]
+          : [first.after, first.message];
+    if (!Number.isFinite(after) || after < 0) throw new TypeError(`Retry needs { after: seconds >= 0 }, got ${after}`);
+    super(message ?? `retry in ${after}s`);
+    this.after = after;
+  }
+
+  /** `after`, as Python's `Retry` names it. */
+  get retryAfterSeconds(): number {
+    return this.after;
   }
 }
 
@@ -60,7 +258,8 @@ export interface JobContext {
 export type Handler = (context: JobContext) => unknown;
 
 export interface WorkerOptions {
-  client?: JobqClient;
+  /** Default: `createJobq()` (any openapi-fetch client of jobq's paths will do). */
+  client?: Client<paths>;
   queues: string[];
   /** Jobs run at once (default 4). */
   concurrency?: number;
@@ -74,8 +273,6 @@ export interface WorkerOptions {
   log?: (message: string) => void;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /**
  * Leases jobs of its handlers' types as slots free up (never more than `concurrency`
  * at once), heartbeats every third of a lease, completes a job with its handler's
@@ -84,7 +281,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * handlers finish.
  */
 export class Worker {
-  readonly client: JobqClient;
+  readonly client: Client<paths>;
   readonly workerId: string;
   private readonly handlers = new Map<string, Handler>();
   private readonly running = new Map<string, Promise<void>>();

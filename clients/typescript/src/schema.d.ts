@@ -704,10 +704,14 @@ export interface components {
             error: components["schemas"]["ErrorIn"];
             /**
              * Retryable
+             * @description `false` fails the job for good.
              * @default true
              */
             retryable?: boolean;
-            /** Retry After Seconds */
+            /**
+             * Retry After Seconds
+             * @description Run again after exactly this many seconds instead of the backoff.
+             */
             retry_after_seconds?: number | null;
             /** Lease Id */
             lease_id: string;
@@ -1048,14 +1052,21 @@ export interface components {
          * @description Why an attempt failed.
          */
         ErrorIn: {
-            /** Type */
+            /**
+             * Type
+             * @description What failed, e.g. an exception class.
+             */
             type: string;
             /**
              * Message
+             * @description Stored truncated to 8 KiB of UTF-8 (`JOBQ_MAX_ERROR_MESSAGE_BYTES`).
              * @default
              */
             message?: string;
-            /** Details */
+            /**
+             * Details
+             * @description Any JSON; the whole `error` is at most 256 KiB serialised (`JOBQ_MAX_PAYLOAD_BYTES`).
+             */
             details?: unknown;
         };
         /**
@@ -1073,10 +1084,14 @@ export interface components {
             error: components["schemas"]["ErrorIn"];
             /**
              * Retryable
+             * @description `false` fails the job for good.
              * @default true
              */
             retryable?: boolean;
-            /** Retry After Seconds */
+            /**
+             * Retry After Seconds
+             * @description Run again after exactly this many seconds instead of the backoff.
+             */
             retry_after_seconds?: number | null;
         };
         /**
@@ -1124,9 +1139,10 @@ export interface components {
         HeartbeatIn: {
             /**
              * Extend Seconds
-             * @description New lease length from now; default: the lease's length.
+             * @description Default: the lease's current length. The lease now ends this long from now, and later heartbeats keep this length.
              */
             extend_seconds?: number | null;
+            /** @description Default: unchanged. Replaces the stored progress as a whole; each of its fields is optional. */
             progress?: components["schemas"]["ProgressIn"] | null;
         };
         /** HeartbeatOut */
@@ -1183,38 +1199,51 @@ export interface components {
          *     }
          */
         JobIn: {
-            /** Type */
+            /**
+             * Type
+             * @description Workers may lease by type.
+             */
             type: string;
-            /** Payload */
+            /**
+             * Payload
+             * @description Any JSON, at most 256 KiB serialised (`JOBQ_MAX_PAYLOAD_BYTES`).
+             */
             payload?: unknown;
             /**
              * Priority
+             * @description Higher is leased first.
              * @default 0
              */
             priority?: number;
             /**
              * Run At
-             * @description Not before this time (from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z).
+             * @description Default: now. Not before this time, with a time zone (from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z).
              */
             run_at?: string | null;
             /**
              * Delay Seconds
-             * @description Not before now + this.
+             * @description Not before now + this many seconds (366 days at most); not together with `run_at`.
              */
             delay_seconds?: number | null;
             /**
              * Max Attempts
-             * @description Default 5.
+             * @description Default: the queue's `max_attempts` setting, else `5` (`JOBQ_DEFAULT_MAX_ATTEMPTS`). Leases in all, counting expired ones.
              */
             max_attempts?: number | null;
             /**
              * Lease Seconds
-             * @description Default 60.
+             * @description Default: the queue's `lease_seconds` setting, else `60` (`JOBQ_DEFAULT_LEASE_SECONDS`). How long each lease lasts unless the worker asks otherwise.
              */
             lease_seconds?: number | null;
-            /** Idempotency Key */
+            /**
+             * Idempotency Key
+             * @description A job already in the queue with this key is answered instead of a new one. Also accepted as the `Idempotency-Key` header (if both are given they must match).
+             */
             idempotency_key?: string | null;
-            /** Metadata */
+            /**
+             * Metadata
+             * @description Default: `{}`. A JSON object, at most 256 KiB serialised (`JOBQ_MAX_PAYLOAD_BYTES`).
+             */
             metadata?: {
                 [key: string]: unknown;
             };
@@ -1477,16 +1506,26 @@ export interface components {
          *     }
          */
         LeaseIn: {
-            /** Queues */
+            /**
+             * Queues
+             * @description Queue names to lease from.
+             */
             queues: string[];
-            /** Types */
+            /**
+             * Types
+             * @description Default: `[]`, any type. Type names to accept.
+             */
             types?: string[];
             /**
              * Max Jobs
+             * @description Jobs to lease at most.
              * @default 1
              */
             max_jobs?: number;
-            /** Lease Seconds */
+            /**
+             * Lease Seconds
+             * @description Default: each job's own `lease_seconds`.
+             */
             lease_seconds?: number | null;
             /**
              * Wait Seconds
@@ -1494,7 +1533,10 @@ export interface components {
              * @default 0
              */
             wait_seconds?: number;
-            /** Worker Id */
+            /**
+             * Worker Id
+             * @description Recorded in the job and its attempts.
+             */
             worker_id: string;
         };
         /**
@@ -1632,7 +1674,10 @@ export interface components {
         ProgressIn: {
             /** Percent */
             percent?: number | null;
-            /** Stage */
+            /**
+             * Stage
+             * @description A step's name, e.g. `rendering`.
+             */
             stage?: string | null;
             /** Message */
             message?: string | null;
@@ -1956,7 +2001,7 @@ export interface components {
             reset_attempts?: boolean;
             /**
              * Run At
-             * @description Due then (from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z); default now.
+             * @description Default: now. Due then, with a time zone (from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z).
              */
             run_at?: string | null;
         };

@@ -84,7 +84,7 @@ test("honours cancellation, Permanent and Retry", TEST, async () => {
       throw new Permanent("no such input");
     })
     .handle("busy", () => {
-      throw new Retry(60, "provider busy");
+      throw new Retry("provider busy", { after: 60 });
     });
   const running = worker.run();
   await until(async () => (await job(cancelled)).state === "running");

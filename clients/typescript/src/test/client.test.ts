@@ -1,0 +1,142 @@
+// The producer's calls against a live jobq service (JOBQ_URL): enqueue and enqueueMany
+// with keys of their own, getJob, wait, and retries that cannot make a second job. Run
+// by tests/processes/test_sdk_typescript.py.
+
+import assert from "node:assert/strict";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { test } from "node:test";
+import { ConnectionFailed, createJobq, JobqError, Retry } from "../index.js";
+
+const jobq = createJobq();
+const target = process.env.JOBQ_URL ?? "http://127.0.0.1:8000";
+const run = Math.random().toString(36).slice(2, 8); // keys and queues of this run alone
+const KEY = /^[0-9a-f]{32}$/;
+const TEST = { timeout: 30_000 };
+
+type Reply = (request: IncomingMessage, body: string) => Promise<[number, string] | null>;
+
+/** A proxy in front of the service: `reply` answers a request itself, or null to pass it
+ * on. Every request's body is kept, in order. */
+async function proxy(reply: Reply): Promise<{ url: string; bodies: string[]; close: () => void }> {
+  const bodies: string[] = [];
+  const server = createServer(async (request: IncomingMessage, response: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const body = Buffer.concat(chunks).toString();
+    bodies.push(body);
+    const forwarded = await fetch(target + request.url, {
+      method: request.method,
+      headers: { "content-type": "application/json" },
+      body: request.method === "GET" ? undefined : body,
+    });
+    const own = await reply(request, body);
+    const [status, text] = own ?? [forwarded.status, await forwarded.text()];
+    response.writeHead(status, { "content-type": "application/problem+json", "retry-after": "0" });
+    response.end(text);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, bodies, close: () => server.close() };
+}
+
+const unavailable = JSON.stringify({
+  type: "urn:jobq:problem:database_unavailable", title: "Database unavailable", status: 503,
+  detail: "the database cannot be reached right now", code: "database_unavailable",
+});
+
+test("enqueue sends a key of its own; the same key gives the same job", TEST, async () => {
+  const queue = `ts-enqueue-${run}`;
+  const first = await jobq.enqueue(queue, "send", { to: "ada" });
+  assert.equal(first.deduplicated, false);
+  assert.match(first.job?.idempotency_key ?? "", KEY);
+  assert.deepEqual(first.job?.payload, { to: "ada" });
+  const options = { idempotency_key: `k-${run}`, priority: 5, concurrency_key: "ada" };
+  const keyed = await jobq.enqueue(queue, "send", null, options);
+  const again = await jobq.enqueue(queue, "send", { ignored: true }, options);
+  assert.deepEqual([again.id, again.deduplicated, keyed.deduplicated], [keyed.id, true, false]);
+  assert.equal((await jobq.getJob(keyed.id)).priority, 5);
+  assert.notEqual(keyed.id, first.id);
+});
+
+test("enqueueMany keeps the order and keys each job", TEST, async () => {
+  const queue = `ts-many-${run}`;
+  const items = await jobq.enqueueMany(queue, [
+    { type: "fetch", payload: 1 },
+    { type: "merge", depends_on: [{ ref: 0 }] },
+  ]);
+  assert.deepEqual(items.map((item) => [item.state, item.deduplicated]), [["queued", false], ["waiting", false]]);
+  const jobs = await Promise.all(items.map((item) => jobq.getJob(item.id)));
+  assert.deepEqual(jobs.map((job) => job.type), ["fetch", "merge"]);
+  assert.ok(jobs.every((job) => KEY.test(job.idempotency_key ?? "")));
+  assert.notEqual(jobs[0]!.idempotency_key, jobs[1]!.idempotency_key);
+});
+
+test("wait answers when the job finished, or as it is when the time is up", TEST, async () => {
+  const queue = `ts-wait-${run}`;
+  const { id } = await jobq.enqueue(queue, "add", { a: 1, b: 2 });
+  const early = await jobq.wait(id, 0.3);
+  assert.equal(early.state, "queued");
+  const waiting = jobq.wait(id, 20);
+  const { data } = await jobq.POST("/v1/leases", { body: { queues: [queue], worker_id: "ts-test" } });
+  const lease = data!.leases[0]!;
+  await jobq.POST("/v1/leases/{lease_id}/complete", {
+    params: { path: { lease_id: lease.lease_id } },
+    body: { result: { sum: 3 } },
+  });
+  const done = await waiting;
+  assert.deepEqual([done.id, done.state, done.result], [id, "succeeded", { sum: 3 }]);
+});
+
+test("a lost answer is retried with the same key: one job, not two", TEST, async () => {
+  const queue = `ts-retry-${run}`;
+  let calls = 0;
+  // The first enqueue reaches jobq (and is committed), but its answer is a 503.
+  const front = await proxy(async () => (++calls === 1 ? [503, unavailable] : null));
+  try {
+    const client = createJobq({ url: front.url, retry: { backoffSeconds: 0.01 } });
+    const enqueued = await client.enqueue(queue, "once");
+    assert.equal(enqueued.deduplicated, true);
+    const [sent, resent] = front.bodies.map((body) => JSON.parse(body) as { idempotency_key: string });
+    assert.match(sent!.idempotency_key, KEY);
+    assert.equal(resent!.idempotency_key, sent!.idempotency_key);
+    const { data } = await jobq.GET("/v1/jobs", { params: { query: { queue } } });
+    assert.deepEqual(data!.jobs.map((job) => job.id), [enqueued.id]);
+  } finally {
+    front.close();
+  }
+});
+
+test("502s and refused connections are retried, up to maxRetries; a 404 is not", TEST, async () => {
+  const front = await proxy(async (request) =>
+    request.url?.endsWith("/1") ? [502, "<html>bad gateway</html>"] : null,
+  );
+  try {
+    const client = createJobq({ url: front.url, retry: { maxRetries: 2, backoffSeconds: 0.01 } });
+    await assert.rejects(client.getJob(1), (error: JobqError) => error.problem.status === 502);
+    assert.equal(front.bodies.length, 3);
+    await assert.rejects(client.getJob(2 ** 40), (error: JobqError) => error.problem.code === "job_not_found");
+    assert.equal(front.bodies.length, 4);
+  } finally {
+    front.close();
+  }
+  const closed = await proxy(async () => null);
+  closed.close(); // nobody listens on its port now
+  const nowhere = createJobq({ url: closed.url, retry: { maxRetries: 1, backoffSeconds: 0.01 } });
+  await assert.rejects(nowhere.enqueue("q", "t"), (error: unknown) => {
+    assert.ok(error instanceof ConnectionFailed);
+    assert.ok(error.message.startsWith(`connection_failed: ${closed.url}: fetch failed: `), error.message);
+    assert.match(error.message, /ECONNREFUSED/);
+    return true;
+  });
+});
+
+test("Retry takes its message first and `after` as an option, as in Python", () => {
+  const retry = new Retry("rate limited", { after: 30 });
+  assert.deepEqual([retry.message, retry.after, retry.retryAfterSeconds], ["rate limited", 30, 30]);
+  assert.equal(new Retry({ after: 5 }).message, "retry in 5s");
+  assert.equal(new Retry({ after: 5, message: "busy" }).message, "busy");
+  const old = new Retry(60, "the order before"); // still accepted
+  assert.deepEqual([old.message, old.after], ["the order before", 60]);
+  assert.throws(() => new Retry("no delay", {} as { after: number }), TypeError);
+});
