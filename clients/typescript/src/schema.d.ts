@@ -120,7 +120,8 @@ export interface paths {
         };
         /**
          * Get Job Dependencies
-         * @description The jobs a job waits for (its parents) and the jobs that wait for it (its children).
+         * @description The jobs a job waits for (its parents) and the jobs that wait for it (its children),
+         *     of the queues the caller's key may read.
          */
         get: operations["getJobDependencies"];
         put?: never;
@@ -591,8 +592,8 @@ export interface paths {
         };
         /**
          * List Schedules
-         * @description Every schedule with its next ticks and last runs (a key limited to queues sees
-         *     theirs).
+         * @description Schedules by name with their next ticks and last runs, a page at a time (a key
+         *     limited to queues sees theirs).
          */
         get: operations["listSchedules"];
         put?: never;
@@ -2049,16 +2050,19 @@ export interface components {
             queue: string;
             /** Type */
             type: string;
-            /** Payload */
+            /**
+             * Payload
+             * @description At most `JOBQ_MAX_PAYLOAD_BYTES` of JSON, as a job's payload (and `metadata` too).
+             */
             payload?: unknown;
             /**
              * Cron
-             * @description 5 fields (minute hour day-of-month month day-of-week), or @yearly, @monthly, @weekly, @daily, @midnight, @hourly.
+             * @description 5 fields (minute hour day-of-month month day-of-week) of numbers, `*`, ranges `1-5`, lists `1,15`, steps `*\/15` or `1-30/5` and names (`jan`, `mon`); or @yearly, @monthly, @weekly, @daily, @midnight, @hourly. It must match some time.
              */
             cron: string;
             /**
              * Timezone
-             * @description An IANA time zone. A tick that does not exist there (clocks going forward) is skipped; one that happens twice (clocks going back) runs once.
+             * @description An IANA time zone (not `Factory` or `localtime`). A tick that does not exist there (clocks going forward) is skipped; one that happens twice (clocks going back) runs once.
              * @default UTC
              */
             timezone?: string;
@@ -2169,10 +2173,15 @@ export interface components {
              */
             refused: string | null;
         };
-        /** SchedulesOut */
+        /**
+         * SchedulesOut
+         * @description A page of schedules by name; pass `next_after` as `after` for the next page.
+         */
         SchedulesOut: {
             /** Schedules */
             schedules: components["schemas"]["ScheduleOut"][];
+            /** Next After */
+            next_after: string | null;
         };
         /**
          * StateCounts
@@ -4704,7 +4713,11 @@ export interface operations {
     };
     listSchedules: {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                /** @description The last name seen. */
+                after?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -4731,6 +4744,15 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
