@@ -24,7 +24,7 @@ from tests.processes.chaos.evidence import parse_reaper_line
 from tests.processes.chaos.options import CI_JOBS, REPO
 
 JOBS = int(os.environ.get("JOBQ_CHAOS_JOBS", CI_JOBS))
-TIMEOUT_SECONDS = 240 if JOBS <= CI_JOBS else 240 + JOBS // 50
+TIMEOUT_SECONDS = 270 if JOBS <= CI_JOBS else 270 + JOBS // 50
 INTERRUPT_GRACE_SECONDS = 20
 
 

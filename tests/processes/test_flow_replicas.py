@@ -16,6 +16,9 @@ from tests.processes.replicas import Replica, stop_all
 
 JOBS = 400
 MAX_RUNNING = 6
+# A queue of this test's own: the session's database is shared, and a queue name another
+# test also uses may hold that test's jobs (the workers below count every ack).
+QUEUE = "limited-replicas"
 WORKERS = 12  # leasing 4 each: twice what the limit allows
 # The jobs the killed replica's workers held come back soon: the reaper looks every half
 # second, and their retry waits a tenth of a second, not the default ten (the test took
@@ -27,7 +30,7 @@ async def _worker(urls: list[str], number: int, stop: asyncio.Event) -> int:
     """Lease 4, hold them a moment, ack them; through `urls[number % 2]` as it changes."""
     done = 0
     body = {
-        "queues": ["limited"],
+        "queues": [QUEUE],
         "max_jobs": 4,
         "wait_seconds": 0.5,
         "lease_seconds": 3,  # leases a killed replica's workers never ack come back soon
@@ -56,11 +59,12 @@ async def _sample(database_url: str, stop: asyncio.Event) -> tuple[int, int, int
         while not stop.is_set():
             row = await conn.fetchrow(
                 "SELECT (SELECT count(*) FROM jobq.jobs"
-                "         WHERE queue = 'limited' AND state = 'running') AS running,"
+                "         WHERE queue = $1 AND state = 'running') AS running,"
                 "       (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM jobq.jobs"
-                "         WHERE queue = 'limited' AND state = 'running'"
+                "         WHERE queue = $1 AND state = 'running'"
                 "           AND concurrency_key IS NOT NULL"
-                "         GROUP BY concurrency_key) AS keys) AS per_key"
+                "         GROUP BY concurrency_key) AS keys) AS per_key",
+                QUEUE,
             )
             assert row is not None
             most, most_per_key = max(most, row["running"]), max(most_per_key, row["per_key"])
@@ -76,9 +80,9 @@ def test_limits_hold_on_two_processes_through_a_restart(database_url: str, tmp_p
     second = Replica(database_url, tmp_path / "second.log", **QUICK_RECOVERY)
     try:
         settings = {"max_running": MAX_RUNNING, "max_running_per_key": 2}
-        assert httpx.put(f"{first.url}/v1/queues/limited/settings", json=settings).is_success
+        assert httpx.put(f"{first.url}/v1/queues/{QUEUE}/settings", json=settings).is_success
         jobs = [{"type": "t", "concurrency_key": f"k{i % 5}"} for i in range(JOBS)]
-        created = httpx.post(f"{second.url}/v1/queues/limited/jobs/batch", json={"jobs": jobs})
+        created = httpx.post(f"{second.url}/v1/queues/{QUEUE}/jobs/batch", json={"jobs": jobs})
         assert created.status_code == 201
 
         async def run() -> tuple[list[int], tuple[int, int, int], int]:
@@ -97,8 +101,8 @@ def test_limits_hold_on_two_processes_through_a_restart(database_url: str, tmp_p
                 deadline = time.monotonic() + 90
                 while time.monotonic() < deadline:
                     left = await conn.fetchval(
-                        "SELECT count(*) FROM jobq.jobs"
-                        " WHERE queue = 'limited' AND state <> 'succeeded'"
+                        "SELECT count(*) FROM jobq.jobs WHERE queue = $1 AND state <> 'succeeded'",
+                        QUEUE,
                     )
                     if left == 0:
                         break
