@@ -19,7 +19,7 @@ from app.schedules.schemas import (
     ScheduleOut,
     SchedulesOut,
 )
-from app.schedules.service import Schedules
+from app.schedules.service import Definition, Schedules
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["schedules"])
 
@@ -55,7 +55,7 @@ async def set_schedule(
     """Create or replace a schedule: its next tick is the first after now."""
     schedules = _schedules(request)
     del caller
-    found, created = await schedules.put(name, schedule)
+    found, created = await schedules.put(name, Definition(**dict(schedule)))
     response.status_code = 201 if created else 200
     return views.schedule(found)
 

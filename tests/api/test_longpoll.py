@@ -197,15 +197,15 @@ async def test_the_listener_knows_at_once_when_the_server_closes_its_connection(
 async def test_a_caller_that_went_away_is_handed_nothing(
     client: httpx.AsyncClient, app: FastAPI, db: asyncpg.Connection
 ) -> None:
-    from app.jobs.schemas import LeaseIn
+    from app.jobs.service import Wanted
 
     service = app.state.services.jobs.leases
-    request = LeaseIn(queues=["mail"], worker_id="gone", wait_seconds=5)
+    wanted = Wanted(queues=["mail"], worker_id="gone", wait_seconds=5)
 
     async def gone() -> bool:
         return True
 
-    waiting = asyncio.create_task(service.lease(request, abandoned=gone))
+    waiting = asyncio.create_task(service.lease(wanted, abandoned=gone))
     await asyncio.sleep(0.2)
     await enqueue(client, "mail")
     assert (await waiting).leases == []

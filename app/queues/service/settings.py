@@ -9,23 +9,14 @@ replica (each also drops its cached set of limited queues: `NOTIFY jobq_settings
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from app.queues.repository import QueuesRepository
 from app.queues.rows import QueueSettingsRow
-from app.queues.schemas import QueueSettingsIn
 
-# the row's columns that `QueueSettingsIn` names alike (rate_limit is two columns)
-_PLAIN = [name for name in QueueSettingsIn.model_fields if name != "rate_limit"]
-
-
-def _columns(change: QueueSettingsIn) -> dict[str, Any]:
-    values = {name: getattr(change, name) for name in _PLAIN if name in change.model_fields_set}
-    if "rate_limit" in change.model_fields_set:
-        rate = change.rate_limit
-        values["rate_limit_jobs"] = rate.jobs if rate is not None else None
-        values["rate_limit_seconds"] = rate.per_seconds if rate is not None else None
-    return values
+# A change of settings: the columns of `QueueSettingsRow` it names, each with its new
+# value (None clears it: no limit, or the service's default).
+SettingsChange = Mapping[str, float | None]
 
 
 class QueueSettingsService:
@@ -41,6 +32,6 @@ class QueueSettingsService:
             return QueueSettingsRow(queue, *([None] * (len(QueueSettingsRow._fields) - 1)))
         return row
 
-    async def change(self, queue: str, change: QueueSettingsIn) -> QueueSettingsRow:
-        """Change the settings `change` names (to null: cleared); the rest stay."""
-        return await self._repo.set_settings(queue, _columns(change))
+    async def change(self, queue: str, change: SettingsChange) -> QueueSettingsRow:
+        """Change the settings `change` names (to None: cleared); the rest stay."""
+        return await self._repo.set_settings(queue, dict(change))
