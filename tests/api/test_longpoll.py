@@ -200,7 +200,7 @@ async def test_a_caller_that_went_away_is_handed_nothing(
     from app.jobs.service import Wanted
 
     service = app.state.services.jobs.leases
-    wanted = Wanted(queues=["mail"], worker_id="gone", wait_seconds=5)
+    wanted = Wanted(["mail"], [], max_jobs=1, lease_seconds=None, wait_seconds=5, worker_id="gone")
 
     async def gone() -> bool:
         return True

@@ -33,8 +33,8 @@ class AttemptError:
     """Why an attempt failed: what failed (an exception class, say), and what it said."""
 
     type: str
-    message: str = ""
-    details: Any = None
+    message: str
+    details: Any
 
 
 class Ack(NamedTuple):
@@ -140,8 +140,8 @@ class Acks:
         token: str,
         error: AttemptError,
         *,
-        retryable: bool = True,
-        retry_after_seconds: float | None = None,
+        retryable: bool,
+        retry_after_seconds: float | None,
         key_id: int | None = None,
     ) -> JobRow:
         """Record a failed attempt: retried after a backoff (or `retry_after_seconds`),

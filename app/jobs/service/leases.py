@@ -39,11 +39,11 @@ class Wanted:
     `wait_seconds` for one when none is due. `worker_id` is recorded in each job."""
 
     queues: Sequence[str]
+    types: Sequence[str]
+    max_jobs: int
+    lease_seconds: int | None
+    wait_seconds: float
     worker_id: str
-    types: Sequence[str] = ()
-    max_jobs: int = 1
-    lease_seconds: int | None = None
-    wait_seconds: float = 0
 
 
 @dataclass(frozen=True, slots=True)
