@@ -26,19 +26,9 @@ from app.jobs.service import Finished, Heartbeat, Lease
 from app.keys import views as key_views
 from app.keys.rows import KeyRow
 from app.keys.schemas import KeyOut
+from app.queues import rows as q
 from app.queues import schemas as queue_schemas
 from app.queues import views as queue_views
-from app.queues.rows import (
-    DatabaseHealth,
-    QueueActivity,
-    QueueFigures,
-    QueueLimits,
-    QueueOverview,
-    QueueSettingsRow,
-    QueueState,
-    RunningJob,
-    UnservedType,
-)
 from app.queues.service.stats import QueueReport, QueuesReport
 from app.schedules import views as schedule_views
 from app.schedules.rows import RunRow, ScheduleRow
@@ -91,15 +81,15 @@ QUEUED = row(JobRow, state="queued", attempts=[], progress_updated_at=None, leas
 JOBS = [RUNNING, SUCCEEDED, QUEUED]
 BRIEF = row(FinishedBrief, state="succeeded")
 SCHEDULE = Schedule(row(ScheduleRow, catch_up="latest"), [NOW], [row(RunRow, job_state="failed")])
-LIMITS = row(QueueLimits)
+LIMITS = row(q.QueueLimits)
 REPORT = QueueReport(
     "q",
-    QueueFigures(
-        row(QueueOverview), row(QueueActivity, wait_seconds=[1.0, 2.0], run_seconds=[3.0, 4.0])
+    q.QueueFigures(
+        row(q.QueueOverview), row(q.QueueActivity, wait_seconds=[1.0, 2.0], run_seconds=[3.0, 4.0])
     ),
-    [row(RunningJob), row(RunningJob, progress_updated_at=None)],
+    [row(q.RunningJob), row(q.RunningJob, progress_updated_at=None)],
     LIMITS,
-    unserved=[row(UnservedType)],
+    unserved=[row(q.UnservedType)],
 )
 EMPTY_REPORT = QueueReport("new", None, [], None, known=False)
 
@@ -148,25 +138,27 @@ CASES: list[tuple[str, Callable[[], Any], type[BaseModel]]] = [
         ),
         job_schemas.AcksOut,
     ),
-    ("queue state", lambda: queue_views.state(row(QueueState)), queue_schemas.QueueStateOut),
+    ("queue state", lambda: queue_views.state(row(q.QueueState)), queue_schemas.QueueStateOut),
     (
         "queue settings",
-        lambda: queue_views.settings(row(QueueSettingsRow)),
+        lambda: queue_views.settings(row(q.QueueSettingsRow)),
         queue_schemas.QueueSettingsOut,
     ),
     (
         "unlimited queue settings",
-        lambda: queue_views.settings(row(QueueSettingsRow, rate_limit_jobs=None)),
+        lambda: queue_views.settings(row(q.QueueSettingsRow, rate_limit_jobs=None)),
         queue_schemas.QueueSettingsOut,
     ),
     ("queue", lambda: queue_views.queue(REPORT), queue_schemas.QueueStats),
     ("queue never named", lambda: queue_views.queue(EMPTY_REPORT), queue_schemas.QueueStats),
     ("queue detail", lambda: queue_views.queue_detail(REPORT), queue_schemas.QueueDetail),
     ("limits", lambda: queue_views.limits(LIMITS), queue_schemas.QueueLimitsOut),
-    ("database", lambda: queue_views.database(row(DatabaseHealth)), queue_schemas.DatabaseHealth),
+    ("database", lambda: queue_views.database(row(q.DatabaseHealth)), queue_schemas.DatabaseHealth),
     (
         "queues",
-        lambda: queue_views.queues(QueuesReport([REPORT, EMPTY_REPORT], row(DatabaseHealth)), bool),
+        lambda: queue_views.queues(
+            QueuesReport([REPORT, EMPTY_REPORT], row(q.DatabaseHealth)), bool
+        ),
         queue_schemas.QueuesStats,
     ),
     ("schedule", lambda: schedule_views.schedule(SCHEDULE), ScheduleOut),
