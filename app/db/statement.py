@@ -135,9 +135,10 @@ class Statement(Generic[P]):
 
 def fields_of(params: type[tuple[Any, ...]]) -> tuple[str, ...]:
     """A NamedTuple type's fields (TypeError for any other type)."""
-    fields = getattr(params, "_fields", None)
-    if not isinstance(fields, tuple):
-        raise TypeError(f"{params.__name__} is not a NamedTuple")
+    try:
+        fields: tuple[str, ...] = params._fields  # type: ignore[attr-defined]
+    except AttributeError:
+        raise TypeError(f"{params.__name__} is not a NamedTuple") from None
     return fields
 
 
@@ -208,16 +209,17 @@ def load(path: Path) -> dict[str, Statement[Any]]:
     bodies: dict[str, tuple[str, str]] = {}  # each statement's purpose and text
     for header, following in zip(headers, [*headers[1:], None], strict=True):
         kind, name = header.groups()
+        what = "statement" if kind == "name" else "fragment"
         chunk = text[header.end() : following.start() if following else len(text)]
         lines = chunk.strip("\n").splitlines()
         purpose_lines = []
         while lines and lines[0].startswith("--"):
             purpose_lines.append(lines.pop(0).removeprefix("--").strip())
         if name in bodies or name in fragments:
-            raise ValueError(f"{path.name}: {kind} {name!r} is defined twice")
+            raise ValueError(f"{path.name}: {what} {name!r} is defined twice")
         if not purpose_lines:
-            raise ValueError(f"{path.name}: {kind} {name!r} has no one-line purpose")
-        if kind == "fragment":
+            raise ValueError(f"{path.name}: {what} {name!r} has no one-line purpose")
+        if what == "fragment":
             fragments[name] = _without_comments("\n".join(lines)).rstrip().removesuffix(";")
         else:
             bodies[name] = (" ".join(purpose_lines), "\n".join(lines))
