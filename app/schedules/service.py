@@ -11,6 +11,7 @@ from app.core.config import Settings
 from app.core.errors import ScheduleNotFound, ValidationFailed
 from app.jobs import encode_json
 from app.schedules.cron import Cron, InvalidSchedule
+from app.schedules.params import PutScheduleParams
 from app.schedules.repository import SchedulesRepository
 from app.schedules.rows import RunRow, ScheduleRow
 from app.schedules.schemas import NEXT_RUNS_SHOWN, RECENT_RUNS_SHOWN, ScheduleIn
@@ -65,14 +66,14 @@ class Schedules:
     async def put(self, name: str, schedule: ScheduleIn) -> tuple[Schedule, bool]:
         """Create or replace `name`; its next tick is the first after now."""
         cron = cron_of(schedule)
-        params = {
-            "name": name,
+        params = PutScheduleParams(
+            name=name,
             **schedule.model_dump(exclude={"payload", "metadata", "cron"}),
-            "cron": cron.expression,
-            "payload": self._json(schedule.payload, "payload"),
-            "metadata": self._json(schedule.metadata, "metadata"),
-            "next_tick": first_tick(cron),
-        }
+            cron=cron.expression,
+            payload=self._json(schedule.payload, "payload"),
+            metadata=self._json(schedule.metadata, "metadata"),
+            next_tick=first_tick(cron),
+        )
         row, created = await self._repo.put(params)
         return (await self._shown([row]))[0], created
 

@@ -18,6 +18,7 @@ from app.core.errors import JobqError, LeaseNotFound, PayloadTooLarge, Validatio
 from app.core.retry import Backoff
 from app.jobs import payloads, telemetry
 from app.jobs.limits import LimitedQueues
+from app.jobs.params import AckColumns, AckParams
 from app.jobs.repository import JobsRepository
 from app.jobs.rows import FinishedBrief, JobRow, builder
 from app.jobs.schemas import AckComplete, AckFail, CompleteIn, FailIn
@@ -26,13 +27,10 @@ from app.jobs.service.stale import explain_stale
 from app.jobs.tokens import parse_token
 
 Ack = AckComplete | AckFail
-# finish_one's parameters, in the order an ack's are gathered, and finish_many's arrays
-# of each.
-_ACK_FIELDS = ("job_id", "lease_id", "outcome", "result", "error", "retryable", "retry_after")
-_ACK_ARRAYS = ("job_ids", "lease_ids", "outcomes", "results", "errors", "retryable", "retry_after")
-_OUTCOME = _ACK_FIELDS.index("outcome")
+# An ack's parameters are gathered in AckParams' order.
+_OUTCOME = AckParams._fields.index("outcome")
 # A complete without a result: its parameters after the lease's (most acks).
-_PLAIN_COMPLETE = ("complete", "null", None, True, None)
+_PLAIN_COMPLETE: tuple[Any, ...] = ("complete", "null", None, True, None)
 
 
 class Finished(NamedTuple):
@@ -113,9 +111,8 @@ class Acks:
         its lease, and when all are applied each answer is its row."""
         count = len(acks)
         job_ids, lease_ids = map(list, zip(*keys, strict=True))
-        columns = {"job_ids": job_ids, "lease_ids": lease_ids}
         plain = ([value] * count for value in _PLAIN_COMPLETE)
-        columns.update(zip(_ACK_ARRAYS[_OUTCOME:], plain, strict=True))
+        columns = AckColumns(job_ids, lease_ids, *plain)
         briefs = await self._repo.finish_many(columns, self._backoff, key_id)
         telemetry.finished(briefs, ["complete"] * len(briefs))
         await self._wake_freed(briefs)
@@ -135,7 +132,7 @@ class Acks:
 
     def _ack_params(self, ack: Ack, index: int, whole: bool) -> tuple[Any, ...]:
         """The ack's outcome, result and error as jsonb text, retryable and retry delay
-        (from `outcome` in _ACK_FIELDS' order), for an ack with a result or an error;
+        (from `outcome` in AckParams' order), for an ack with a result or an error;
         raises if it is too large or too deep."""
         loc = ("body",) if whole else ("body", "acks", index)
         limit = self._settings.max_payload_bytes
@@ -172,7 +169,7 @@ class Acks:
         refused: dict[int, JobqError] = {}
         first: set[tuple[int, UUID]] = set()  # each lease sent
         sent: list[int] = []  # the index of each ack sent
-        params: list[tuple[Any, ...]] = []  # its parameters, in _ACK_FIELDS' order
+        params: list[tuple[Any, ...]] = []  # its parameters, in AckParams' order
         for index, ack in enumerate(acks):
             try:
                 key = parse_token(ack.lease_id)
@@ -195,11 +192,11 @@ class Acks:
             return [Finished(ack.lease_id, None, refused[i]) for i, ack in enumerate(acks)]
         done: list[tuple[int, JobRow | FinishedBrief]]  # (the ack's place among those sent, job)
         if whole:
-            one = dict(zip(_ACK_FIELDS, params[0], strict=True))
+            one = AckParams(*params[0])
             job = await self._repo.finish_one(one, self._backoff, key_id)
             done = [(0, job)] if job is not None else []
         else:
-            columns = dict(zip(_ACK_ARRAYS, map(list, zip(*params, strict=True)), strict=True))
+            columns = AckColumns(*map(list, zip(*params, strict=True)))
             briefs = await self._repo.finish_many(columns, self._backoff, key_id)
             done = [(brief.ord - 1, brief) for brief in briefs]
         jobs = [job for _, job in done]

@@ -9,8 +9,7 @@ replica (each also drops its cached set of limited queues: `NOTIFY jobq_settings
 
 from __future__ import annotations
 
-from typing import Any
-
+from app.queues.params import SetQueueSettingsParams
 from app.queues.repository import QueuesRepository
 from app.queues.rows import QueueSettingsRow
 from app.queues.schemas import QueueSettingsIn
@@ -19,13 +18,18 @@ from app.queues.schemas import QueueSettingsIn
 _PLAIN = [name for name in QueueSettingsIn.model_fields if name != "rate_limit"]
 
 
-def _columns(change: QueueSettingsIn) -> dict[str, Any]:
-    values = {name: getattr(change, name) for name in _PLAIN if name in change.model_fields_set}
-    if "rate_limit" in change.model_fields_set:
-        rate = change.rate_limit
-        values["rate_limit_jobs"] = rate.jobs if rate is not None else None
-        values["rate_limit_seconds"] = rate.per_seconds if rate is not None else None
-    return values
+def _params(queue: str, change: QueueSettingsIn) -> SetQueueSettingsParams:
+    """The settings `change` names; None for the others (their columns are kept)."""
+    given = change.model_fields_set
+    values = {name: getattr(change, name) if name in given else None for name in _PLAIN}
+    rate = change.rate_limit if "rate_limit" in given else None
+    return SetQueueSettingsParams(
+        queue=queue,
+        rate_limit_jobs=rate.jobs if rate is not None else None,
+        rate_limit_seconds=rate.per_seconds if rate is not None else None,
+        given=sorted(given),
+        **values,
+    )
 
 
 class QueueSettingsService:
@@ -43,4 +47,4 @@ class QueueSettingsService:
 
     async def change(self, queue: str, change: QueueSettingsIn) -> QueueSettingsRow:
         """Change the settings `change` names (to null: cleared); the rest stay."""
-        return await self._repo.set_settings(queue, _columns(change))
+        return await self._repo.set_settings(_params(queue, change))
