@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import NoneType, UnionType
-from typing import Any, TypeVar, Union, cast, get_args, get_origin, get_type_hints
+from typing import Any, Literal, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 from uuid import UUID
 
 import pydantic_core
@@ -55,6 +55,8 @@ def row(kind: type[R], **given: Any) -> R:
 
 def _value(annotation: Any) -> Any:
     origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal:
+        return args[0]
     if origin in (Union, UnionType):
         return _value(next(a for a in args if a is not NoneType))
     if origin is list:
