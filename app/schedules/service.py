@@ -13,6 +13,7 @@ from app.core.config import Settings
 from app.core.errors import ScheduleNotFound, ValidationFailed
 from app.jobs import encode_json
 from app.schedules.cron import Cron, InvalidSchedule
+from app.schedules.params import PutScheduleParams
 from app.schedules.repository import SchedulesRepository
 from app.schedules.rows import RunRow, ScheduleRow
 from app.schedules.schemas import NEXT_RUNS_SHOWN, RECENT_RUNS_SHOWN
@@ -37,6 +38,10 @@ class Definition:
     paused: bool
     catch_up: str
     catch_up_limit: int
+
+
+# A definition's fields that `put` stores as it makes them (the cron normalised, JSON text).
+_MADE = frozenset({"cron", "payload", "metadata"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,14 +94,14 @@ class Schedules:
     async def put(self, name: str, schedule: Definition) -> tuple[Schedule, bool]:
         """Create or replace `name`; its next tick is the first after now."""
         cron = cron_of(schedule)
-        params = {
-            "name": name,
-            **{field.name: getattr(schedule, field.name) for field in fields(schedule)},
-            "cron": cron.expression,
-            "payload": self._json(schedule.payload, "payload"),
-            "metadata": self._json(schedule.metadata, "metadata"),
-            "next_tick": first_tick(cron),
-        }
+        params = PutScheduleParams(
+            name=name,
+            **{f.name: getattr(schedule, f.name) for f in fields(schedule) if f.name not in _MADE},
+            cron=cron.expression,
+            payload=self._json(schedule.payload, "payload"),
+            metadata=self._json(schedule.metadata, "metadata"),
+            next_tick=first_tick(cron),
+        )
         row, created = await self._repo.put(params)
         return (await self._shown([row]))[0], created
 

@@ -19,6 +19,7 @@ from app.core.errors import JobqError, LeaseNotFound, PayloadTooLarge, Validatio
 from app.core.retry import Backoff
 from app.jobs import payloads, telemetry
 from app.jobs.limits import LimitedQueues
+from app.jobs.params import AckColumns, AckParams
 from app.jobs.repository import JobsRepository
 from app.jobs.rows import FinishedBrief, JobRow, builder
 from app.jobs.service import checks
@@ -50,43 +51,9 @@ class Ack(NamedTuple):
     retry_after_seconds: float | None = None
 
 
-class Finish(NamedTuple):
-    """An ack as the finishing statements take it: `finish_one`'s parameters, or one
-    element of each of `finish_many`'s arrays (`ARRAYS`). The result and the error are
-    jsonb text."""
-
-    job_id: int
-    lease_id: UUID
-    outcome: Outcome
-    result: str | None
-    error: str | None
-    retryable: bool
-    retry_after: float | None
-
-
-# finish_many's array of each of a Finish's fields
-ARRAYS = {
-    "job_id": "job_ids",
-    "lease_id": "lease_ids",
-    "outcome": "outcomes",
-    "result": "results",
-    "error": "errors",
-    "retryable": "retryable",
-    "retry_after": "retry_after",
-}
 # What follows the lease in a complete without a result (most acks).
-_PLAIN_COMPLETE = ("complete", "null", None, True, None)
-_LEASED = ("job_id", "lease_id")
-_PLAIN_ARRAYS = [ARRAYS[name] for name in Finish._fields if name not in _LEASED]
-_finish = builder(Finish)  # an ack of 100 leases builds 100
-
-
-def _columns(finishes: Sequence[Finish]) -> dict[str, list[Any]]:
-    """finish_many's arrays of these acks' parameters."""
-    columns = zip(*finishes, strict=True)
-    return {
-        ARRAYS[name]: list(column) for name, column in zip(Finish._fields, columns, strict=True)
-    }
+_PLAIN_COMPLETE: tuple[Any, ...] = ("complete", "null", None, True, None)
+_finish = builder(AckParams)  # an ack of 100 leases builds 100
 
 
 class Finished(NamedTuple):
@@ -176,9 +143,8 @@ class Acks:
         its lease, and when all are applied each answer is its row."""
         count = len(acks)
         job_ids, lease_ids = map(list, zip(*keys, strict=True))
-        columns = {"job_ids": job_ids, "lease_ids": lease_ids}
         plain = ([value] * count for value in _PLAIN_COMPLETE)
-        columns.update(zip(_PLAIN_ARRAYS, plain, strict=True))
+        columns = AckColumns(job_ids, lease_ids, *plain)
         briefs = await self._repo.finish_many(columns, self._backoff, key_id)
         telemetry.finished(briefs, ["complete"] * len(briefs))
         await self._wake_freed(briefs)
@@ -198,7 +164,7 @@ class Acks:
 
     def _stored(self, ack: Ack, index: int, whole: bool) -> tuple[Any, ...]:
         """The ack's outcome, result and error as jsonb text, retryable and retry delay
-        (a Finish's fields after the lease's), for an ack with a result or an error;
+        (an AckParams' fields after the lease's), for an ack with a result or an error;
         raises if it is too large or too deep."""
         loc = () if whole else ("acks", index)
         limit = self._settings.max_payload_bytes
@@ -233,7 +199,7 @@ class Acks:
         # other lease goes to the database once; a repeat in the batch is judged after.
         judged: list[Key | JobqError] = []  # each ack's lease, or why it is refused
         sent: dict[Key, int] = {}  # each lease sent: the index of the first ack naming it
-        finishes: list[Finish] = []  # and what is sent for it, in the same order
+        finishes: list[AckParams] = []  # and what is sent for it, in the same order
         for index, ack in enumerate(acks):
             try:
                 key = parse_token(ack.token)
@@ -253,10 +219,11 @@ class Acks:
             return [Finished(ack.token, None, e) for ack, e in zip(acks, refusals, strict=True)]
         done: list[tuple[int, JobRow | FinishedBrief]]  # (the ack's place among those sent, job)
         if whole:
-            job = await self._repo.finish_one(finishes[0]._asdict(), self._backoff, key_id)
+            job = await self._repo.finish_one(finishes[0], self._backoff, key_id)
             done = [(0, job)] if job is not None else []
         else:
-            briefs = await self._repo.finish_many(_columns(finishes), self._backoff, key_id)
+            columns = AckColumns(*map(list, zip(*finishes, strict=True)))
+            briefs = await self._repo.finish_many(columns, self._backoff, key_id)
             done = [(brief.ord - 1, brief) for brief in briefs]
         jobs = [job for _, job in done]
         telemetry.finished(jobs, [finishes[place].outcome for place, _ in done])

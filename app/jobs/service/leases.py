@@ -15,6 +15,7 @@ from app.core.config import Settings
 from app.core.errors import DatabaseUnavailable, ValidationFailed
 from app.jobs import telemetry
 from app.jobs.limits import LimitedQueues
+from app.jobs.params import HeartbeatParams
 from app.jobs.repository import Allowed, JobsRepository
 from app.jobs.rows import JobRow, Parent, builder
 from app.jobs.service import checks
@@ -276,19 +277,19 @@ class Leases:
         and record `progress` (None: unchanged)."""
         job_id, lease = parse_token(token)
         beat = await self._repo.heartbeat(
-            {
-                "job_id": job_id,
-                "lease_id": lease,
-                "extend_seconds": checks.lease_seconds(
+            HeartbeatParams(
+                job_id=job_id,
+                lease_id=lease,
+                extend_seconds=checks.lease_seconds(
                     extend_seconds, self._settings.max_lease_seconds, ("extend_seconds",)
                 ),
-                "has_progress": progress is not None,
-                "percent": progress.percent if progress else None,
-                "stage": progress.stage if progress else None,
-                "message": progress.message if progress else None,
-                "min_interval": self._settings.heartbeat_min_interval_seconds,
-                "key_id": key_id,
-            }
+                has_progress=progress is not None,
+                percent=progress.percent if progress else None,
+                stage=progress.stage if progress else None,
+                message=progress.message if progress else None,
+                min_interval=self._settings.heartbeat_min_interval_seconds,
+                key_id=key_id,
+            )
         )
         if beat is not None:
             return Heartbeat(
