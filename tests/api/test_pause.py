@@ -41,7 +41,7 @@ async def _waiting_client(
     """A client whose app re-checks too rarely to explain a quick wake-up, once listening."""
     app = app_factory(longpoll_recheck_seconds=30, longpoll_poll_seconds=30)
     client: httpx.AsyncClient = await client_factory(app)
-    wakeups: Wakeups = app.state.wakeups
+    wakeups: Wakeups = app.state.services.wakeups
     for _ in range(200):
         if wakeups.listening:
             return client
