@@ -1,6 +1,7 @@
-"""Each domain's named SQL (every `.sql` file of app/: tests/fixtures/queries.py): every
-statement is used, prepares on the real schema, and runs
-in psql as written; typed rows match their tables column for column."""
+"""Each domain's named SQL (every `.sql` file of app/, tests/fixtures/queries.py) is loaded
+by the repository beside it, prepares on the real schema, and runs in psql as written;
+typed rows match their tables column for column. (That each statement is bound, with
+its parameters' type: tests/unit/test_statement_params.py.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import asyncpg
 import pytest
@@ -27,23 +29,6 @@ def test_every_sql_file_of_the_app_is_loaded_by_the_repository_beside_it() -> No
     assert sorted(path for path, _ in loaded) == list(SQL_FILES), "each file, by one repository"
     for path, module in loaded:
         assert path.parent == Path(str(module.__file__)).parent, (path, module.__name__)
-    assert {module.__name__ for module in REPOSITORIES} >= {
-        "app.jobs.repository",
-        "app.schedules.repository",
-    }
-
-
-def _named(module: ModuleType) -> dict[str, Statement]:
-    """The statements a repository module binds to names (`LEASE = QUERIES["lease"]`)."""
-    return {n: v for n, v in vars(module).items() if isinstance(v, Statement) and n.isupper()}
-
-
-@pytest.mark.parametrize("module", REPOSITORIES, ids=lambda m: m.__name__)
-def test_every_statement_in_the_file_is_bound_by_its_repository(module: ModuleType) -> None:
-    bound = {statement.name for statement in _named(module).values()}
-    assert bound == set(module.QUERIES.statements)
-    for name, statement in _named(module).items():
-        assert name == statement.name.upper(), "a statement is bound under its own name"
 
 
 @pytest.mark.parametrize("module", REPOSITORIES, ids=lambda m: m.__name__)
@@ -83,7 +68,7 @@ async def test_typed_rows_hold_every_column_in_the_tables_order(
     ids=lambda value: getattr(value, "name", None) or value.__name__,
 )
 async def test_statements_read_into_rows_by_position_answer_exactly_their_columns(
-    db: asyncpg.Connection, statement: Statement, row: type[JobRow] | type[FinishedBrief]
+    db: asyncpg.Connection, statement: Statement[Any], row: type[JobRow] | type[FinishedBrief]
 ) -> None:
     # rows.many builds these rows by position, with no length check of its own
     prepared = await db.prepare(statement.sql)
