@@ -15,9 +15,12 @@ DEV_LOCK := requirements/dev.txt
 run: $(VENV)/.installed
 	$(BIN)/jobq serve
 
+# The tests; lint and the docs' build are steps of their own (CI runs all three: .ci/run).
 test: $(VENV)/.installed-dev
 	$(BIN)/pytest
 
+# The code's rules: ruff's checks and format, mypy --strict (pyproject.toml: app, tests,
+# bench, the SDK), and the layering contracts (import-linter).
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check app tests alembic bench clients/python
 	$(BIN)/ruff format --check app tests alembic bench clients/python
@@ -27,9 +30,11 @@ lint: $(VENV)/.installed-dev
 openapi: $(VENV)/.installed
 	$(BIN)/jobq openapi
 
-# The docs site (docs/, mkdocs.yml) into site/; CI builds it with --strict too.
+# The docs site (docs/, mkdocs.yml) into site/, strictly (a broken link or anchor fails
+# it), then what it rendered is checked (tests/docs_site.py).
 docs: $(VENV)/.installed-dev
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	$(BIN)/python -m tests.docs_site site
 
 docs-serve: $(VENV)/.installed-dev
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001

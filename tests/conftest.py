@@ -3,7 +3,8 @@
 With `JOBQ_DATABASE_URL` set the tests use that server; without it, the embedded
 server in `JOBQ_DATA_DIR` (default `.jobq/`). Either way they work in a database of
 their own, `jobq_test_<pid>`, created fresh and migrated with Alembic once per run,
-emptied before each test, and dropped at the end.
+emptied before each test, and dropped at the end. The service's settings reach it
+directly or through PgBouncer (tests/fixtures/pgbouncer.py, a plugin of every level).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from app.db import embedded
 from app.db.embedded import quote_ident
 from app.db.migrate import upgrade
 from app.db.url import with_database
+
+pytest_plugins = ["tests.fixtures.pgbouncer"]
 
 TEST_DATABASE = f"jobq_test_{os.getpid()}"  # concurrent runs never share one
 # Set by .ci/run on each of its two runs of the suite (one a database mode, side by side):
@@ -152,10 +155,11 @@ async def no_keys(db: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:
 
 
 @pytest.fixture
-def make_settings(database_url: str) -> Callable[..., Settings]:
-    """Settings for the test database, with any field overridden."""
+def make_settings(service_urls: dict[str, str]) -> Callable[..., Settings]:
+    """Settings for the test database (directly or through PgBouncer: `connection`), with
+    any field overridden."""
 
     def make(**overrides: Any) -> Settings:
-        return Settings(database_url=database_url, **overrides)
+        return Settings(**(service_urls | overrides))
 
     return make

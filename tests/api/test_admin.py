@@ -18,6 +18,8 @@ from app.maintenance import Reaper
 from app.queues.service.admin import QueueAdmin
 from tests.helpers import assert_problem, enqueue, lease, lease_one
 
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
+
 SPEC = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 
 

@@ -17,7 +17,10 @@ from app.keys import (
 from tests.api.auth_support import Service, eventually_refused
 from tests.helpers import assert_problem, bearer, create_key, revoke_key
 
-pytestmark = pytest.mark.usefixtures("no_keys")
+pytestmark = [
+    pytest.mark.usefixtures("no_keys"),
+    pytest.mark.pgbouncer,  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
+]
 
 
 async def test_a_missing_or_bad_key_is_401_with_a_bearer_challenge(

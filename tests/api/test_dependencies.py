@@ -9,8 +9,11 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 
 from tests.helpers import assert_problem, enqueue, lease
+
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
 
 
 async def _finish(client: httpx.AsyncClient, queue: str, result: Any = None) -> dict[str, Any]:

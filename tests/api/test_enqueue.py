@@ -7,9 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import httpx
+import pytest
 
 from app.maintenance import Pruner
 from tests.helpers import assert_problem, enqueue, lease
+
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
 
 
 async def test_enqueue_returns_the_job_with_defaults(client: httpx.AsyncClient) -> None:

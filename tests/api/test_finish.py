@@ -16,6 +16,8 @@ from app.core.config import DEFAULT_MAX_JSON_DEPTH
 from app.jobs.schemas import AcksOut, AttemptOut
 from tests.helpers import assert_problem, enqueue, lease, lease_one
 
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
+
 BOOM = {"error": {"type": "ValueError", "message": "boom", "details": {"line": 3}}}
 
 

@@ -14,9 +14,12 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from tests.helpers import assert_problem, enqueue, lease
+
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
 
 
 async def _settings(client: httpx.AsyncClient, queue: str, **body: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel
 
@@ -19,6 +20,8 @@ from app.jobs.repository import JobsRepository
 from app.jobs.schemas import EnqueuedJob, HeartbeatOut, JobOut, LeasesOut
 from app.maintenance import Reaper
 from tests.helpers import enqueue, lease, lease_one
+
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
 
 CLAIMERS = 12
 
@@ -145,6 +148,7 @@ async def test_concurrent_claimers_on_separate_connections_get_disjoint_jobs(
     assert len(seen) == 3000
 
 
+@pytest.mark.no_pgbouncer("it counts the server connections its claims ran on: PgBouncer has two")
 async def test_concurrent_lease_requests_over_http_get_disjoint_jobs(
     app_factory: Callable[..., FastAPI],
     client_factory: Callable[[FastAPI], Any],

@@ -20,11 +20,8 @@ from pydantic import ValidationError
 
 from app.core.config import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH, Settings
 from app.db import listener
-from app.jobs import repository as jobs_sql
 from app.jobs.payloads import depth
-from app.keys import repository as keys_sql
-from app.maintenance import repository as maintenance_sql
-from app.queues import repository as queues_sql
+from tests.fixtures.queries import REPOSITORIES
 from tests.helpers import assert_problem, enqueue, lease_one
 
 REPO = Path(__file__).resolve().parents[2]
@@ -444,7 +441,7 @@ def test_the_notify_channel_is_a_constant_and_queue_names_travel_as_data() -> No
     assert re.fullmatch(r"[a-z_]+", listener.KEYS_CHANNEL)
     statements = {
         f"{domain.__name__}.{name}": statement.sql
-        for domain in (jobs_sql, queues_sql, keys_sql, maintenance_sql)
+        for domain in REPOSITORIES
         for name, statement in domain.QUERIES.statements.items()
     }
     announcing = {name: sql for name, sql in statements.items() if "jobq.announce_due(" in sql}

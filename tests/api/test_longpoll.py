@@ -18,6 +18,8 @@ from app.jobs.repository import JobsRepository
 from app.jobs.wakeups import Wakeups
 from tests.helpers import enqueue, lease
 
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
+
 WAIT = {"wait_seconds": 5}
 
 

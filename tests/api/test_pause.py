@@ -19,6 +19,8 @@ from app.jobs.wakeups import Wakeups
 from tests.helpers import assert_problem, enqueue, lease, lease_one
 from tests.statements import args_of
 
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
+
 
 @pytest.fixture(autouse=True)
 async def _no_queue_settings(db: asyncpg.Connection) -> AsyncIterator[None]:

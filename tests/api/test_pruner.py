@@ -7,10 +7,13 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from app.maintenance import MAINTENANCE_LOCK_KEY, Pruner
 from tests.helpers import enqueue, lease_one
+
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
 
 HOUR = 3600
 

@@ -15,6 +15,8 @@ from fastapi import FastAPI
 from app.maintenance import MAINTENANCE_LOCK_KEY, Reaper
 from tests.helpers import assert_problem, enqueue, lease, lease_one
 
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
+
 
 async def _expire(db: asyncpg.Connection, job_id: int | None = None) -> None:
     await db.execute(

@@ -10,10 +10,13 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from app.schedules import Scheduler, SchedulerResult
 from tests.helpers import assert_problem
+
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
 
 NIGHTLY = {"queue": "reports", "type": "nightly", "payload": {"n": 1}, "cron": "0 3 * * *"}
 

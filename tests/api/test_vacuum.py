@@ -12,6 +12,8 @@ from fastapi import FastAPI
 from app.maintenance import MAINTENANCE_LOCK_KEY, MaintenanceRepository, Vacuumer
 from tests.conftest import plain
 
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
+
 DEAD = 3000
 
 

@@ -13,6 +13,8 @@ from fastapi import FastAPI
 
 from tests.helpers import assert_problem, enqueue, lease_one
 
+pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
+
 
 async def _listening(app: FastAPI) -> None:
     deadline = time.monotonic() + 10

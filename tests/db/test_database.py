@@ -15,11 +15,8 @@ from alembic.script import ScriptDirectory
 from app.db.migrate import alembic_config, upgrade
 from app.db.statement import Statement
 from app.jobs import repository as jobs_sql
-from app.keys import repository as keys_sql
-from app.maintenance import repository as maintenance_sql
-from app.queues import repository as queues_sql
-from app.schedules import repository as schedules_sql
 from tests.conftest import _drop, _recreate, plain
+from tests.fixtures.queries import REPOSITORIES
 from tests.statements import args_of
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nothing"
@@ -108,7 +105,7 @@ async def test_every_cached_plan_changes_jobs_through_their_primary_key(
     await _quiet_spell(db)
     await db.execute("SET plan_cache_mode = force_generic_plan")
     checked = []
-    for module in (jobs_sql, queues_sql, maintenance_sql, schedules_sql, keys_sql):
+    for module in REPOSITORIES:
         for name, statement in vars(module).items():
             if not isinstance(statement, Statement):
                 continue

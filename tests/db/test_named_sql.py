@@ -1,11 +1,14 @@
-"""Each domain's named SQL: every statement is used, prepares on the real schema, and runs
-in psql as written; typed rows match their tables column for column."""
+"""Each domain's named SQL (every `.sql` file of app/, tests/fixtures/queries.py) is loaded
+by the repository beside it, prepares on the real schema, and runs in psql as written;
+typed rows match their tables column for column. (That each statement is bound, with
+its parameters' type: tests/unit/test_statement_params.py.)"""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -15,26 +18,17 @@ import pytest
 from app.db.statement import Statement
 from app.jobs import repository as jobs_sql
 from app.jobs.rows import FinishedBrief, JobRow
-from app.keys import repository as keys_sql
 from app.keys.rows import KeyRow
-from app.maintenance import repository as maintenance_sql
-from app.queues import repository as queues_sql
+from app.schedules.rows import ScheduleRow
 from tests.conftest import plain
-
-REPOSITORIES = [jobs_sql, queues_sql, keys_sql, maintenance_sql]
-
-
-def _named(module: ModuleType) -> dict[str, Statement[Any]]:
-    """The statements a repository module binds to names (`LEASE = QUERIES["lease"]`)."""
-    return {n: v for n, v in vars(module).items() if isinstance(v, Statement) and n.isupper()}
+from tests.fixtures.queries import REPOSITORIES, SQL_FILES
 
 
-@pytest.mark.parametrize("module", REPOSITORIES, ids=lambda m: m.__name__)
-def test_every_statement_in_the_file_is_bound_by_its_repository(module: ModuleType) -> None:
-    bound = {statement.name for statement in _named(module).values()}
-    assert bound == set(module.QUERIES.statements)
-    for name, statement in _named(module).items():
-        assert name == statement.name.upper(), "a statement is bound under its own name"
+def test_every_sql_file_of_the_app_is_loaded_by_the_repository_beside_it() -> None:
+    loaded = [(path.resolve(), module) for module in REPOSITORIES for path in module.QUERIES.paths]
+    assert sorted(path for path, _ in loaded) == list(SQL_FILES), "each file, by one repository"
+    for path, module in loaded:
+        assert path.parent == Path(str(module.__file__)).parent, (path, module.__name__)
 
 
 @pytest.mark.parametrize("module", REPOSITORIES, ids=lambda m: m.__name__)
@@ -47,10 +41,12 @@ async def test_every_statement_prepares_on_the_migrated_schema(
 
 
 @pytest.mark.parametrize(
-    ("row", "table"), [(JobRow, "jobs"), (KeyRow, "api_keys")], ids=["jobs", "api_keys"]
+    ("row", "table"),
+    [(JobRow, "jobs"), (KeyRow, "api_keys"), (ScheduleRow, "schedules")],
+    ids=["jobs", "api_keys", "schedules"],
 )
 async def test_typed_rows_hold_every_column_in_the_tables_order(
-    db: asyncpg.Connection, row: type[JobRow] | type[KeyRow], table: str
+    db: asyncpg.Connection, row: type[JobRow] | type[KeyRow] | type[ScheduleRow], table: str
 ) -> None:
     columns = await db.fetch(
         "SELECT column_name FROM information_schema.columns"

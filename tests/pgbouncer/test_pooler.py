@@ -21,6 +21,9 @@ from tests.conftest import plain
 from tests.fixtures.pgbouncer import SERVER_CONNECTIONS
 from tests.processes.replicas import Replica
 
+# PgBouncer pools alike in front of either database mode (tests/fixtures/pgbouncer.py).
+pytestmark = pytest.mark.once("server")
+
 
 class Numbered(NamedTuple):
     n: int

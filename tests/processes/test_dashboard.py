@@ -26,6 +26,9 @@ from tests.conftest import plain
 from tests.helpers import create_key
 from tests.processes.replicas import Replica
 
+# The dashboard in a browser, which no database mode changes: one CI run of two
+pytestmark = pytest.mark.once("server")
+
 CHROMIUM = os.environ.get("JOBQ_CHROMIUM", "/usr/bin/chromium")
 # What the page should come to, it must within 15 s, not Playwright's default 5: CI runs
 # both database modes at once on two cores, and an action's call and the page it renders

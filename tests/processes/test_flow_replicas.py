@@ -10,9 +10,13 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import pytest
 
 from tests.conftest import plain
 from tests.processes.replicas import Replica, stop_all
+
+# Processes running jobq's own logic, which no database mode changes: one CI run of two
+pytestmark = pytest.mark.once("embedded")
 
 JOBS = 400
 MAX_RUNNING = 6

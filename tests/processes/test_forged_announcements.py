@@ -11,10 +11,14 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import pytest
 
 from tests.conftest import plain
 from tests.helpers import bearer, create_key
 from tests.processes.replicas import Replica, stop_all
+
+# Processes running jobq's own logic, which no database mode changes: one CI run of two
+pytestmark = pytest.mark.once("embedded")
 
 WAITERS_PER_REPLICA = 2
 FLOOD_SECONDS = 2.0

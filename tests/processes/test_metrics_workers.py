@@ -14,9 +14,13 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import pytest
 
 from tests.helpers import answers, free_port
 from tests.metrics_support import metrics_dirs, parse, value
+
+# Processes running jobq's own logic, which no database mode changes: one CI run of two
+pytestmark = pytest.mark.once("embedded")
 
 REPO = Path(__file__).resolve().parents[2]
 

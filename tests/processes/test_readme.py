@@ -148,6 +148,10 @@ def test_ci_runs_make_test_twice_with_ci_set() -> None:
     named = [re.findall(rf"\b{ONCE_IN}=(\w+) ", lines[n]) for n in runs]
     expected = [["embedded"] if embedded else ["server"] for embedded in modes]
     assert named == expected, f"each `make test` with {ONCE_IN}=<its mode>"
+    # lint and the docs' build are steps of their own, not tests
+    for step in ("make lint", "make docs"):
+        steps = [line for n, line in enumerate(lines) if commands[n] and step in line]
+        assert steps, f".ci/run must run `{step}`"
 
 
 def _collect(run: str | None, *files: str) -> subprocess.CompletedProcess[str]:
@@ -167,18 +171,19 @@ def _collect(run: str | None, *files: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("run", [None, "server", "embedded"])
 def test_the_tests_marked_once_run_in_the_run_they_name(run: str | None) -> None:
-    # test_lint's are marked once("server"), this of test_bench's once("embedded"),
+    # this of test_lock's is marked once("server"), this of test_bench's once("embedded"),
     # test_readme's not at all
+    lock = "tests/unit/test_lock.py::test_this_environment_runs_the_locked_versions"
     bench = "tests/processes/test_bench.py::test_quick_benchmark_reports_every_section"
-    collected = _collect(run, "tests/unit/test_lint.py", "tests/processes/test_readme.py", bench)
+    collected = _collect(run, lock, "tests/processes/test_readme.py", bench)
     assert collected.returncode == 0, collected.stdout + collected.stderr
     ids = [line for line in collected.stdout.splitlines() if "::" in line]
     assert any(i.startswith("tests/processes/test_readme.py::") for i in ids), ids
-    linted = [i for i in ids if i.startswith("tests/unit/test_lint.py::")]
-    assert len(linted) == (0 if run == "embedded" else 4), ids
+    locked = [i for i in ids if i.startswith(lock)]
+    assert len(locked) == (0 if run == "embedded" else 1), ids
     benched = [i for i in ids if i.startswith(bench)]
     assert len(benched) == (0 if run == "server" else 1), ids
-    deselected = {None: None, "server": "1 deselected", "embedded": "4 deselected"}[run]
+    deselected = {None: None, "server": "1 deselected", "embedded": "1 deselected"}[run]
     if deselected:
         assert deselected in collected.stdout, collected.stdout
     else:
@@ -186,7 +191,7 @@ def test_the_tests_marked_once_run_in_the_run_they_name(run: str | None) -> None
 
 
 def test_a_run_named_wrong_is_refused() -> None:
-    collected = _collect("both", "tests/unit/test_lint.py")
+    collected = _collect("both", "tests/unit/test_lock.py")
     assert collected.returncode != 0
     refused = f"{ONCE_IN} must be server or embedded, not 'both'"
     assert refused in collected.stdout + collected.stderr

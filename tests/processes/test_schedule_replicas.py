@@ -16,6 +16,9 @@ import pytest
 from tests.conftest import plain
 from tests.processes.replicas import Replica, stop_all
 
+# Processes running jobq's own logic, which no database mode changes: one CI run of two
+pytestmark = pytest.mark.once("embedded")
+
 REPO = Path(__file__).resolve().parents[2]
 REPLICAS = 3
 ROUNDS = 4

@@ -13,6 +13,9 @@ import pytest
 from jobq_client import AsyncClient, Job, JobCancelled, JobRecord, RetryPolicy, Worker
 from tests.sdk_support import Service, eventually, running_service
 
+# The SDK's logic against a service, which no database mode changes: one CI run of two
+pytestmark = pytest.mark.once("server")
+
 
 @pytest.fixture(scope="module")
 def service(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:

@@ -29,6 +29,9 @@ from jobq_client import (
 )
 from tests.sdk_support import Service, running_service
 
+# The SDK's logic against a service, which no database mode changes: one CI run of two
+pytestmark = pytest.mark.once("server")
+
 FAST_RETRY = RetryPolicy(max_retries=2, backoff_seconds=0.05, max_backoff_seconds=0.2)
 
 

@@ -114,6 +114,7 @@ def test_generated_types_match_the_committed_spec(node_modules: None, tmp_path: 
     )
 
 
+@pytest.mark.once("server")  # the package's logic: no database mode changes it
 async def test_the_node_worker_leases_heartbeats_and_finishes_jobs(
     node_modules: None, service: Service, http: httpx.AsyncClient
 ) -> None:
@@ -156,6 +157,7 @@ async def test_the_node_worker_leases_heartbeats_and_finishes_jobs(
     assert "stopped after 3 jobs" in output
 
 
+@pytest.mark.once("server")  # the package's logic: no database mode changes it
 @pytest.mark.timeout(NPM_TIMEOUT_SECONDS + WORKER_TIMEOUT_SECONDS)
 def test_the_package_passes_its_own_tests_against_the_service(
     node_modules: None, service: Service

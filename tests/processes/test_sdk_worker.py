@@ -44,6 +44,9 @@ from tests.sdk_support import (
     stop_process,
 )
 
+# The SDK's logic against a service, which no database mode changes: one CI run of two
+pytestmark = pytest.mark.once("server")
+
 FAST_RETRY = RetryPolicy(max_retries=3, backoff_seconds=0.05, max_backoff_seconds=0.2)
 
 

@@ -81,6 +81,11 @@ class Service:
         return output
 
 
+# The tests on a data_dir start an embedded server of their own whatever the run's
+# database mode: the embedded run has them (tests/conftest.py).
+EMBEDDED_RUN = pytest.mark.once("embedded")
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "data"
@@ -89,6 +94,7 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["pkill", "-f", str(path / "pgdata")], check=False)
 
 
+@EMBEDDED_RUN
 def test_jobs_survive_a_restart_and_sigterm_stops_everything(data_dir: Path) -> None:
     first = Service(data_dir)
     try:
@@ -115,6 +121,7 @@ def test_jobs_survive_a_restart_and_sigterm_stops_everything(data_dir: Path) -> 
     assert handles == []
 
 
+@EMBEDDED_RUN
 def test_a_killed_service_does_not_pin_the_embedded_server(data_dir: Path) -> None:
     killed = Service(data_dir)
     killed.stop(signal.SIGKILL)
@@ -124,6 +131,7 @@ def test_a_killed_service_does_not_pin_the_embedded_server(data_dir: Path) -> No
     assert not _postgres_running(data_dir / "pgdata")
 
 
+@EMBEDDED_RUN
 def test_shutdown_releases_a_long_polling_lease_at_once(data_dir: Path) -> None:
     service = Service(data_dir)
     answers: list[httpx.Response] = []
@@ -160,6 +168,7 @@ def _refused(port: int) -> bool:
     return False
 
 
+@EMBEDDED_RUN
 def test_sigterm_finishes_a_request_in_flight_and_accepts_no_new_connection(
     data_dir: Path,
 ) -> None:
@@ -197,6 +206,7 @@ def test_sigterm_finishes_a_request_in_flight_and_accepts_no_new_connection(
         again.stop(signal.SIGTERM)
 
 
+@EMBEDDED_RUN
 def test_several_worker_processes_share_the_port(data_dir: Path) -> None:
     service = Service(data_dir, "--workers", "2")
     try:

@@ -1,20 +1,17 @@
 """Every named statement of every repository runs with a NamedTuple of exactly its
 parameters: each `:name` in its SQL is a field, and each field a `:name` it uses.
 
-The repositories are found, not listed: each `app/<domain>/repository.py`.
+The repositories are found, not listed (tests/fixtures/queries.py): the `repository`
+module beside each domain's `.sql` files.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import pkgutil
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-import app
 from app.db.statement import Queries, Statement, fields_of
 from app.jobs.params import (
     AckColumns,
@@ -22,17 +19,7 @@ from app.jobs.params import (
     FinishManyParams,
     FinishOneParams,
 )
-
-
-def _repositories() -> list[ModuleType]:
-    found = []
-    for package in pkgutil.iter_modules(app.__path__):
-        if package.ispkg and importlib.util.find_spec(f"app.{package.name}.repository"):
-            found.append(importlib.import_module(f"app.{package.name}.repository"))
-    return found
-
-
-REPOSITORIES = _repositories()
+from tests.fixtures.queries import REPOSITORIES
 
 
 def _bound(module: ModuleType) -> dict[str, Statement[Any]]:
@@ -55,6 +42,9 @@ def test_every_statement_is_bound_to_a_parameters_type(module: ModuleType) -> No
     queries: Queries = module.QUERIES
     bound = _bound(module)
     assert set(bound) == set(queries.statements), "each statement of the files is bound"
+    for name, value in vars(module).items():
+        if isinstance(value, Statement) and name.isupper():
+            assert name == value.name.upper(), "a statement is bound under its own name"
     untyped = [name for name, statement in bound.items() if statement.params is None]
     assert untyped == [], "bound with QUERIES.bind(name, Params)"
 
