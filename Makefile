@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 RUNTIME_LOCK := requirements/runtime.txt
 DEV_LOCK := requirements/dev.txt
 
-.PHONY: run test lint lock openapi docs docs-serve docs-tables bench screenshots ui-assets clean
+.PHONY: run test lint lock openapi docs docs-serve docs-tables schema bench screenshots ui-assets clean
 
 run: $(VENV)/.installed
 	$(BIN)/jobq serve
@@ -37,6 +37,12 @@ docs-serve: $(VENV)/.installed-dev
 # The docs' parts generated from the code (the Security scope table).
 docs-tables: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.docs_tables
+
+# alembic/schema.sql: the schema as migrating an empty database leaves it (pg_dump, the
+# newest on the machine), on JOBQ_DATABASE_URL's server or the embedded one. Run it with
+# each new migration; tests/db/test_schema_file.py fails until it is.
+schema: $(VENV)/.installed-dev
+	$(BIN)/python -m tests.schema_dump
 
 # The benchmark (bench/): its own jobq serve on a recreated jobq_bench database.
 # Options: make bench BENCH_ARGS='--quick --json out.json'  (python -m bench --help)

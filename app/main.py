@@ -1,11 +1,9 @@
-"""The FastAPI application: wires settings, the pool, each domain's services, the
-maintenance loops and the routes together. The one module that knows every domain."""
+"""The FastAPI application: the routes of every domain, the middleware, the OpenAPI
+document, and a lifespan that builds and runs the service's parts (`app.services`)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,21 +11,12 @@ from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
 from starlette.routing import BaseRoute
 
-from app import __version__, health, jobs, keys, queues, schedules, ui
+from app import __version__, health, jobs, keys, queues, schedules, services, ui
 from app.api import openapi, problems
 from app.api.body_limit import BodySizeLimit
 from app.api.middleware import RequestContext
-from app.core import metrics, shutdown
 from app.core.config import Settings, get_settings
-from app.core.errors import DatabaseUnavailable
-from app.core.retry import Backoff
-from app.core.signals import on_shutdown_signal
-from app.db.database import Database
-from app.db.engine import behind_pooler, create_engine, direct_url, resolve_database_url
-from app.db.listener import DueListener
-from app.maintenance import MaintenanceRepository, Pruner, Reaper, Vacuumer, run_periodically
-
-log = logging.getLogger("jobq")
+from app.db.engine import behind_pooler, create_engine, resolve_database_url
 
 DESCRIPTION = """\
 A PostgreSQL-backed job queue. Producers enqueue jobs; workers lease them, send
@@ -63,112 +52,10 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = database_url or await resolve_database_url(settings)
         engine = create_engine(url, settings.db_pool_size, pooler=behind_pooler(settings))
-        db = Database(engine)
-        app.state.db = db
-        auth = keys.Authenticator(
-            keys.KeysRepository(db),
-            disabled=settings.auth == "disabled",
-            loopback=keys.is_loopback(settings.host),
-            cache_seconds=settings.auth_cache_seconds,
-        )
-        try:
-            await auth.start(settings.host)  # AuthRequired: no key, and not on loopback
-        except BaseException:
-            await engine.dispose()
-            raise
-        app.state.auth = auth
-        wakeups = jobs.Wakeups(
-            poll_seconds=settings.longpoll_poll_seconds,
-            recheck_seconds=settings.longpoll_recheck_seconds,
-        )
-        app.state.wakeups = wakeups
-        finishes = jobs.Finishes(
-            poll_seconds=settings.longpoll_poll_seconds,
-            recheck_seconds=settings.longpoll_recheck_seconds,
-        )
-        app.state.engine = engine
-        jobs_repo = jobs.JobsRepository(db)
-        limited = jobs.LimitedQueues(jobs_repo)
-
-        def listening(up: bool) -> None:
-            wakeups.listening = finishes.listening = up
-            auth.listening = up
-            if up:
-                wakeups.wake_all()  # announcements may have been missed while down
-                finishes.wake_all()
-                auth.forget()
-                limited.forget()
-
-        listener = DueListener(
-            direct_url(settings, url),  # LISTEN holds its session: never through a pooler
-            on_due=wakeups.announce,
-            on_state=listening,
-            on_hearing=wakeups.heard,
-            on_keys=auth.notified,
-            on_finished=finishes.announce,
-            on_settings=lambda _queue: limited.forget(),
-        )
-        wakeups.hear_with(listener.hear_due, jobs_repo.next_due)
-        app.state.listener = listener
-        tasks = [
-            asyncio.create_task(listener.run(), name="listener"),
-            asyncio.create_task(metrics.sample_pool_every(engine), name="pool gauge"),
-        ]
-        app.state.jobs = jobs.JobServices.build(jobs_repo, settings, wakeups, finishes, limited)
-        with contextlib.suppress(DatabaseUnavailable):  # the SQL functions use what it can
-            await jobs_repo.record_limits(jobs.enqueue_limits(settings))
-        app.state.queues = queues.QueueServices.build(
-            queues.QueuesRepository(db), stats_refresh_seconds=settings.metrics_refresh_seconds
-        )
-        maintenance = MaintenanceRepository(db)
-        app.state.reaper = Reaper(
-            maintenance,
-            backoff=Backoff.from_settings(settings),
-            interval_seconds=settings.reaper_interval_seconds,
-            batch_size=settings.reaper_batch_size,
-        )
-        app.state.pruner = Pruner(
-            maintenance,
-            retain_succeeded_seconds=settings.retain_succeeded_seconds,
-            retain_failed_seconds=settings.retain_failed_seconds,
-            interval_seconds=settings.prune_interval_seconds,
-            batch_size=settings.prune_batch_size,
-        )
-        app.state.vacuumer = Vacuumer(
-            maintenance, interval_seconds=settings.vacuum_interval_seconds
-        )
-        schedules_repo = schedules.SchedulesRepository(db)
-        app.state.schedules = schedules.Schedules(schedules_repo, settings)
-        app.state.scheduler = schedules.Scheduler(
-            schedules_repo, interval_seconds=settings.scheduler_interval_seconds
-        )
-        app.state.background_reaper = app.state.reaper if run_maintenance else None
-        if run_maintenance:
-            for name, service in (
-                ("reaper", app.state.reaper),
-                ("pruner", app.state.pruner),
-                ("scheduler", app.state.scheduler),
-                ("vacuum", app.state.vacuumer),
-            ):
-                if not service.interval_seconds:
-                    continue  # turned off (the vacuum's 0)
-                loop = run_periodically(name, service.run_once, service.interval_seconds)
-                tasks.append(asyncio.create_task(loop, name=name))
-        try:
-            # Long-polling requests would hold shutdown up to their wait: release them
-            # as soon as the signal arrives, before the server waits for requests.
-            def release_waiters() -> None:
-                wakeups.close_threadsafe()
-                finishes.close_threadsafe()
-
-            with on_shutdown_signal(release_waiters):
-                yield
-        finally:
-            wakeups.close()
-            finishes.close()
-            await shutdown.stop_tasks(tasks)
-            await shutdown.within(engine.dispose(), "closing the database pool")
-            metrics.process_exited()
+        built = services.build(settings, engine, url=url, run_maintenance=run_maintenance)
+        app.state.services = built
+        async with built.running():
+            yield
 
     app = FastAPI(
         title="jobq",

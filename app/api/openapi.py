@@ -15,6 +15,9 @@ from app.api.problems import PROBLEM_MEDIA_TYPE
 from app.api.schemas import Problem
 
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
+# The title the document gives an optional body's schema (FastAPI's default is the
+# parameter's name; the routes' bodies were once all named `request`).
+OPTIONAL_BODY_TITLE = "Request"
 # Headers that come with some problem statuses.
 PROBLEM_HEADERS: dict[int, dict[str, Any]] = {
     429: {

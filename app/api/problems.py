@@ -73,7 +73,9 @@ def from_error(exc: JobqError) -> JSONResponse:
 
 async def _jobq_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, JobqError)
-    return from_error(exc)
+    # A service names a field by its path in the values it was given, which a route
+    # takes from the request's body (FastAPI checks path and query parameters itself).
+    return from_error(exc.within("body"))
 
 
 def _is_json(content_type: str | None) -> bool:

@@ -2,7 +2,9 @@
 
 Each one knows its HTTP status and its stable machine `code`; the API layer turns
 them into `application/problem+json` in one handler. The service and repository
-raise them and know nothing of HTTP.
+raise them and know nothing of HTTP: an error about a field names it by its path in
+what the service was given (`("max_jobs",)`, `("acks", 3, "result")`), and the API
+places it in the request (`within("body")`).
 
     JobqError
     ├── BadRequest (400)
@@ -39,6 +41,8 @@ from typing import Any, ClassVar
 
 from app.core.names import PATTERN_RULES
 
+Loc = tuple[str | int, ...]  # a field's path: names of members, places in arrays
+
 
 class JobqError(Exception):
     """Something went wrong in jobq."""
@@ -55,6 +59,12 @@ class JobqError(Exception):
     def headers(self) -> dict[str, str]:
         """HTTP headers the answer carries besides the problem body (e.g. Retry-After)."""
         return {}
+
+    def within(self, *prefix: str | int) -> JobqError:
+        """This error about a value found at `prefix` of a larger one (the request: the
+        API adds `"body"`): the fields it names are then named from there. An error that
+        names no field is itself."""
+        return self
 
 
 class BadRequest(JobqError):
@@ -115,6 +125,24 @@ class PayloadTooLarge(JobqError):
     status = 413
     code = "payload_too_large"
     title = "Payload too large"
+    field: Loc | None = None  # the field too large, when one is (`of_field`)
+
+    @classmethod
+    def of_field(cls, field: Loc, size_bytes: int, limit_bytes: int) -> PayloadTooLarge:
+        """`field` holds `size_bytes` of JSON, more than `limit_bytes`."""
+        error = cls(
+            f"{_path(field)} is {size_bytes} bytes of JSON; the limit is {limit_bytes}",
+            limit_bytes=limit_bytes,
+            size_bytes=size_bytes,
+        )
+        error.field = field
+        return error
+
+    def within(self, *prefix: str | int) -> PayloadTooLarge:
+        if self.field is None:
+            return self
+        field = (*prefix, *self.field)
+        return self.of_field(field, self.extra["size_bytes"], self.extra["limit_bytes"])
 
 
 class ValidationFailed(JobqError):
@@ -124,20 +152,46 @@ class ValidationFailed(JobqError):
     code = "validation_error"
     title = "Validation error"
 
+    at: Loc = ()  # where the fields' paths begin (`within`)
+    listed = False  # the detail names each field (`of`): moving them rewrites it
+
     @classmethod
-    def field(cls, loc: tuple[str | int, ...], msg: str, type_: str) -> ValidationFailed:
+    def field(cls, loc: Loc, msg: str, type_: str) -> ValidationFailed:
         """One offending field, in the same shape as a schema validation error."""
         return cls(msg, errors=[{"loc": list(loc), "msg": msg, "type": type_}])
 
     @classmethod
-    def of(cls, errors: Iterable[Mapping[str, Any]], *, under: str) -> ValidationFailed:
-        """Pydantic's errors of a model validated outside a request, as if it had been the
-        request's `under` (e.g. "body"); the detail lists each field with its message."""
-        listed = [{**e, "loc": [under, *e["loc"]]} for e in field_errors(errors)]
-        detail = "; ".join(
-            f"{'.'.join(map(str, e['loc'][1:])) or under}: {e['msg']}" for e in listed
-        )
-        return cls(detail, errors=listed)
+    def of(cls, errors: Iterable[Mapping[str, Any]]) -> ValidationFailed:
+        """Pydantic's errors of a model validated outside a request; the detail lists
+        each field with its message."""
+        listed = field_errors(errors)
+        failed = cls(_listing(listed, ()), errors=listed)
+        failed.listed = True
+        return failed
+
+    def within(self, *prefix: str | int) -> ValidationFailed:
+        if "errors" not in self.extra:
+            return self
+        at = (*prefix, *self.at)
+        errors = [{**e, "loc": [*prefix, *e["loc"]]} for e in self.extra["errors"]]
+        detail = _listing(errors, at) if self.listed else self.detail
+        moved = type(self)(detail, **{**self.extra, "errors": errors})
+        moved.at, moved.listed = at, self.listed
+        return moved
+
+
+def _path(loc: Loc) -> str:
+    return ".".join(map(str, loc))
+
+
+def _listing(errors: Iterable[Mapping[str, Any]], at: Loc) -> str:
+    """Each field's path from `at` with its message (`at` itself for an error about the
+    whole value there; the bare message when that is the whole input)."""
+    parts = []
+    for error in errors:
+        path = _path(error["loc"][len(at) :]) or _path(at)
+        parts.append(f"{path}: {error['msg']}" if path else str(error["msg"]))
+    return "; ".join(parts)
 
 
 def field_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -18,13 +18,6 @@ class Backoff:
     cap_seconds: float
     jitter: float
 
-    def params(self) -> dict[str, float]:
-        return {
-            "backoff_base": self.base_seconds,
-            "backoff_cap": self.cap_seconds,
-            "backoff_jitter": self.jitter,
-        }
-
     @classmethod
     def from_settings(cls, settings: Settings) -> Backoff:
         return cls(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import asyncpg
 from sqlalchemy.exc import DBAPIError, InterfaceError
@@ -18,7 +17,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.errors import DatabaseUnavailable
-from app.db.statement import Statement
+from app.db.statement import P, Statement
 
 # asyncpg's names for "the server went away, is starting, is stopping, or is full".
 _UNAVAILABLE_ERRORS = frozenset(
@@ -123,8 +122,8 @@ class Database:
         async with self.connection() as conn, conn.transaction():
             yield conn
 
-    async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[asyncpg.Record]:
-        """Every row `statement` returns."""
+    async def fetch(self, statement: Statement[P], params: P) -> list[asyncpg.Record]:
+        """Every row `statement` returns, run with `params`."""
         async with self.connection() as conn:
             return await conn.fetch(statement.sql, *statement.args(params))
 
@@ -133,16 +132,14 @@ class Database:
         async with self.connection() as conn:
             await conn.execute("SELECT 1")
 
-    async def fetch_one(
-        self, statement: Statement, params: dict[str, Any]
-    ) -> asyncpg.Record | None:
+    async def fetch_one(self, statement: Statement[P], params: P) -> asyncpg.Record | None:
         """The first row `statement` returns, if any."""
         rows = await self.fetch(statement, params)
         return rows[0] if rows else None
 
 
 async def fetch_in(
-    conn: asyncpg.Connection, statement: Statement, params: dict[str, Any]
+    conn: asyncpg.Connection, statement: Statement[P], params: P
 ) -> list[asyncpg.Record]:
     """Every row `statement` returns, on a connection a repository already holds."""
     return await conn.fetch(statement.sql, *statement.args(params))

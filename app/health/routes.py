@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 from fastapi import APIRouter, Request, Response
 
 from app.api.openapi import problems
 from app.api.schemas import Health
 from app.core import metrics
 from app.core.errors import ReaperStalled
-from app.db.database import Database
 from app.keys import Anyone, KeyedRoute, LocalOrAnyKey
-from app.maintenance import Reaper
 from app.queues import metric_families
-from app.queues import services as queue_services
+from app.services import services
 
 router = APIRouter(route_class=KeyedRoute, tags=["health"])
 # listed last in the OpenAPI document
 metrics_router = APIRouter(route_class=KeyedRoute, tags=["health"])
-
-
-# What the app's lifespan built, reached through the request (not FastAPI dependencies:
-# see `app.jobs.routes.deps`).
-def _database(request: Request) -> Database:
-    return cast(Database, request.app.state.db)
-
-
-def _reaper(request: Request) -> Reaper | None:
-    """The reaper, when this process runs one in the background."""
-    return cast(Reaper | None, request.app.state.background_reaper)
 
 
 @router.get("/healthz", operation_id="checkHealth", response_model=Health)
@@ -44,13 +29,14 @@ async def healthz(_access: Anyone) -> dict[str, str]:
     response_model=Health,
     responses=problems(401, 503),
 )
-async def readyz(_access: LocalOrAnyKey, http: Request) -> dict[str, str]:
+async def readyz(_access: LocalOrAnyKey, request: Request) -> dict[str, str]:
     """The database answers and the reaper is keeping up: send traffic here.
 
     Open to peers on loopback; others need an API key (any scope).
     """
-    await _database(http).ping()
-    reaper = _reaper(http)
+    built = services(request)
+    await built.db.ping()
+    reaper = built.background_reaper  # when this process runs the reaper's loop
     if reaper is not None and not reaper.on_time:
         raise ReaperStalled("no reaper pass finished in the last 3 intervals")
     return {"status": "ok"}
@@ -62,11 +48,12 @@ async def readyz(_access: LocalOrAnyKey, http: Request) -> dict[str, str]:
     response_class=Response,
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **problems(401)},
 )
-async def get_metrics(_access: LocalOrAnyKey, http: Request) -> Response:
+async def get_metrics(_access: LocalOrAnyKey, request: Request) -> Response:
     """Prometheus metrics (text exposition format); SQL gauges refresh every few seconds.
 
     Open to peers on loopback; others need an API key (any scope).
     """
-    snapshot = await queue_services(http).stats.snapshot()
-    metrics.sample_pool(_database(http).engine)
+    built = services(request)
+    snapshot = await built.queues.stats.snapshot()
+    metrics.sample_pool(built.engine)
     return Response(metrics.render(metric_families(snapshot)), media_type=metrics.CONTENT_TYPE)

@@ -5,35 +5,17 @@ PostgreSQL announces the job finished (`NOTIFY jobq_finished, '<id>'`, sent by t
 jobs table's trigger for jobs someone asked to watch), and looks again on its own every
 few seconds (often, while the LISTEN connection is down): an announcement is a hint,
 and a lost one costs latency, never an answer. Any database role can send one, so a
-waiter's looks are paced as a lease's are (`Pace`).
+waiter's looks are paced as a lease's are (`app.jobs.waiting`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 
-from app.jobs.wakeups import Pace
-
-
-class Waiter:
-    """One waiting request: a future the job's announcement resolves."""
-
-    def __init__(self) -> None:
-        self.woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.pace = Pace()
-
-    def wake(self) -> None:
-        if not self.woken.done():
-            self.woken.set_result(None)
-
-    def reset(self) -> None:
-        """Arm again before the next look (the job went back to work meanwhile)."""
-        if self.woken.done():
-            self.woken = asyncio.get_running_loop().create_future()
+from app.jobs.waiting import Waiter
 
 
 class Finishes:
@@ -65,11 +47,7 @@ class Finishes:
         """Until the job is announced finished, or `within` (or the re-check interval)."""
         if self.closed:
             return
-        interval = self.recheck_seconds if self.listening else self.poll_seconds
-        started = time.monotonic()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(waiter.woken), min(within, interval))
-            await waiter.pace.woken(within - (time.monotonic() - started))
+        await waiter.wait(within, self.recheck_seconds if self.listening else self.poll_seconds)
 
     def announce(self, job_id: int) -> None:
         """PostgreSQL says this job finished."""

@@ -5,6 +5,24 @@
 -- authentication is off).
 
 
+-- fragment: claim
+-- What every claim sets on the jobs it took (`j`): running, their next attempt, a new
+-- lease of `lease_seconds` (NULL: each job's own) for the worker and key, as of when
+-- the statement began: for lease and lease_queue, each its own transaction, that is
+-- their now(); for lease_limited, after its lock (its transaction began waiting).
+   SET state = 'running',
+       attempt = j.attempt + 1,
+       lease_id = gen_random_uuid(),
+       current_lease_seconds = coalesce(:lease_seconds, j.lease_seconds),
+       lease_expires_at = statement_timestamp() + make_interval(
+           secs => coalesce(:lease_seconds, j.lease_seconds)),
+       worker_id = :worker_id,
+       lease_key_id = :key_id,
+       attempted_at = statement_timestamp(),
+       started_at = coalesce(j.started_at, statement_timestamp()),
+       updated_at = statement_timestamp()
+
+
 -- name: lease
 -- Claim up to `max_jobs` due jobs from the given queues, best priority first, for one
 -- worker (and the API key it used).
@@ -33,17 +51,7 @@ picked AS (
      LIMIT :max_jobs
 )
 UPDATE jobq.jobs j
-   SET state = 'running',
-       attempt = j.attempt + 1,
-       lease_id = gen_random_uuid(),
-       current_lease_seconds = coalesce(:lease_seconds, j.lease_seconds),
-       lease_expires_at = now() + make_interval(
-           secs => coalesce(:lease_seconds, j.lease_seconds)),
-       worker_id = :worker_id,
-       lease_key_id = :key_id,
-       attempted_at = now(),
-       started_at = coalesce(j.started_at, now()),
-       updated_at = now()
+{claim}
  -- By primary key whatever the plan: a join to `picked` let a plan cached for small
  -- statistics merge-join along jobs_pkey from its first row.
  WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
@@ -74,17 +82,7 @@ WITH picked AS (
        FOR UPDATE SKIP LOCKED
 )
 UPDATE jobq.jobs j
-   SET state = 'running',
-       attempt = j.attempt + 1,
-       lease_id = gen_random_uuid(),
-       current_lease_seconds = coalesce(:lease_seconds, j.lease_seconds),
-       lease_expires_at = now() + make_interval(
-           secs => coalesce(:lease_seconds, j.lease_seconds)),
-       worker_id = :worker_id,
-       lease_key_id = :key_id,
-       attempted_at = now(),
-       started_at = coalesce(j.started_at, now()),
-       updated_at = now()
+{claim}
  WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
    AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
 RETURNING j.*;
@@ -192,17 +190,7 @@ picked AS (
 ),
 leased AS (
     UPDATE jobq.jobs j
-       SET state = 'running',
-           attempt = j.attempt + 1,
-           lease_id = gen_random_uuid(),
-           current_lease_seconds = coalesce(:lease_seconds, j.lease_seconds),
-           lease_expires_at = statement_timestamp() + make_interval(
-               secs => coalesce(:lease_seconds, j.lease_seconds)),
-           worker_id = :worker_id,
-           lease_key_id = :key_id,
-           attempted_at = statement_timestamp(),
-           started_at = coalesce(j.started_at, statement_timestamp()),
-           updated_at = statement_timestamp()
+    {claim}
      -- `state::text`, as in finish_many: no cached plan walks every queued job
      WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.state::text = 'queued'
     RETURNING j.*

@@ -63,11 +63,7 @@ def encode(
     if _NUL_ESCAPE.search(text):
         raise ValidationFailed.field(field, "JSON strings must not contain NUL", "json_invalid")
     if size > max_bytes:
-        raise PayloadTooLarge(
-            f"{'.'.join(map(str, field))} is {size} bytes of JSON; the limit is {max_bytes}",
-            limit_bytes=max_bytes,
-            size_bytes=size,
-        )
+        raise PayloadTooLarge.of_field(field, size, max_bytes)
     return text
 
 

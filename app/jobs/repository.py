@@ -13,7 +13,34 @@ import asyncpg
 from app.core.config import DEFAULT_MAX_LEASE_BATCH
 from app.core.retry import Backoff
 from app.db.database import Database, fetch_in
-from app.db.statement import Queries, Statement
+from app.db.statement import NO_PARAMS, NoParams, P, Queries, Statement, fields_of
+from app.jobs.params import (
+    AckColumns,
+    AckParams,
+    ByJobId,
+    ByJobIds,
+    ByQueue,
+    ByQueues,
+    CompleteManyParams,
+    CompleteOneParams,
+    DependenciesOfParams,
+    EnqueueHeldOrRefusedParams,
+    EnqueueManyParams,
+    EnqueueOneParams,
+    EnqueueWithDependenciesParams,
+    EnqueueWorkflowParams,
+    FinishManyParams,
+    FinishOneParams,
+    HeartbeatParams,
+    LeaseParams,
+    LeaseQueueParams,
+    ListJobsParams,
+    ParentsOfParams,
+    RecordEnqueueLimitsParams,
+    RecordLeasedTypesParams,
+    RetryJobParams,
+    WorkersParams,
+)
 from app.jobs.rows import (
     BatchItem,
     Beat,
@@ -21,6 +48,7 @@ from app.jobs.rows import (
     Enqueued,
     FinishedBrief,
     JobRow,
+    JobState,
     LimitedState,
     Parent,
     Refused,
@@ -32,37 +60,37 @@ from app.jobs.rows import (
 QUERIES = Queries(
     *(Path(__file__).with_name(f"{part}.sql") for part in ("enqueue", "lease", "finish", "jobs"))
 )
-ENQUEUE_ONE = QUERIES["enqueue_one"]
-ENQUEUE_HELD_OR_REFUSED = QUERIES["enqueue_held_or_refused"]
-ENQUEUE_MANY = QUERIES["enqueue_many"]
-LEASE = QUERIES["lease"]
-LEASE_QUEUE = QUERIES["lease_queue"]
-LOCK_LIMITED_QUEUE = QUERIES["lock_limited_queue"]
-LEASE_LIMITED = QUERIES["lease_limited"]
-LIMITED_QUEUE_STATE = QUERIES["limited_queue_state"]
-LIMITED_QUEUES = QUERIES["limited_queues"]
-ANNOUNCE_SLOTS = QUERIES["announce_slots"]
-NEXT_DUE = QUERIES["next_due"]
-HEARTBEAT = QUERIES["heartbeat"]
-FINISH_ONE = QUERIES["finish_one"]
-FINISH_MANY = QUERIES["finish_many"]
-COMPLETE_ONE = QUERIES["complete_one"]
-COMPLETE_MANY = QUERIES["complete_many"]
-GET_JOB = QUERIES["get_job"]
-GET_JOBS = QUERIES["get_jobs"]
-LIST_JOBS = QUERIES["list_jobs"]
-WORKERS = QUERIES["workers"]
-CANCEL_JOB = QUERIES["cancel_job"]
-RETRY_JOB = QUERIES["retry_job"]
-DELETE_JOB = QUERIES["delete_job"]
-ENQUEUE_WITH_DEPENDENCIES = QUERIES["enqueue_with_dependencies"]
-ENQUEUE_WORKFLOW = QUERIES["enqueue_workflow"]
-PARENTS_OF = QUERIES["parents_of"]
-DEPENDENCIES_OF = QUERIES["dependencies_of"]
-BLOCKING_PARENT = QUERIES["blocking_parent"]
-WATCH_JOB = QUERIES["watch_job"]
-RECORD_ENQUEUE_LIMITS = QUERIES["record_enqueue_limits"]
-RECORD_LEASED_TYPES = QUERIES["record_leased_types"]
+ENQUEUE_ONE = QUERIES.bind("enqueue_one", EnqueueOneParams)
+ENQUEUE_HELD_OR_REFUSED = QUERIES.bind("enqueue_held_or_refused", EnqueueHeldOrRefusedParams)
+ENQUEUE_MANY = QUERIES.bind("enqueue_many", EnqueueManyParams)
+LEASE = QUERIES.bind("lease", LeaseParams)
+LEASE_QUEUE = QUERIES.bind("lease_queue", LeaseQueueParams)
+LOCK_LIMITED_QUEUE = QUERIES.bind("lock_limited_queue", ByQueue)
+LEASE_LIMITED = QUERIES.bind("lease_limited", LeaseQueueParams)
+LIMITED_QUEUE_STATE = QUERIES.bind("limited_queue_state", ByQueue)
+LIMITED_QUEUES = QUERIES.bind("limited_queues", NoParams)
+ANNOUNCE_SLOTS = QUERIES.bind("announce_slots", ByQueues)
+NEXT_DUE = QUERIES.bind("next_due", ByQueues)
+HEARTBEAT = QUERIES.bind("heartbeat", HeartbeatParams)
+FINISH_ONE = QUERIES.bind("finish_one", FinishOneParams)
+FINISH_MANY = QUERIES.bind("finish_many", FinishManyParams)
+COMPLETE_ONE = QUERIES.bind("complete_one", CompleteOneParams)
+COMPLETE_MANY = QUERIES.bind("complete_many", CompleteManyParams)
+GET_JOB = QUERIES.bind("get_job", ByJobId)
+GET_JOBS = QUERIES.bind("get_jobs", ByJobIds)
+LIST_JOBS = QUERIES.bind("list_jobs", ListJobsParams)
+WORKERS = QUERIES.bind("workers", WorkersParams)
+CANCEL_JOB = QUERIES.bind("cancel_job", ByJobId)
+RETRY_JOB = QUERIES.bind("retry_job", RetryJobParams)
+DELETE_JOB = QUERIES.bind("delete_job", ByJobId)
+ENQUEUE_WITH_DEPENDENCIES = QUERIES.bind("enqueue_with_dependencies", EnqueueWithDependenciesParams)
+ENQUEUE_WORKFLOW = QUERIES.bind("enqueue_workflow", EnqueueWorkflowParams)
+PARENTS_OF = QUERIES.bind("parents_of", ParentsOfParams)
+DEPENDENCIES_OF = QUERIES.bind("dependencies_of", DependenciesOfParams)
+BLOCKING_PARENT = QUERIES.bind("blocking_parent", ByJobId)
+WATCH_JOB = QUERIES.bind("watch_job", ByJobId)
+RECORD_ENQUEUE_LIMITS = QUERIES.bind("record_enqueue_limits", RecordEnqueueLimitsParams)
+RECORD_LEASED_TYPES = QUERIES.bind("record_leased_types", RecordLeasedTypesParams)
 
 
 # The queues a key may use: (exact names, LIKE patterns); None: every queue.
@@ -71,22 +99,36 @@ Allowed = tuple[list[str], list[str]] | None
 
 def allowed_params(allowed: Allowed) -> dict[str, list[str] | None]:
     """The `:allowed_names`, `:allowed_patterns` parameters of a statement limited to them."""
-    names, patterns = allowed if allowed is not None else (None, None)
+    names, patterns = _allowed(allowed)
     return {"allowed_names": names, "allowed_patterns": patterns}
 
 
-def lease_statement(queues: list[str], max_jobs: int) -> Statement:
-    """The statement that leases `max_jobs` from `queues`: for one queue `lease_queue`,
-    its size written in (`numbered_lease`); `lease` for several."""
-    if len(queues) != 1:
-        return LEASE
+def _allowed(allowed: Allowed) -> tuple[list[str] | None, list[str] | None]:
+    """(names, patterns); (None, None): every queue."""
+    return allowed if allowed is not None else (None, None)
+
+
+def _retry_policy(backoff: Backoff) -> tuple[float, float, float]:
+    """The `:backoff_base`, `:backoff_cap` and `:backoff_jitter` parameters, in order."""
+    return backoff.base_seconds, backoff.cap_seconds, backoff.jitter
+
+
+def _picked(params: type[P], values: dict[str, Any]) -> P:
+    """`params` from the entries of `values` named as its fields (the enqueue methods'
+    dicts: the services build those)."""
+    return params(**{name: values[name] for name in fields_of(params)})
+
+
+def lease_statement(max_jobs: int) -> Statement[LeaseQueueParams]:
+    """The statement that leases `max_jobs` from one queue: `lease_queue`, its size
+    written in (`numbered_lease`) when it is one a worker may ask for."""
     if 1 <= max_jobs <= DEFAULT_MAX_LEASE_BATCH:
         return numbered_lease(max_jobs)
     return LEASE_QUEUE
 
 
 @functools.cache
-def numbered_lease(max_jobs: int) -> Statement:
+def numbered_lease(max_jobs: int) -> Statement[LeaseQueueParams]:
     """`lease_queue` with its LIMIT written in as `max_jobs`. PostgreSQL plans a `$n`
     LIMIT for a tenth of the queue, and so plans every lease from a backlog afresh
     (docs/performance/postgres.md); with the number it keeps one plan. One statement per size asked
@@ -120,10 +162,11 @@ class JobsRepository:
     async def enqueue_one(self, params: dict[str, Any]) -> Enqueued | Refused | None:
         """The job (new or holding the key), the refusal, or None: the key changed hands,
         or the queue made room, between the two statements (try again)."""
-        record = await self._db.fetch_one(ENQUEUE_ONE, params)
+        record = await self._db.fetch_one(ENQUEUE_ONE, EnqueueOneParams(**params))
         if record is not None:
             return Enqueued(job_at(record, 0), deduplicated=False)
-        record = await self._db.fetch_one(ENQUEUE_HELD_OR_REFUSED, params)
+        held = EnqueueHeldOrRefusedParams(params["queue"], params["idempotency_key"])
+        record = await self._db.fetch_one(ENQUEUE_HELD_OR_REFUSED, held)
         assert record is not None  # the statement always answers one row
         if record["id"] is not None:  # a replay is answered even when the queue is full
             return Enqueued(job_at(record, 0), deduplicated=True)
@@ -134,7 +177,7 @@ class JobsRepository:
     async def enqueue_many(self, queue: str, columns: dict[str, Any]) -> list[BatchItem] | Refused:
         """One item per input row (`columns`: the statement's arrays and the service's
         defaults), in order; or the refusal of the whole batch."""
-        records = await self._db.fetch(ENQUEUE_MANY, {"queue": queue, **columns})
+        records = await self._db.fetch(ENQUEUE_MANY, EnqueueManyParams(queue=queue, **columns))
         if records and records[0]["refused_max_backlog"] is not None:
             first = records[0]
             return Refused(
@@ -153,18 +196,14 @@ class JobsRepository:
         worker_id: str,
         key_id: int | None = None,
     ) -> list[JobRow]:
-        records = await self._db.fetch(
-            lease_statement(queues, max_jobs),
-            {
-                "queue": queues[0],
-                "queues": queues,
-                "types": types,
-                "max_jobs": max_jobs,
-                "lease_seconds": lease_seconds,
-                "worker_id": worker_id,
-                "key_id": key_id,
-            },
-        )
+        """Up to `max_jobs` due jobs of `queues` (not paused, nor limited), leased; from
+        one queue by `lease_queue` (`lease_statement`), from several by `lease`."""
+        if len(queues) == 1:
+            one = LeaseQueueParams(queues[0], types, max_jobs, lease_seconds, worker_id, key_id)
+            records = await self._db.fetch(lease_statement(max_jobs), one)
+        else:
+            several = LeaseParams(queues, types, max_jobs, lease_seconds, worker_id, key_id)
+            records = await self._db.fetch(LEASE, several)
         return many(JobRow, records)
 
     async def lease_limited(
@@ -180,46 +219,35 @@ class JobsRepository:
         lease back when it got fewer than `max_jobs` (None: nothing did). None: the queue
         is not limited (any more). A paused queue gives nothing."""
         async with self._db.transaction() as conn:
-            lock = await fetch_in(conn, LOCK_LIMITED_QUEUE, {"queue": queue})
+            lock = await fetch_in(conn, LOCK_LIMITED_QUEUE, ByQueue(queue))
             if not lock:
                 return None
             if lock[0]["paused"]:
                 return [], None
-            records = await fetch_in(
-                conn,
-                LEASE_LIMITED,
-                {
-                    "queue": queue,
-                    "types": types,
-                    "max_jobs": max_jobs,
-                    "lease_seconds": lease_seconds,
-                    "worker_id": worker_id,
-                    "key_id": key_id,
-                },
-            )
-            jobs = many(JobRow, records)
+            params = LeaseQueueParams(queue, types, max_jobs, lease_seconds, worker_id, key_id)
+            jobs = many(JobRow, await fetch_in(conn, LEASE_LIMITED, params))
             state = None
             if len(jobs) < max_jobs:
-                (row,) = await fetch_in(conn, LIMITED_QUEUE_STATE, {"queue": queue})
+                (row,) = await fetch_in(conn, LIMITED_QUEUE_STATE, ByQueue(queue))
                 state = LimitedState._make(row)
             return jobs, state
 
     async def limited_queues(self) -> set[str]:
         """The queues with a limit on running jobs or on their lease rate."""
-        return {record["name"] for record in await self._db.fetch(LIMITED_QUEUES, {})}
+        return {record["name"] for record in await self._db.fetch(LIMITED_QUEUES, NO_PARAMS)}
 
     async def announce_slots(self, queues: list[str]) -> None:
         """Wake leases waiting on these limited queues: their running jobs ended."""
-        await self._db.fetch(ANNOUNCE_SLOTS, {"queues": queues})
+        await self._db.fetch(ANNOUNCE_SLOTS, ByQueues(queues))
 
     async def next_due(self, queues: list[str]) -> list[tuple[str, float]]:
         """Each queue's earliest due time still ahead (epoch seconds), where it has one."""
-        records = await self._db.fetch(NEXT_DUE, {"queues": queues})
+        records = await self._db.fetch(NEXT_DUE, ByQueues(queues))
         return [(record["queue"], float(record["due_epoch"])) for record in records]
 
-    async def heartbeat(self, params: dict[str, Any]) -> Beat | None:
+    async def heartbeat(self, params: HeartbeatParams) -> Beat | None:
         """None when the lease is not live (or not this key's)."""
-        record = await self._db.fetch_one(HEARTBEAT, {"key_id": None, **params})
+        record = await self._db.fetch_one(HEARTBEAT, params)
         if record is None:
             return None
         return Beat(record["written"], record["lease_expires_at"], record["cancel_requested"])
@@ -228,44 +256,43 @@ class JobsRepository:
     # and answer without a fail's expressions, which PostgreSQL sets up on every execution.
 
     async def finish_one(
-        self, params: dict[str, Any], backoff: Backoff, key_id: int | None = None
+        self, ack: AckParams, backoff: Backoff, key_id: int | None = None
     ) -> JobRow | None:
         """The whole job, finished; None when the lease matched no live lease of this key."""
-        if params["outcome"] == "complete":
-            record = await self._db.fetch_one(COMPLETE_ONE, {**params, "key_id": key_id})
+        if ack.outcome == "complete":
+            complete = CompleteOneParams(ack.job_id, ack.lease_id, ack.result, key_id)
+            record = await self._db.fetch_one(COMPLETE_ONE, complete)
         else:
-            record = await self._db.fetch_one(
-                FINISH_ONE, {**params, **backoff.params(), "key_id": key_id}
-            )
+            finish = FinishOneParams(*ack, *_retry_policy(backoff), key_id)
+            record = await self._db.fetch_one(FINISH_ONE, finish)
         return None if record is None else job_at(record, 0)
 
     async def finish_many(
-        self, columns: dict[str, list[Any]], backoff: Backoff, key_id: int | None = None
+        self, acks: AckColumns, backoff: Backoff, key_id: int | None = None
     ) -> list[FinishedBrief]:
-        """The jobs finished, in brief (`ord` is the ack's 1-based place in `columns`)."""
-        outcomes = columns["outcomes"]
-        if outcomes.count("complete") == len(outcomes):
-            records = await self._db.fetch(COMPLETE_MANY, {**columns, "key_id": key_id})
+        """The jobs finished, in brief (`ord` is the ack's 1-based place in `acks`)."""
+        if acks.outcomes.count("complete") == len(acks.outcomes):
+            complete = CompleteManyParams(acks.job_ids, acks.lease_ids, acks.results, key_id)
+            records = await self._db.fetch(COMPLETE_MANY, complete)
         else:
-            records = await self._db.fetch(
-                FINISH_MANY, {**columns, **backoff.params(), "key_id": key_id}
-            )
+            finish = FinishManyParams(*acks, *_retry_policy(backoff), key_id)
+            records = await self._db.fetch(FINISH_MANY, finish)
         return many(FinishedBrief, records)
 
     # ---- readers -------------------------------------------------------------------
 
     async def get(self, job_id: int) -> JobRow | None:
-        record = await self._db.fetch_one(GET_JOB, {"job_id": job_id})
+        record = await self._db.fetch_one(GET_JOB, ByJobId(job_id))
         return None if record is None else JobRow._make(record)
 
     async def get_many(self, job_ids: list[int]) -> list[JobRow]:
-        return [JobRow._make(r) for r in await self._db.fetch(GET_JOBS, {"job_ids": job_ids})]
+        return [JobRow._make(r) for r in await self._db.fetch(GET_JOBS, ByJobIds(job_ids))]
 
     async def page(
         self,
         *,
         queue: str | None,
-        state: str | None,
+        state: JobState | None,
         type_: str | None,
         after: int,
         limit: int,
@@ -276,59 +303,52 @@ class JobsRepository:
         key_contains: str | None = None,
     ) -> list[JobRow]:
         """`allowed`: (queue names, LIKE patterns) to limit the page to; None: every queue."""
-        names, patterns = allowed if allowed is not None else (None, None)
-        records = await self._db.fetch(
-            LIST_JOBS,
-            {
-                "queue": queue,
-                "state": state,
-                "type": type_,
-                "error_type": error_type,
-                "created_after": created_after,
-                "created_before": created_before,
-                "key_contains": key_contains,
-                "after": after,
-                "limit": limit,
-                "allowed_names": names,
-                "allowed_patterns": patterns,
-            },
+        names, patterns = _allowed(allowed)
+        params = ListJobsParams(
+            queue=queue,
+            state=state,
+            type=type_,
+            error_type=error_type,
+            created_after=created_after,
+            created_before=created_before,
+            key_contains=key_contains,
+            after=after,
+            limit=limit,
+            allowed_names=names,
+            allowed_patterns=patterns,
         )
-        return [JobRow._make(record) for record in records]
+        return [JobRow._make(record) for record in await self._db.fetch(LIST_JOBS, params)]
 
     async def workers(
         self, allowed: tuple[list[str], list[str]] | None, limit: int
     ) -> list[WorkerRow]:
         """The workers holding running jobs (of the `allowed` queues; None: all)."""
-        names, patterns = allowed if allowed is not None else (None, None)
-        records = await self._db.fetch(
-            WORKERS,
-            {"allowed_names": names, "allowed_patterns": patterns, "limit": limit},
-        )
+        names, patterns = _allowed(allowed)
+        records = await self._db.fetch(WORKERS, WorkersParams(names, patterns, limit))
         return [WorkerRow._make(record) for record in records]
 
     # ---- operators -----------------------------------------------------------------
 
     async def cancel(self, job_id: int) -> JobRow | None:
         """The job, cancelled or flagged; None when it is neither queued nor running."""
-        record = await self._db.fetch_one(CANCEL_JOB, {"job_id": job_id})
+        record = await self._db.fetch_one(CANCEL_JOB, ByJobId(job_id))
         return None if record is None else JobRow._make(record)
 
     async def retry(
         self, job_id: int, *, reset_attempts: bool, run_at: datetime | None
     ) -> JobRow | None:
         """The job, queued again; None when it is neither failed nor cancelled."""
-        record = await self._db.fetch_one(
-            RETRY_JOB, {"job_id": job_id, "reset_attempts": reset_attempts, "run_at": run_at}
-        )
+        params = RetryJobParams(job_id=job_id, reset_attempts=reset_attempts, run_at=run_at)
+        record = await self._db.fetch_one(RETRY_JOB, params)
         return None if record is None else JobRow._make(record)
 
     async def delete(self, job_id: int) -> bool:
         """Whether the job was deleted (it existed and was not running)."""
-        return await self._db.fetch_one(DELETE_JOB, {"job_id": job_id}) is not None
+        return await self._db.fetch_one(DELETE_JOB, ByJobId(job_id)) is not None
 
     # ---- dependencies and results ----------------------------------------------------
 
-    async def _refusable(self, statement: Any, params: dict[str, Any]) -> list[asyncpg.Record]:
+    async def _refusable(self, statement: Statement[P], params: P) -> list[asyncpg.Record]:
         try:
             return await self._db.fetch(statement, params)
         except asyncpg.PostgresError as exc:
@@ -340,44 +360,42 @@ class JobsRepository:
 
     async def enqueue_with_dependencies(self, params: dict[str, Any]) -> tuple[int, bool]:
         """(the job's id, whether it already held its key); `FunctionRefused` if refused."""
-        (record,) = await self._refusable(ENQUEUE_WITH_DEPENDENCIES, params)
+        call = _picked(EnqueueWithDependenciesParams, params)
+        (record,) = await self._refusable(ENQUEUE_WITH_DEPENDENCIES, call)
         return record["id"], record["deduplicated"]
 
     async def enqueue_workflow(self, queue: str, jobs: str, allowed: Allowed) -> list[BatchItem]:
         """One item per job of the JSON array `jobs`, in order, its parents of the
         `allowed` queues; `FunctionRefused` if refused."""
-        records = await self._refusable(
-            ENQUEUE_WORKFLOW, {"queue": queue, "jobs": jobs, **allowed_params(allowed)}
-        )
+        params = EnqueueWorkflowParams(queue, jobs, *_allowed(allowed))
+        records = await self._refusable(ENQUEUE_WORKFLOW, params)
         return [BatchItem(r["ord"], r["id"], r["state"], r["deduplicated"]) for r in records]
 
     async def parents_of(self, child_ids: list[int], allowed: Allowed) -> list[Parent]:
         """The children's parents in the `allowed` queues, with their results."""
-        records = await self._db.fetch(
-            PARENTS_OF, {"child_ids": child_ids, **allowed_params(allowed)}
-        )
+        records = await self._db.fetch(PARENTS_OF, ParentsOfParams(child_ids, *_allowed(allowed)))
         return [Parent._make(record) for record in records]
 
     async def dependencies_of(self, job_id: int, allowed: Allowed) -> list[Dependency]:
         """The job's parents and children in the `allowed` queues."""
-        records = await self._db.fetch(
-            DEPENDENCIES_OF, {"job_id": job_id, **allowed_params(allowed)}
-        )
+        params = DependenciesOfParams(job_id, *_allowed(allowed))
+        records = await self._db.fetch(DEPENDENCIES_OF, params)
         return [Dependency._make(record) for record in records]
 
     async def blocking_parent(self, job_id: int) -> str | None:
         """Why the job cannot be retried for its parents; None when they allow it."""
-        record = await self._db.fetch_one(BLOCKING_PARENT, {"job_id": job_id})
+        record = await self._db.fetch_one(BLOCKING_PARENT, ByJobId(job_id))
         return None if record is None else record["reason"]
 
     async def watch(self, job_id: int) -> None:
         """Ask the database to announce when this job finishes."""
-        await self._db.fetch(WATCH_JOB, {"job_id": job_id})
+        await self._db.fetch(WATCH_JOB, ByJobId(job_id))
 
     async def record_limits(self, limits: dict[str, int]) -> None:
-        await self._db.fetch(RECORD_ENQUEUE_LIMITS, limits)
+        await self._db.fetch(RECORD_ENQUEUE_LIMITS, RecordEnqueueLimitsParams(**limits))
 
     async def record_leased_types(self, pairs: list[tuple[str, str]]) -> None:
         """Note that jobs of these (queue, type) pairs were leased just now."""
         queues, types = zip(*pairs, strict=True) if pairs else ((), ())
-        await self._db.fetch(RECORD_LEASED_TYPES, {"queues": list(queues), "types": list(types)})
+        params = RecordLeasedTypesParams(list(queues), list(types))
+        await self._db.fetch(RECORD_LEASED_TYPES, params)

@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import partial
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, Literal, NamedTuple, TypeVar, cast
 from uuid import UUID
 
 import asyncpg
+
+# A job's state: the values of the `state` column (the enum `jobq.job_state`).
+JobState = Literal["waiting", "queued", "running", "succeeded", "failed", "cancelled"]
 
 # A job's `on_parent_failure` by its `run_on_parent_failure` column.
 ON_PARENT_FAILURE = {True: "run", False: "cancel"}
@@ -28,7 +31,7 @@ class JobRow(NamedTuple):
     type: str
     payload: Any
     priority: int
-    state: str
+    state: JobState
     run_at: datetime
     attempt: int
     max_attempts: int
@@ -128,7 +131,7 @@ class BatchItem(NamedTuple):
 
     ord: int
     id: int | None
-    state: str | None
+    state: JobState | None
     deduplicated: bool
 
 
@@ -180,7 +183,7 @@ class FinishedBrief(NamedTuple):
     ord: int
     id: int
     queue: str
-    state: str
+    state: JobState
     attempt: int
     attempted_at: datetime | None
     updated_at: datetime
@@ -193,7 +196,7 @@ class Parent(NamedTuple):
     child_id: int
     id: int
     type: str
-    state: str
+    state: JobState
     result: Any
 
 
@@ -204,4 +207,4 @@ class Dependency(NamedTuple):
     id: int
     queue: str
     type: str
-    state: str
+    state: JobState

@@ -21,6 +21,7 @@ from app.core.config import (
     MAX_LEASE_SECONDS,
 )
 from app.core.names import MAX_BIGINT
+from app.jobs.rows import JobState as JobState  # the API's states are the table's
 
 MAX_DELAY_SECONDS = 366 * 24 * 3600
 MAX_ATTEMPTS_LIMIT = 1000
@@ -30,7 +31,6 @@ MAX_LIST_LIMIT = 500
 DEFAULT_LIST_LIMIT = 100
 MAX_ERROR_MESSAGE_CHARS = 1024 * 1024  # accepted, then truncated to the byte limit
 
-JobState = Literal["waiting", "queued", "running", "succeeded", "failed", "cancelled"]
 OnParentFailure = Literal["cancel", "run"]
 MAX_DEPENDENCIES = 10_000  # parents one job may wait for
 

@@ -1,8 +1,9 @@
 """Jobs as the API shows them: each response shaped here, from typed rows.
 
-The routes answering with many jobs (leases, acks) serialize these dicts without
-FastAPI validating them again (`app.api.answers`); tests compare their bytes with what
-the response schemas serialize.
+Each view is the one mapping from its rows to a response; the response schema is the one
+list of its fields. A view builds exactly those fields, in the schema's order (held by
+tests/unit/test_views.py), so the routes answering with many jobs (leases, acks) serialize
+these dicts without FastAPI validating them again (`app.api.answers`).
 """
 
 from __future__ import annotations
@@ -59,10 +60,9 @@ def _attempt(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def job(row: JobRow) -> dict[str, Any]:
-    """`JobOut`, fields in its order (tests compare the answers' bytes with the schema's
-    serialization); the lease token is never shown to readers. One dict display: a lease
-    shapes 100 jobs, and a display costs half of reading the fields off the row and
-    zipping them with their names."""
+    """`JobOut`; the lease token is never shown to readers. One dict display, not one
+    derived from `JobOut`'s fields: a lease shapes 100 jobs, and a display costs half of
+    reading the fields off the row and zipping them with their names."""
     return {
         "id": row.id,
         "queue": row.queue,

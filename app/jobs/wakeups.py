@@ -19,9 +19,8 @@ due times it missed (each queue's next delayed job, looked up once per queue) an
 looks for jobs again, since one may have been announced before this process heard.
 
 Announcements come from any database role, so no stream of them may make a waiter
-spin: a waiter's looks are paced (`Pace`: a burst of `LOOKS_BURST`, then at most
-`LOOKS_PER_SECOND`), a due time that is not a finite number is dropped, and a timer
-that fires early wakes nobody.
+spin: a waiter's looks are paced (`app.jobs.waiting.Pace`), a due time that is not a
+finite number is dropped, and a timer that fires early wakes nobody.
 """
 
 from __future__ import annotations
@@ -35,62 +34,30 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 
+from app.jobs.waiting import Waiter
+
 MAX_TIMERS_PER_QUEUE = 10_000  # past this, later due times are left to the re-check
 MAX_TIMERS = 100_000  # ... and past this many in all queues together
 MIN_TIMER_SECONDS = 0.001  # a timer is never set for now: it would fire in a loop
-LOOKS_BURST = 5  # looks a waiter may take back to back when woken again and again
-LOOKS_PER_SECOND = 20.0  # ... and at most this many a second after that
 LINGER_SECONDS = 30.0  # announcements are heard this long after the last wait ended
 HEAR_TIMEOUT_SECONDS = 5.0  # a waiter waits this long at most for hearing to begin
 NextDue = Callable[[list[str]], Awaitable[list[tuple[str, float]]]]
 
 
-class Pace:
-    """How often a woken waiter may look again: a token bucket of `LOOKS_BURST` looks,
-    refilled at `LOOKS_PER_SECOND`. Wake-ups are hints anyone can send; this bounds the
-    statements they cost, whatever their rate."""
-
-    def __init__(self) -> None:
-        self._tokens = float(LOOKS_BURST)
-        self._at = time.monotonic()
-
-    def pause(self) -> float:
-        """Take a look's token: the seconds to wait before that look (0: at once)."""
-        now = time.monotonic()
-        self._tokens = min(float(LOOKS_BURST), self._tokens + (now - self._at) * LOOKS_PER_SECOND)
-        self._at = now
-        self._tokens -= 1
-        return max(0.0, -self._tokens / LOOKS_PER_SECOND)
-
-    async def woken(self, within: float) -> None:
-        """After a wake-up: wait, if need be, until the waiter may look again."""
-        pause = self.pause()
-        if pause > 0:
-            await asyncio.sleep(min(pause, within))
-
-
-class Waiter:
-    """One waiting request: a future that any of its queues can resolve."""
+class QueueWaiter(Waiter):
+    """A lease waiting for jobs: woken by an announcement in any of its `queues`, and
+    remembering when its last look began (`ready` compares it with when hearing began)."""
 
     def __init__(self, queues: Sequence[str], *, typed: bool = False) -> None:
+        super().__init__()
         self.queues = tuple(queues)
         self.typed = typed  # it only takes some job types
-        self.woken = asyncio.get_running_loop().create_future()
         self.looked_at = 0.0  # (monotonic) when its last look for jobs began: `reset`
-        self.pace = Pace()
-
-    def wake(self) -> bool:
-        """Whether this woke it (False: it was awake already)."""
-        if self.woken.done():
-            return False
-        self.woken.set_result(None)
-        return True
 
     def reset(self) -> None:
         """Arm again before the next look, so a wake-up during it is kept."""
         self.looked_at = time.monotonic()
-        if self.woken.done():
-            self.woken = asyncio.get_running_loop().create_future()
+        super().reset()
 
 
 class Wakeups:
@@ -120,7 +87,7 @@ class Wakeups:
         self._active_at = 0.0  # (loop time) when a waiter last got ready or stopped waiting
         self._linger: asyncio.TimerHandle | None = None
         # per queue, in the order they began to wait (a dict as an ordered set)
-        self._waiters: dict[str, dict[Waiter, None]] = defaultdict(dict)
+        self._waiters: dict[str, dict[QueueWaiter, None]] = defaultdict(dict)
         # per queue, a heap of (epoch seconds, order, jobs due then; None: unknown); the
         # order breaks ties, so two entries of one due time never compare their counts
         self._due: dict[str, list[tuple[float, int, int | None]]] = defaultdict(list)
@@ -129,12 +96,12 @@ class Wakeups:
         self._timer_count = 0  # entries in all heaps
 
     @contextlib.contextmanager
-    def waiter(self, queues: Sequence[str], *, typed: bool = False) -> Iterator[Waiter]:
+    def waiter(self, queues: Sequence[str], *, typed: bool = False) -> Iterator[QueueWaiter]:
         """Register before looking for jobs, so an announcement in between is not missed.
 
         A wake-up still pending when the waiter leaves goes to another waiter.
         """
-        waiter = Waiter(queues, typed=typed)
+        waiter = QueueWaiter(queues, typed=typed)
         for queue in waiter.queues:
             self._waiters[queue][waiter] = None
         try:
@@ -170,7 +137,7 @@ class Wakeups:
         else:
             self._began.clear()
 
-    async def ready(self, waiter: Waiter, within: float) -> bool:
+    async def ready(self, waiter: QueueWaiter, within: float) -> bool:
         """Before `waiter` waits: make sure this process hears announcements for its
         queues. True: hearing has just begun, and the waiter looks for jobs again first
         (one may have been announced before); False: it may wait."""
@@ -197,22 +164,17 @@ class Wakeups:
             self._known.update(missed)
         return bool(missed) or waiter.looked_at < since
 
-    async def wait(self, waiter: Waiter, within: float) -> bool:
+    async def wait(self, waiter: QueueWaiter, within: float) -> bool:
         """Until woken (True), or `within` seconds or the re-check interval pass (False)."""
         if self.closed:
             return False
         interval = self.recheck_seconds if self.hearing else self.poll_seconds
-        started = time.monotonic()
         self._waiting += 1
         try:
-            await asyncio.wait_for(asyncio.shield(waiter.woken), min(within, interval))
-            await waiter.pace.woken(within - (time.monotonic() - started))
-        except TimeoutError:
-            return False
+            return await waiter.wait(within, interval)
         finally:
             self._waiting -= 1
             self._active_at = self._loop.time()
-        return True
 
     def announce(self, queue: str, due_epoch: float, jobs: int | None = None) -> None:
         """`jobs` jobs (None: some) in `queue` are due from `due_epoch` (now or later)."""

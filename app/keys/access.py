@@ -23,7 +23,7 @@ The rules read the `Authorization` header themselves rather than through FastAPI
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -56,7 +56,11 @@ def bearer_token(authorization: str | None) -> str | None:
 
 
 def authenticator(app: Any) -> Authenticator | None:
-    return cast(Authenticator | None, getattr(app.state, "auth", None))
+    """The authenticator of the app's `Services` (`app.services`); None before its
+    lifespan built them."""
+    services = getattr(app.state, "services", None)
+    auth: Authenticator | None = services.auth if services is not None else None
+    return auth
 
 
 async def _verdict(request: Request) -> Caller:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 
@@ -22,8 +22,10 @@ KeyNamePath = Annotated[
 
 
 def _authenticator(request: Request) -> Authenticator:
-    """The app's authenticator (not a FastAPI dependency: see `app.jobs.routes.deps`)."""
-    return cast(Authenticator, request.app.state.auth)
+    """The app's authenticator: the `auth` of its `Services` (`app.services`; not a
+    FastAPI dependency: see `app.jobs.routes.deps`)."""
+    auth: Authenticator = request.app.state.services.auth
+    return auth
 
 
 @router.post(
@@ -33,10 +35,10 @@ def _authenticator(request: Request) -> Authenticator:
     response_model=KeyCreated,
     responses=problems(400, 401, 403, 409, 413, 422),
 )
-async def create_key(_caller: AdminCaller, request: KeyIn, http: Request) -> dict[str, Any]:
+async def create_key(_caller: AdminCaller, new_key: KeyIn, request: Request) -> dict[str, Any]:
     """Create an API key; the answer holds the key, shown this once."""
-    auth = _authenticator(http)
-    secret, row = await auth.create(request.name, request.scopes, request.queues)
+    auth = _authenticator(request)
+    secret, row = await auth.create(new_key.name, new_key.scopes, new_key.queues)
     return {**key(row), "key": secret}
 
 
@@ -46,9 +48,9 @@ async def create_key(_caller: AdminCaller, request: KeyIn, http: Request) -> dic
     response_model=KeysOut,
     responses=problems(401, 403),
 )
-async def list_keys(_caller: AdminCaller, http: Request) -> dict[str, Any]:
+async def list_keys(_caller: AdminCaller, request: Request) -> dict[str, Any]:
     """List API keys, revoked ones too (never the keys themselves)."""
-    auth = _authenticator(http)
+    auth = _authenticator(request)
     return {"keys": [key(row) for row in await auth.keys.list()]}
 
 
@@ -58,7 +60,7 @@ async def list_keys(_caller: AdminCaller, http: Request) -> dict[str, Any]:
     response_model=KeyOut,
     responses=problems(401, 403, 404, 422),
 )
-async def revoke_key(_caller: AdminCaller, name: KeyNamePath, http: Request) -> dict[str, Any]:
+async def revoke_key(_caller: AdminCaller, name: KeyNamePath, request: Request) -> dict[str, Any]:
     """Revoke an API key: it stops working at once, on every replica."""
-    auth = _authenticator(http)
+    auth = _authenticator(request)
     return key(await auth.revoke(name))

@@ -52,7 +52,7 @@ def _grant(name: str, scopes: Sequence[str], queues: Sequence[str] | None) -> Ke
     try:
         return KeyIn.model_validate({"name": name, "scopes": scopes, "queues": queues})
     except pydantic.ValidationError as exc:
-        raise ValidationFailed.of(exc.errors(), under="body") from None
+        raise ValidationFailed.of(exc.errors()) from None
 
 
 class Keys:

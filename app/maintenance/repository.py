@@ -4,23 +4,35 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import asyncpg
 
 from app.core.retry import Backoff
 from app.db.database import Database, fetch_in
 from app.db.leader import as_leader, clock
-from app.db.statement import Queries, Statement
+from app.db.statement import P, Queries, Statement
+from app.jobs import JobState
+from app.maintenance.params import (
+    ExpiredLeasesParams,
+    PruneFinishedParams,
+    ReapExpiredParams,
+    TablesToVacuumParams,
+)
 from app.maintenance.rows import DeadRows, LeaderBatch, Reaped
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
-REAP_EXPIRED = QUERIES["reap_expired"]
-EXPIRED_LEASES = QUERIES["expired_leases"]
-PRUNE_FINISHED = QUERIES["prune_finished"]
-TABLES_TO_VACUUM = QUERIES["tables_to_vacuum"]
+REAP_EXPIRED = QUERIES.bind("reap_expired", ReapExpiredParams)
+EXPIRED_LEASES = QUERIES.bind("expired_leases", ExpiredLeasesParams)
+PRUNE_FINISHED = QUERIES.bind("prune_finished", PruneFinishedParams)
+TABLES_TO_VACUUM = QUERIES.bind("tables_to_vacuum", TablesToVacuumParams)
 
 T = TypeVar("T")
+
+
+def _state(record: asyncpg.Record) -> JobState:
+    state: JobState = record["state"]  # the enum's label, as text
+    return state
 
 
 class MaintenanceRepository:
@@ -31,8 +43,8 @@ class MaintenanceRepository:
 
     async def _as_leader(
         self,
-        statement: Statement,
-        params: dict[str, Any],
+        statement: Statement[P],
+        params: P,
         row: Callable[[asyncpg.Record], T],
     ) -> LeaderBatch[T] | None:
         """Run `statement` holding the maintenance lock; None when another replica holds it."""
@@ -54,29 +66,32 @@ class MaintenanceRepository:
         another replica is maintaining."""
         return await self._as_leader(
             REAP_EXPIRED,
-            {
-                "batch_size": batch_size,
-                "skip_ids": skip or [],
-                "only_id": only,
-                **backoff.params(),
-            },
+            ReapExpiredParams(
+                batch_size=batch_size,
+                skip_ids=skip or [],
+                only_id=only,
+                backoff_base=backoff.base_seconds,
+                backoff_cap=backoff.cap_seconds,
+                backoff_jitter=backoff.jitter,
+            ),
             Reaped._make,
         )
 
     async def expired_leases(self, batch_size: int, skip: list[int]) -> list[int]:
         """The ids of up to `batch_size` jobs whose lease expired, but `skip`."""
-        records = await self._db.fetch(EXPIRED_LEASES, {"batch_size": batch_size, "skip_ids": skip})
+        params = ExpiredLeasesParams(batch_size=batch_size, skip_ids=skip)
+        records = await self._db.fetch(EXPIRED_LEASES, params)
         return [record["id"] for record in records]
 
     async def prune_batch(
         self, batch_size: int, succeeded_age: float | None, failed_age: float | None
-    ) -> LeaderBatch[str] | None:
+    ) -> LeaderBatch[JobState] | None:
         """The states of one batch of finished jobs deleted past retention; None when
         another replica is maintaining."""
         return await self._as_leader(
             PRUNE_FINISHED,
-            {"batch_size": batch_size, "succeeded_age": succeeded_age, "failed_age": failed_age},
-            lambda record: str(record["state"]),
+            PruneFinishedParams(batch_size, succeeded_age, failed_age),
+            _state,
         )
 
     async def tables_to_vacuum(
@@ -85,7 +100,7 @@ class MaintenanceRepository:
         """jobq's tables autovacuum will not clean, past the threshold; None when another
         replica is maintaining."""
         return await self._as_leader(
-            TABLES_TO_VACUUM, {"min_dead": min_dead, "fraction": fraction}, DeadRows._make
+            TABLES_TO_VACUUM, TablesToVacuumParams(min_dead, fraction), DeadRows._make
         )
 
     async def vacuum(self, table: str) -> None:

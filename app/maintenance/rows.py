@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, NamedTuple, TypeVar
 
+from app.jobs import JobState
+
 T = TypeVar("T")
 
 
@@ -14,7 +16,7 @@ class Reaped(NamedTuple):
 
     id: int
     queue: str
-    state: str
+    state: JobState
     attempt: int
     run_at: datetime
 

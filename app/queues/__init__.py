@@ -7,7 +7,6 @@ names below.
 from app.queues import routes
 from app.queues.gauges import families as metric_families
 from app.queues.repository import QueuesRepository
-from app.queues.routes.deps import services
 from app.queues.service import QueueServices
 
-__all__ = ["QueueServices", "QueuesRepository", "metric_families", "routes", "services"]
+__all__ = ["QueueServices", "QueuesRepository", "metric_families", "routes"]

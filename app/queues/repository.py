@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from app.db.database import Database
-from app.db.statement import Queries
+from app.db.statement import NO_PARAMS, NoParams, Queries
+from app.queues.params import (
+    ByQueue,
+    ByQueueOrAll,
+    FailedGroupsParams,
+    PurgeQueuedParams,
+    QueueSeriesParams,
+    RedriveFailedParams,
+    RunningJobsParams,
+    SetQueueSettingsParams,
+    UnservedTypesParams,
+)
 from app.queues.rows import (
     DatabaseHealth,
     FailedGroup,
@@ -23,21 +33,21 @@ from app.queues.rows import (
 )
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
-REDRIVE_FAILED = QUERIES["redrive_failed"]
-PAUSE_QUEUE = QUERIES["pause_queue"]
-RESUME_QUEUE = QUERIES["resume_queue"]
-PURGE_QUEUED = QUERIES["purge_queued"]
-GET_QUEUE_SETTINGS = QUERIES["get_queue_settings"]
-SET_QUEUE_SETTINGS = QUERIES["set_queue_settings"]
-QUEUE_OVERVIEW = QUERIES["queue_overview"]
-QUEUE_STATS = QUERIES["queue_stats"]
-RUNNING_JOBS = QUERIES["running_jobs"]
-QUEUE_LIMITS = QUERIES["queue_limits"]
-FAILED_GROUPS = QUERIES["failed_groups"]
-QUEUE_SERIES = QUERIES["queue_series"]
-DATABASE_HEALTH = QUERIES["database_health"]
-EVER_LEASED = QUERIES["ever_leased"]
-UNSERVED_TYPES = QUERIES["unserved_types"]
+REDRIVE_FAILED = QUERIES.bind("redrive_failed", RedriveFailedParams)
+PAUSE_QUEUE = QUERIES.bind("pause_queue", ByQueue)
+RESUME_QUEUE = QUERIES.bind("resume_queue", ByQueue)
+PURGE_QUEUED = QUERIES.bind("purge_queued", PurgeQueuedParams)
+GET_QUEUE_SETTINGS = QUERIES.bind("get_queue_settings", ByQueue)
+SET_QUEUE_SETTINGS = QUERIES.bind("set_queue_settings", SetQueueSettingsParams)
+QUEUE_OVERVIEW = QUERIES.bind("queue_overview", NoParams)
+QUEUE_STATS = QUERIES.bind("queue_stats", ByQueueOrAll)
+RUNNING_JOBS = QUERIES.bind("running_jobs", RunningJobsParams)
+QUEUE_LIMITS = QUERIES.bind("queue_limits", ByQueueOrAll)
+FAILED_GROUPS = QUERIES.bind("failed_groups", FailedGroupsParams)
+QUEUE_SERIES = QUERIES.bind("queue_series", QueueSeriesParams)
+DATABASE_HEALTH = QUERIES.bind("database_health", NoParams)
+EVER_LEASED = QUERIES.bind("ever_leased", ByQueue)
+UNSERVED_TYPES = QUERIES.bind("unserved_types", UnservedTypesParams)
 
 
 class QueuesRepository:
@@ -59,27 +69,25 @@ class QueuesRepository:
         reset_attempts: bool,
     ) -> int:
         """How many failed jobs of `queue` went back to the queue."""
-        record = await self._db.fetch_one(
-            REDRIVE_FAILED,
-            {
-                "queue": queue,
-                "type": type_,
-                "error_type": error_type,
-                "failed_since": failed_since,
-                "limit": limit,
-                "reset_attempts": reset_attempts,
-            },
+        params = RedriveFailedParams(
+            queue=queue,
+            type=type_,
+            error_type=error_type,
+            failed_since=failed_since,
+            limit=limit,
+            reset_attempts=reset_attempts,
         )
+        record = await self._db.fetch_one(REDRIVE_FAILED, params)
         assert record is not None
         return int(record["retried"])
 
     async def pause(self, queue: str) -> QueueState:
-        record = await self._db.fetch_one(PAUSE_QUEUE, {"queue": queue})
+        record = await self._db.fetch_one(PAUSE_QUEUE, ByQueue(queue))
         assert record is not None
         return QueueState._make(record)
 
     async def resume(self, queue: str) -> QueueState:
-        record = await self._db.fetch_one(RESUME_QUEUE, {"queue": queue})
+        record = await self._db.fetch_one(RESUME_QUEUE, ByQueue(queue))
         assert record is not None
         return QueueState._make(record)
 
@@ -87,39 +95,30 @@ class QueuesRepository:
         self, queue: str, *, batch_size: int, up_to: int | None
     ) -> tuple[int, int | None]:
         """(jobs deleted, the highest id a later batch may delete)."""
-        record = await self._db.fetch_one(
-            PURGE_QUEUED, {"queue": queue, "batch_size": batch_size, "up_to": up_to}
-        )
+        params = PurgeQueuedParams(queue=queue, batch_size=batch_size, up_to=up_to)
+        record = await self._db.fetch_one(PURGE_QUEUED, params)
         assert record is not None
         return int(record["deleted"]), record["up_to"]
 
     # ---- settings ----------------------------------------------------------------
 
     async def get_settings(self, queue: str) -> QueueSettingsRow | None:
-        record = await self._db.fetch_one(GET_QUEUE_SETTINGS, {"queue": queue})
+        record = await self._db.fetch_one(GET_QUEUE_SETTINGS, ByQueue(queue))
         return None if record is None else QueueSettingsRow._make(record)
 
-    async def set_settings(self, queue: str, values: dict[str, Any]) -> QueueSettingsRow:
-        """Change the settings in `values` (each column's name: its new value)."""
-        params = {name: None for name in QueueSettingsRow._fields[1:]}
-        params.update(values)
-        rate_given = "rate_limit_jobs" in values or "rate_limit_seconds" in values
-        given = [n for n in values if not n.startswith("rate_limit")] + (
-            ["rate_limit"] if rate_given else []
-        )
-        record = await self._db.fetch_one(
-            SET_QUEUE_SETTINGS, {**params, "queue": queue, "given": given}
-        )
+    async def set_settings(self, params: SetQueueSettingsParams) -> QueueSettingsRow:
+        """Change the settings `params.given` names; the row as it now is."""
+        record = await self._db.fetch_one(SET_QUEUE_SETTINGS, params)
         assert record is not None
         return QueueSettingsRow._make(record)
 
     # ---- statistics --------------------------------------------------------------
 
     async def overview(self) -> list[QueueOverview]:
-        return [QueueOverview._make(r) for r in await self._db.fetch(QUEUE_OVERVIEW, {})]
+        return [QueueOverview._make(r) for r in await self._db.fetch(QUEUE_OVERVIEW, NO_PARAMS)]
 
     async def figures(self, queue: str | None) -> list[QueueFigures]:
-        records = await self._db.fetch(QUEUE_STATS, {"queue": queue})
+        records = await self._db.fetch(QUEUE_STATS, ByQueueOrAll(queue))
         overview = len(QueueOverview._fields)
         return [
             QueueFigures(QueueOverview._make(r[:overview]), QueueActivity._make(r[overview:]))
@@ -128,33 +127,33 @@ class QueuesRepository:
 
     async def limits(self, queue: str | None) -> list[QueueLimits]:
         """The limited queues' limits and use (one queue, or all)."""
-        records = await self._db.fetch(QUEUE_LIMITS, {"queue": queue})
+        records = await self._db.fetch(QUEUE_LIMITS, ByQueueOrAll(queue))
         return [QueueLimits._make(record) for record in records]
 
     async def failed_groups(self, queue: str, limit: int) -> list[FailedGroup]:
-        records = await self._db.fetch(FAILED_GROUPS, {"queue": queue, "limit": limit})
+        records = await self._db.fetch(FAILED_GROUPS, FailedGroupsParams(queue, limit))
         return [FailedGroup._make(record) for record in records]
 
     async def series(self, queue: str, minutes: int) -> list[Minute]:
-        records = await self._db.fetch(QUEUE_SERIES, {"queue": queue, "minutes": minutes})
+        records = await self._db.fetch(QUEUE_SERIES, QueueSeriesParams(queue, minutes))
         return [Minute._make(record) for record in records]
 
     async def ever_leased(self, queue: str) -> bool:
-        record = await self._db.fetch_one(EVER_LEASED, {"queue": queue})
+        record = await self._db.fetch_one(EVER_LEASED, ByQueue(queue))
         return bool(record and record["ever_leased"])
 
     async def unserved_types(
         self, queue: str, head: int, idle_seconds: float
     ) -> list[UnservedType]:
-        params = {"queue": queue, "head": head, "idle_seconds": idle_seconds}
+        params = UnservedTypesParams(queue=queue, head=head, idle_seconds=idle_seconds)
         records = await self._db.fetch(UNSERVED_TYPES, params)
         return [UnservedType._make(record) for record in records]
 
     async def running_jobs(self, queue: str | None, per_queue: int) -> list[RunningJob]:
-        records = await self._db.fetch(RUNNING_JOBS, {"queue": queue, "per_queue": per_queue})
+        records = await self._db.fetch(RUNNING_JOBS, RunningJobsParams(queue, per_queue))
         return [RunningJob._make(record) for record in records]
 
     async def database_health(self) -> DatabaseHealth:
-        record = await self._db.fetch_one(DATABASE_HEALTH, {})
+        record = await self._db.fetch_one(DATABASE_HEALTH, NO_PARAMS)
         assert record is not None
         return DatabaseHealth._make(record)

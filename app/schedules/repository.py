@@ -6,26 +6,36 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 
 from app.db.database import Database, fetch_in
 from app.db.leader import as_leader
 from app.db.statement import Queries
+from app.schedules.params import (
+    AdvanceScheduleParams,
+    ByName,
+    DueSchedulesParams,
+    EnqueueTickParams,
+    ListSchedulesParams,
+    PauseScheduleParams,
+    PutScheduleParams,
+    RecentRunsParams,
+    RecordRunParams,
+)
 from app.schedules.rows import RunRow, ScheduleRow
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
-PUT_SCHEDULE = QUERIES["put_schedule"]
-GET_SCHEDULE = QUERIES["get_schedule"]
-LIST_SCHEDULES = QUERIES["list_schedules"]
-DELETE_SCHEDULE = QUERIES["delete_schedule"]
-PAUSE_SCHEDULE = QUERIES["pause_schedule"]
-RECENT_RUNS = QUERIES["recent_runs"]
-DUE_SCHEDULES = QUERIES["due_schedules"]
-ENQUEUE_TICK = QUERIES["enqueue_tick"]
-RECORD_RUN = QUERIES["record_run"]
-ADVANCE_SCHEDULE = QUERIES["advance_schedule"]
+PUT_SCHEDULE = QUERIES.bind("put_schedule", PutScheduleParams)
+GET_SCHEDULE = QUERIES.bind("get_schedule", ByName)
+LIST_SCHEDULES = QUERIES.bind("list_schedules", ListSchedulesParams)
+DELETE_SCHEDULE = QUERIES.bind("delete_schedule", ByName)
+PAUSE_SCHEDULE = QUERIES.bind("pause_schedule", PauseScheduleParams)
+RECENT_RUNS = QUERIES.bind("recent_runs", RecentRunsParams)
+DUE_SCHEDULES = QUERIES.bind("due_schedules", DueSchedulesParams)
+ENQUEUE_TICK = QUERIES.bind("enqueue_tick", EnqueueTickParams)
+RECORD_RUN = QUERIES.bind("record_run", RecordRunParams)
+ADVANCE_SCHEDULE = QUERIES.bind("advance_schedule", AdvanceScheduleParams)
 
 _REFUSALS = frozenset({"JQ422", "JQ413", "JQ429"})  # what jobq.enqueue raises when it refuses
 
@@ -38,10 +48,10 @@ class SchedulerPass:
 
     async def due(self, limit: int) -> list[tuple[ScheduleRow, datetime]]:
         """The due schedules, locked, and the database's `now`."""
-        records = await fetch_in(self._conn, DUE_SCHEDULES, {"limit": limit})
+        records = await fetch_in(self._conn, DUE_SCHEDULES, DueSchedulesParams(limit))
         return [(ScheduleRow._make(r[:-1]), r["now"]) for r in records]
 
-    async def enqueue(self, params: dict[str, Any]) -> tuple[int | None, str | None, bool]:
+    async def enqueue(self, params: EnqueueTickParams) -> tuple[int | None, str | None, bool]:
         """(the tick's job id, None, whether its idempotency key was held already) or
         (None, why jobq.enqueue refused it, False); a refusal rolls back to a savepoint,
         so the pass goes on."""
@@ -57,11 +67,11 @@ class SchedulerPass:
     async def record(
         self, schedule: str, tick: datetime, job_id: int | None, refused: str | None
     ) -> None:
-        params = {"schedule": schedule, "tick": tick, "job_id": job_id, "refused": refused}
+        params = RecordRunParams(schedule=schedule, tick=tick, job_id=job_id, refused=refused)
         await fetch_in(self._conn, RECORD_RUN, params)
 
     async def advance(self, name: str, last_tick: datetime | None, next_tick: datetime) -> None:
-        params = {"name": name, "last_tick": last_tick, "next_tick": next_tick}
+        params = AdvanceScheduleParams(name=name, last_tick=last_tick, next_tick=next_tick)
         await fetch_in(self._conn, ADVANCE_SCHEDULE, params)
 
 
@@ -71,14 +81,14 @@ class SchedulesRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def put(self, params: dict[str, Any]) -> tuple[ScheduleRow, bool]:
+    async def put(self, params: PutScheduleParams) -> tuple[ScheduleRow, bool]:
         """The schedule as stored, and whether it was created (rather than replaced)."""
         record = await self._db.fetch_one(PUT_SCHEDULE, params)
         assert record is not None
         return ScheduleRow._make(record[1:]), bool(record["created"])
 
     async def get(self, name: str) -> ScheduleRow | None:
-        record = await self._db.fetch_one(GET_SCHEDULE, {"name": name})
+        record = await self._db.fetch_one(GET_SCHEDULE, ByName(name))
         return None if record is None else ScheduleRow._make(record)
 
     async def page(
@@ -86,26 +96,21 @@ class SchedulesRepository:
     ) -> list[ScheduleRow]:
         """`allowed`: (queue names, LIKE patterns) to limit the page to; None: every queue."""
         names, patterns = allowed if allowed is not None else (None, None)
-        params = {
-            "after": after,
-            "limit": limit,
-            "allowed_names": names,
-            "allowed_patterns": patterns,
-        }
+        params = ListSchedulesParams(after, limit, names, patterns)
         return [ScheduleRow._make(r) for r in await self._db.fetch(LIST_SCHEDULES, params)]
 
     async def delete(self, name: str) -> bool:
-        return await self._db.fetch_one(DELETE_SCHEDULE, {"name": name}) is not None
+        return await self._db.fetch_one(DELETE_SCHEDULE, ByName(name)) is not None
 
     async def pause(
         self, name: str, paused: bool, next_tick: datetime | None
     ) -> ScheduleRow | None:
-        params = {"name": name, "paused": paused, "next_tick": next_tick}
+        params = PauseScheduleParams(name=name, paused=paused, next_tick=next_tick)
         record = await self._db.fetch_one(PAUSE_SCHEDULE, params)
         return None if record is None else ScheduleRow._make(record)
 
     async def recent_runs(self, names: list[str], per_schedule: int) -> list[RunRow]:
-        params = {"names": names, "per_schedule": per_schedule}
+        params = RecentRunsParams(names=names, per_schedule=per_schedule)
         return [RunRow._make(r) for r in await self._db.fetch(RECENT_RUNS, params)]
 
     @asynccontextmanager

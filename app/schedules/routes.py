@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
@@ -19,7 +19,7 @@ from app.schedules.schemas import (
     ScheduleOut,
     SchedulesOut,
 )
-from app.schedules.service import Schedules
+from app.schedules.service import Definition, Schedules
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["schedules"])
 
@@ -29,9 +29,10 @@ ScheduleName = Annotated[
 
 
 def _schedules(request: Request) -> Schedules:
-    """The schedules' service, built by the app's lifespan (not a FastAPI dependency:
-    see `app.jobs.routes.deps`)."""
-    return cast(Schedules, request.app.state.schedules)
+    """The schedules' service: the `schedules` of the app's `Services` (`app.services`;
+    not a FastAPI dependency: see `app.jobs.routes.deps`)."""
+    schedules: Schedules = request.app.state.services.schedules
+    return schedules
 
 
 @router.put(
@@ -47,14 +48,14 @@ def _schedules(request: Request) -> Schedules:
 async def set_schedule(
     caller: AdminCaller,
     name: ScheduleName,
-    request: ScheduleIn,
-    http: Request,
+    schedule: ScheduleIn,
+    request: Request,
     response: Response,
 ) -> dict[str, Any]:
     """Create or replace a schedule: its next tick is the first after now."""
-    schedules = _schedules(http)
+    schedules = _schedules(request)
     del caller
-    found, created = await schedules.put(name, request)
+    found, created = await schedules.put(name, Definition(**dict(schedule)))
     response.status_code = 201 if created else 200
     return views.schedule(found)
 
@@ -67,7 +68,7 @@ async def set_schedule(
 )
 async def list_schedules(
     caller: ReadCaller,
-    http: Request,
+    request: Request,
     limit: Annotated[int, Query(ge=1, le=MAX_SCHEDULES_PAGE)] = DEFAULT_SCHEDULES_PAGE,
     after: Annotated[
         StorableText, Query(max_length=MAX_NAME_LENGTH, description="The last name seen.")
@@ -75,7 +76,7 @@ async def list_schedules(
 ) -> dict[str, Any]:
     """Schedules by name with their next ticks and last runs, a page at a time (a key
     limited to queues sees theirs)."""
-    schedules = _schedules(http)
+    schedules = _schedules(request)
     allowed = caller.queues.sql() if caller.queues is not None else None
     found = await schedules.page(after, limit, allowed)
     return views.page(found, limit)
@@ -87,9 +88,9 @@ async def list_schedules(
     response_model=ScheduleOut,
     responses=problems(401, 403, 404, 422),
 )
-async def get_schedule(caller: ReadCaller, name: ScheduleName, http: Request) -> dict[str, Any]:
+async def get_schedule(caller: ReadCaller, name: ScheduleName, request: Request) -> dict[str, Any]:
     """One schedule: its next ticks, and the last jobs it made."""
-    schedules = _schedules(http)
+    schedules = _schedules(request)
     found = await schedules.get(name)
     caller.require_queue_of(found.row.queue, "schedule")
     return views.schedule(found)
@@ -102,9 +103,9 @@ async def get_schedule(caller: ReadCaller, name: ScheduleName, http: Request) ->
     response_class=Response,
     responses=problems(401, 403, 404, 422),
 )
-async def delete_schedule(_caller: AdminCaller, name: ScheduleName, http: Request) -> Response:
+async def delete_schedule(_caller: AdminCaller, name: ScheduleName, request: Request) -> Response:
     """Delete a schedule (the jobs it made stay)."""
-    schedules = _schedules(http)
+    schedules = _schedules(request)
     await schedules.delete(name)
     return Response(status_code=204)
 
@@ -115,9 +116,11 @@ async def delete_schedule(_caller: AdminCaller, name: ScheduleName, http: Reques
     response_model=ScheduleOut,
     responses=problems(401, 403, 404, 422),
 )
-async def pause_schedule(_caller: AdminCaller, name: ScheduleName, http: Request) -> dict[str, Any]:
+async def pause_schedule(
+    _caller: AdminCaller, name: ScheduleName, request: Request
+) -> dict[str, Any]:
     """Stop making jobs from a schedule."""
-    schedules = _schedules(http)
+    schedules = _schedules(request)
     return views.schedule(await schedules.pause(name, True))
 
 
@@ -128,8 +131,8 @@ async def pause_schedule(_caller: AdminCaller, name: ScheduleName, http: Request
     responses=problems(401, 403, 404, 422),
 )
 async def resume_schedule(
-    _caller: AdminCaller, name: ScheduleName, http: Request
+    _caller: AdminCaller, name: ScheduleName, request: Request
 ) -> dict[str, Any]:
     """Make jobs from a schedule again, from its next tick after now."""
-    schedules = _schedules(http)
+    schedules = _schedules(request)
     return views.schedule(await schedules.pause(name, False))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from app.jobs import JobState
+
 
 class ScheduleRow(NamedTuple):
     """A schedule as stored (every column of `jobq.schedules`, in order)."""
@@ -34,5 +36,5 @@ class RunRow(NamedTuple):
     schedule: str
     tick: datetime
     job_id: int | None
-    job_state: str | None
+    job_state: JobState | None
     refused: str | None

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from app.core.logging import event
 from app.core.names import TICK_KEY_PREFIX
 from app.schedules.cron import Cron
+from app.schedules.params import EnqueueTickParams
 from app.schedules.repository import SchedulerPass, SchedulesRepository
 from app.schedules.rows import ScheduleRow
 
@@ -81,18 +82,18 @@ class Scheduler:
         cron = Cron(schedule.cron, schedule.timezone, strict=False)
         last = None
         for tick in ticks_to_make(schedule, cron, now):
-            job = {
-                "queue": schedule.queue,
-                "type": schedule.type,
-                "payload": json.dumps(schedule.payload),
-                "priority": schedule.priority,
-                "max_attempts": schedule.max_attempts,
-                "lease_seconds": schedule.lease_seconds,
-                "idempotency_key": f"{TICK_KEY_PREFIX}{schedule.name}:{tick.isoformat()}",
-                "metadata": json.dumps(
+            job = EnqueueTickParams(
+                queue=schedule.queue,
+                type=schedule.type,
+                payload=json.dumps(schedule.payload),
+                priority=schedule.priority,
+                max_attempts=schedule.max_attempts,
+                lease_seconds=schedule.lease_seconds,
+                idempotency_key=f"{TICK_KEY_PREFIX}{schedule.name}:{tick.isoformat()}",
+                metadata=json.dumps(
                     {**schedule.metadata, "schedule": schedule.name, "tick": tick.isoformat()}
                 ),
-            }
+            )
             job_id, refused, taken = await leading.enqueue(job)
             if taken:
                 event(
@@ -105,7 +106,7 @@ class Scheduler:
                     schedule=schedule.name,
                     tick=tick.isoformat(),
                 )
-                job_id, refused, _ = await leading.enqueue({**job, "idempotency_key": None})
+                job_id, refused, _ = await leading.enqueue(job._replace(idempotency_key=None))
             await leading.record(schedule.name, tick, job_id, refused)
             last = tick
             result.ticks.append((schedule.name, tick))

@@ -3,17 +3,45 @@ with their next ticks and last runs. Knows nothing of HTTP."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from itertools import islice
+from typing import Any
 
 from app.core.config import Settings
 from app.core.errors import ScheduleNotFound, ValidationFailed
 from app.jobs import encode_json
 from app.schedules.cron import Cron, InvalidSchedule
+from app.schedules.params import PutScheduleParams
 from app.schedules.repository import SchedulesRepository
 from app.schedules.rows import RunRow, ScheduleRow
-from app.schedules.schemas import NEXT_RUNS_SHOWN, RECENT_RUNS_SHOWN, ScheduleIn
+from app.schedules.schemas import NEXT_RUNS_SHOWN, RECENT_RUNS_SHOWN
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """A schedule as an operator defines it: the job to enqueue (queue, type, payload,
+    priority, attempts, lease, metadata), when (`cron` in `timezone`), whether it is
+    `paused`, and which ticks missed while jobq was down to make up (`catch_up`, at most
+    `catch_up_limit`)."""
+
+    queue: str
+    type: str
+    payload: Any
+    cron: str
+    timezone: str
+    priority: int
+    max_attempts: int | None
+    lease_seconds: int | None
+    metadata: Mapping[str, Any]
+    paused: bool
+    catch_up: str
+    catch_up_limit: int
+
+
+# A definition's fields that `put` stores as it makes them (the cron normalised, JSON text).
+_MADE = frozenset({"cron", "payload", "metadata"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,13 +55,14 @@ class Schedule:
 
 def _invalid(exc: InvalidSchedule) -> ValidationFailed:
     """422 naming the field that makes a schedule unusable."""
-    return ValidationFailed.field(("body", exc.field), str(exc), "value_error")
+    return ValidationFailed.field((exc.field,), str(exc), "value_error")
 
 
-def cron_of(schedule: ScheduleIn | ScheduleRow) -> Cron:
-    """The schedule's cron, or 422 naming the field that makes it unusable."""
+def cron_of(schedule: Definition | ScheduleRow) -> Cron:
+    """The schedule's cron, or 422 naming the field that makes it unusable (a new
+    definition's strictly; a stored one's as it was accepted)."""
     try:
-        return Cron(schedule.cron, schedule.timezone, strict=isinstance(schedule, ScheduleIn))
+        return Cron(schedule.cron, schedule.timezone, strict=isinstance(schedule, Definition))
     except InvalidSchedule as exc:
         raise _invalid(exc) from None
 
@@ -57,22 +86,22 @@ class Schedules:
         """A job's payload or metadata: the same rules and limits as an enqueue's."""
         return encode_json(
             value,
-            field=("body", field),
+            field=(field,),
             max_bytes=self._settings.max_payload_bytes,
             max_depth=self._settings.max_json_depth,
         )
 
-    async def put(self, name: str, schedule: ScheduleIn) -> tuple[Schedule, bool]:
+    async def put(self, name: str, schedule: Definition) -> tuple[Schedule, bool]:
         """Create or replace `name`; its next tick is the first after now."""
         cron = cron_of(schedule)
-        params = {
-            "name": name,
-            **schedule.model_dump(exclude={"payload", "metadata", "cron"}),
-            "cron": cron.expression,
-            "payload": self._json(schedule.payload, "payload"),
-            "metadata": self._json(schedule.metadata, "metadata"),
-            "next_tick": first_tick(cron),
-        }
+        params = PutScheduleParams(
+            name=name,
+            **{f.name: getattr(schedule, f.name) for f in fields(schedule) if f.name not in _MADE},
+            cron=cron.expression,
+            payload=self._json(schedule.payload, "payload"),
+            metadata=self._json(schedule.metadata, "metadata"),
+            next_tick=first_tick(cron),
+        )
         row, created = await self._repo.put(params)
         return (await self._shown([row]))[0], created
 

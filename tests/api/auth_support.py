@@ -33,7 +33,7 @@ class Service:
 
     @property
     def auth(self) -> Authenticator:
-        auth: Authenticator = self.app.state.auth
+        auth: Authenticator = self.app.state.services.auth
         return auth
 
     async def listening(self) -> None:

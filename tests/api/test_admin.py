@@ -458,7 +458,7 @@ async def test_purge_deletes_only_the_queued_jobs_of_the_queue(
 async def test_purge_works_in_batches(
     app: FastAPI, client: httpx.AsyncClient, db: asyncpg.Connection
 ) -> None:
-    admin: QueueAdmin = app.state.queues.admin
+    admin: QueueAdmin = app.state.services.queues.admin
     admin.purge_batch_size = 3
     batch = await client.post("/v1/queues/mail/jobs/batch", json={"jobs": [{"type": "t"}] * 10})
     assert batch.status_code == 201

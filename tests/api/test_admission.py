@@ -152,7 +152,7 @@ async def test_a_refused_enqueue_is_answered_without_retrying(
 ) -> None:
     await _set_max_backlog(client, "q", 1)
     await enqueue(client, "q")
-    repo = app.state.jobs.enqueue._repo
+    repo = app.state.services.jobs.enqueue._repo
     calls: list[str] = []
     real_one, real_many = repo.enqueue_one, repo.enqueue_many
 

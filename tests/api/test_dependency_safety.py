@@ -156,7 +156,7 @@ async def test_a_deep_chain_under_an_abandoned_lease_stops_no_reaper_pass(
     assert [lease["job"]["id"] for lease in await qa.lease("qa")] == [other["id"]]
     await db.execute("UPDATE jobq.jobs SET lease_expires_at = now() - interval '1 second'")
 
-    reaper: Reaper = app.state.reaper
+    reaper: Reaper = app.state.services.reaper
     result = await reaper.run_once()
     assert sorted(result.job_ids) == sorted([root["id"], other["id"]])
     assert await deep.state(root["id"]) == "failed"  # its only attempt

@@ -23,7 +23,7 @@ WAIT = {"wait_seconds": 5}
 
 async def _until(app: FastAPI, state: str, up: bool) -> None:
     """Until the app's wakeups are `listening` (the connection) or `hearing` (due jobs)."""
-    wakeups: Wakeups = app.state.wakeups
+    wakeups: Wakeups = app.state.services.wakeups
     for _ in range(200):
         if getattr(wakeups, state) is up:
             return
@@ -145,7 +145,7 @@ async def test_waiting_requests_hold_no_database_connection(
         for n in range(20)
     ]
     # Each makes one claim, finds nothing, and waits: its connection goes back to the pool.
-    pool = app.state.engine.pool
+    pool = app.state.services.engine.pool
     deadline = asyncio.get_running_loop().time() + 5
     while pool.checkedout() and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.05)
@@ -197,15 +197,15 @@ async def test_the_listener_knows_at_once_when_the_server_closes_its_connection(
 async def test_a_caller_that_went_away_is_handed_nothing(
     client: httpx.AsyncClient, app: FastAPI, db: asyncpg.Connection
 ) -> None:
-    from app.jobs.schemas import LeaseIn
+    from app.jobs.service import Wanted
 
-    service = app.state.jobs.leases
-    request = LeaseIn(queues=["mail"], worker_id="gone", wait_seconds=5)
+    service = app.state.services.jobs.leases
+    wanted = Wanted(["mail"], [], max_jobs=1, lease_seconds=None, wait_seconds=5, worker_id="gone")
 
     async def gone() -> bool:
         return True
 
-    waiting = asyncio.create_task(service.lease(request, abandoned=gone))
+    waiting = asyncio.create_task(service.lease(wanted, abandoned=gone))
     await asyncio.sleep(0.2)
     await enqueue(client, "mail")
     assert (await waiting).leases == []
@@ -218,7 +218,7 @@ async def test_shutdown_releases_waiting_requests(
     app, client = await _slow_client(app_factory, client_factory)
     waiting = asyncio.create_task(_timed_lease(client, "mail", wait_seconds=20))
     await asyncio.sleep(0.3)
-    app.state.wakeups.close_threadsafe()
+    app.state.services.wakeups.close_threadsafe()
     leased, elapsed = await waiting
     assert leased == [] and elapsed < 2
 
@@ -227,10 +227,10 @@ async def test_a_process_hears_due_jobs_only_while_leases_wait(
     app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
 ) -> None:
     app, client = await _slow_client(app_factory, client_factory)
-    app.state.wakeups.linger_seconds = 0.3
+    app.state.services.wakeups.linger_seconds = 0.3
     job = await enqueue(client, "mail")
     (held,) = await lease(client, "mail")  # found at once: nothing to hear
-    assert held["job"]["id"] == job["id"] and not app.state.wakeups.hearing
+    assert held["job"]["id"] == job["id"] and not app.state.services.wakeups.hearing
     waiting = asyncio.create_task(_timed_lease(client, "mail", **WAIT))
     await _until(app, "hearing", True)
     later = await enqueue(client, "mail")
@@ -246,7 +246,7 @@ async def test_a_retry_heard_before_a_pause_in_hearing_wakes_a_later_waiter(
     process hears, and looked up (count unknown) when it begins to hear again. Once, the
     two made the lease answer 500 (CI's soak)."""
     app, client = await _slow_client(app_factory, client_factory)
-    app.state.wakeups.linger_seconds = 0.3
+    app.state.services.wakeups.linger_seconds = 0.3
     job = await enqueue(client, "mail")
     (held,) = await lease(client, "mail")
     elsewhere = asyncio.create_task(lease(client, "other", wait_seconds=1))
@@ -268,21 +268,21 @@ async def test_a_job_announced_before_the_process_heard_is_leased_at_once(
 ) -> None:
     """Enqueued after the lease's empty look, before its LISTEN: the lease looks again."""
     app, client = await _slow_client(app_factory, client_factory)
-    wakeups: Wakeups = app.state.wakeups
+    wakeups: Wakeups = app.state.services.wakeups
     enqueued: list[dict[str, Any]] = []
 
     async def enqueue_then_hear() -> None:
         enqueued.append(await enqueue(client, "mail"))
-        app.state.listener.hear_due(True)
+        app.state.services.listener.hear_due(True)
 
     def hear_late(wanted: bool) -> None:
         if not wanted:
-            app.state.listener.hear_due(False)
+            app.state.services.listener.hear_due(False)
         else:
             hearing.append(asyncio.create_task(enqueue_then_hear()))
 
     hearing: list[asyncio.Task[None]] = []
-    wakeups.hear_with(hear_late, JobsRepository(app.state.db).next_due)
+    wakeups.hear_with(hear_late, JobsRepository(app.state.services.db).next_due)
     leased, elapsed = await _timed_lease(client, "mail", **WAIT)
     assert [item["job"]["id"] for item in leased] == [enqueued[0]["id"]]
     assert elapsed < 2  # not the wait's end, nor a re-check (30 s)
@@ -295,7 +295,7 @@ async def test_a_job_another_process_delayed_before_this_one_waited_wakes_it_whe
     _, producer = await _slow_client(app_factory, client_factory)
     low = await enqueue(producer, "mail", delay_seconds=1.0, priority=-5)
     await enqueue(producer, "mail", delay_seconds=60, priority=5)  # a later one, on top
-    assert not app.state.wakeups.hearing
+    assert not app.state.services.wakeups.hearing
     leased, elapsed = await _timed_lease(waiter, "mail", **WAIT)
     assert [item["job"]["id"] for item in leased] == [low["id"]]
     assert 0.9 < elapsed < 2.5

@@ -90,7 +90,7 @@ async def test_the_exposition_has_every_family_and_counts_a_known_workload(
         "UPDATE jobq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
         expired["job"]["id"],
     )
-    reaper: Reaper = app.state.reaper
+    reaper: Reaper = app.state.services.reaper
     assert (await reaper.run_once()).requeued == 1
     after = await scrape(client)
 
@@ -200,7 +200,7 @@ async def test_pool_connections_in_use_are_counted(
 ) -> None:
     app, client = fresh_client
     idle = value(await scrape(client), "jobq_db_pool_connections_in_use")
-    async with app.state.engine.connect() as conn:
+    async with app.state.services.engine.connect() as conn:
         await conn.get_raw_connection()
         held = value(await scrape(client), "jobq_db_pool_connections_in_use")
     assert held == idle + 1
@@ -219,7 +219,7 @@ async def test_sql_gauges_are_read_at_most_once_per_refresh_interval(
     cached = await scrape(client)
     assert value(cached, "jobq_jobs", queue=q, state="queued") == 0  # the snapshot is cached
     assert value(cached, "jobq_jobs_enqueued_total", queue=q) == 1  # counters are live
-    app.state.queues.stats.refresh_seconds = 0.2
+    app.state.services.queues.stats.refresh_seconds = 0.2
     await asyncio.sleep(0.3)
     assert value(await scrape(client), "jobq_jobs", queue=q, state="queued") == 1
 

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from app.jobs.repository import LEASE
 from app.jobs.wakeups import Wakeups
 from tests.helpers import assert_problem, enqueue, lease, lease_one
+from tests.statements import args_of
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +41,7 @@ async def _waiting_client(
     """A client whose app re-checks too rarely to explain a quick wake-up, once listening."""
     app = app_factory(longpoll_recheck_seconds=30, longpoll_poll_seconds=30)
     client: httpx.AsyncClient = await client_factory(app)
-    wakeups: Wakeups = app.state.wakeups
+    wakeups: Wakeups = app.state.services.wakeups
     for _ in range(200):
         if wakeups.listening:
             return client
@@ -200,11 +201,13 @@ async def test_the_claim_still_uses_its_index_with_paused_queues(
         "worker_id": "w",
         "key_id": None,
     }
-    plan = "\n".join(row[0] for row in await db.fetch("EXPLAIN " + LEASE.sql, *LEASE.args(params)))
+    plan = "\n".join(
+        row[0] for row in await db.fetch("EXPLAIN " + LEASE.sql, *args_of(LEASE, params))
+    )
     assert "jobs_claim_idx" in plan, plan
     assert "Seq Scan on jobs" not in plan, plan
     # And it is right: q2 is paused, the others are not.
-    rows = await db.fetch(LEASE.sql, *LEASE.args(params))
+    rows = await db.fetch(LEASE.sql, *args_of(LEASE, params))
     assert len(rows) == 10 and {row["queue"] for row in rows} <= {"q1", "q3", "q15"}
     params["queues"] = ["q2", "q4"]
-    assert await db.fetch(LEASE.sql, *LEASE.args(params)) == []
+    assert await db.fetch(LEASE.sql, *args_of(LEASE, params)) == []

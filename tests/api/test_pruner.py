@@ -76,7 +76,7 @@ async def test_zero_keeps_finished_jobs_forever(
     failure = await _finish(client, "fail")
     await _age(db, success, 24 * 365)
     await _age(db, failure, 2)
-    result = await app.state.pruner.run_once()
+    result = await app.state.services.pruner.run_once()
     assert (result.succeeded, result.failed) == (0, 1)
     assert await _ids(db) == {success}
 
@@ -92,7 +92,7 @@ async def test_pruning_works_in_batches(
     await db.execute(
         "UPDATE jobq.jobs SET state = 'succeeded', finished_at = now() - interval '2 days'"
     )
-    assert (await app.state.pruner.run_once()).succeeded == 30
+    assert (await app.state.services.pruner.run_once()).succeeded == 30
     assert await _ids(db) == set()
 
 

@@ -114,7 +114,7 @@ async def test_reaper_works_in_batches(
     await client.post("/v1/queues/default/jobs/batch", json={"jobs": [{"type": "t"}] * 30})
     await lease(client, max_jobs=30)
     await _expire(db)
-    result = await app.state.reaper.run_once()
+    result = await app.state.services.reaper.run_once()
     assert result.requeued == 30 and len(set(result.job_ids)) == 30
     assert await db.fetchval("SELECT count(*) FROM jobq.jobs WHERE state = 'running'") == 0
 
@@ -143,12 +143,12 @@ async def test_reapers_racing_reap_each_job_once(
     await lease(clients[0], max_jobs=100)
     await lease(clients[0], max_jobs=100)
     await _expire(db)
-    results = await asyncio.gather(*(app.state.reaper.run_once() for app in apps))
+    results = await asyncio.gather(*(app.state.services.reaper.run_once() for app in apps))
     reaped = [job_id for result in results for job_id in result.job_ids]
     assert len(reaped) == len(set(reaped))
     # a replica that found the lock taken leaves the rest to the next pass
     for app in apps:
-        await app.state.reaper.run_once()
+        await app.state.services.reaper.run_once()
     assert (
         await db.fetchval(
             "SELECT count(*) FROM jobq.jobs WHERE attempt = 1 AND state = 'queued'"

@@ -75,7 +75,7 @@ async def test_a_client_cannot_take_a_ticks_job(
         " payload => '{\"evil\": true}', run_at => '9999-01-01', idempotency_key => $1)",
         f"schedule:hourly:{due.astimezone(UTC).isoformat()}",
     )
-    scheduler: Scheduler = service.app.state.scheduler
+    scheduler: Scheduler = service.app.state.services.scheduler
     assert (await scheduler.run_once()).enqueued == 1
     schedule = (await http.get("/v1/schedules/hourly", headers=keys["reader"])).json()
     (run,) = schedule["recent_runs"]

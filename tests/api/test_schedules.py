@@ -77,7 +77,7 @@ async def test_a_due_tick_becomes_one_job(
     app: FastAPI, client: httpx.AsyncClient, db: asyncpg.Connection
 ) -> None:
     await client.put("/v1/schedules/hourly", json={**NIGHTLY, "cron": "@hourly"})
-    scheduler: Scheduler = app.state.scheduler
+    scheduler: Scheduler = app.state.services.scheduler
     assert (await scheduler.run_once()).enqueued == 0  # not due yet
     await _due(db, "hourly", timedelta(hours=3))
     result = await scheduler.run_once()
@@ -103,13 +103,13 @@ async def test_catch_up_all_and_none(
     await client.put("/v1/schedules/none", json={**NIGHTLY, "cron": "@hourly", "catch_up": "none"})
     await _due(db, "all", timedelta(hours=10))
     await _due(db, "none", timedelta(hours=10))
-    result = await app.state.scheduler.run_once()
+    result = await app.state.services.scheduler.run_once()
     made = sorted(name for name, _ in result.ticks)
     # `all`: the 4 most recent missed ticks; `none`: the last one only if it came within
     # a minute (it did if this runs in the first minute of an hour).
     assert made.count("all") == 4
     assert made.count("none") in (0, 1)
-    again = await app.state.scheduler.run_once()
+    again = await app.state.services.scheduler.run_once()
     assert again.ticks == []
 
 
@@ -120,7 +120,7 @@ async def test_a_full_queue_refuses_a_tick_and_the_schedule_goes_on(
     await client.post("/v1/queues/reports/jobs", json={"type": "filler"})
     await client.put("/v1/schedules/hourly", json={**NIGHTLY, "cron": "@hourly"})
     await _due(db, "hourly", timedelta(hours=1))
-    result = await app.state.scheduler.run_once()
+    result = await app.state.services.scheduler.run_once()
     assert (result.enqueued, result.refused) == (0, 1)
     run = (await client.get("/v1/schedules/hourly")).json()["recent_runs"][0]
     assert run["job_id"] is None and "max_backlog" in run["refused"]
@@ -140,7 +140,7 @@ async def test_replicas_passing_at_once_make_each_tick_once(
         await _due(db, f"s{n}", timedelta(hours=2))
     results: list[SchedulerResult] = []
     for _ in range(3):  # passes racing each other, several times over
-        results += await asyncio.gather(*(a.state.scheduler.run_once() for a in apps))
+        results += await asyncio.gather(*(a.state.services.scheduler.run_once() for a in apps))
     made = [tick for r in results for tick in r.ticks]
     assert len(made) == len(set(made)), "a tick was made twice"
     jobs = await db.fetchval("SELECT count(*) FROM jobq.jobs")

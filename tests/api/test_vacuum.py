@@ -73,7 +73,7 @@ async def test_dead_rows_autovacuum_leaves_are_vacuumed(
     app: FastAPI, client: object, watcher: asyncpg.Connection
 ) -> None:
     before = await _stats(watcher)
-    vacuumer: Vacuumer = app.state.vacuumer
+    vacuumer: Vacuumer = app.state.services.vacuumer
     result = await vacuumer.run_once()
     assert result.leader and "jobq.jobs" in result.tables
     after = await _until(watcher, "vacuum_count", before["vacuum_count"])
@@ -84,7 +84,7 @@ async def test_tables_under_the_threshold_are_left_alone(
     app: FastAPI, client: object, watcher: asyncpg.Connection
 ) -> None:
     before = await _stats(watcher)
-    repo: MaintenanceRepository = app.state.vacuumer._repo
+    repo: MaintenanceRepository = app.state.services.vacuumer._repo
     patient = Vacuumer(repo, interval_seconds=30, min_dead=10 * DEAD)
     assert (await patient.run_once()).tables == []
     assert (await _stats(watcher))["vacuum_count"] == before["vacuum_count"]
@@ -94,5 +94,5 @@ async def test_only_the_leader_vacuums(
     app: FastAPI, client: object, watcher: asyncpg.Connection
 ) -> None:
     await watcher.execute("SELECT pg_advisory_lock($1)", MAINTENANCE_LOCK_KEY)
-    result = await app.state.vacuumer.run_once()
+    result = await app.state.services.vacuumer.run_once()
     assert not result.leader and result.tables == []

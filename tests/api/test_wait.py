@@ -16,7 +16,7 @@ from tests.helpers import assert_problem, enqueue, lease_one
 
 async def _listening(app: FastAPI) -> None:
     deadline = time.monotonic() + 10
-    while not app.state.auth.listening:
+    while not app.state.services.auth.listening:
         assert time.monotonic() < deadline, "the listener never connected"
         await asyncio.sleep(0.02)
 
@@ -31,7 +31,7 @@ async def test_a_wait_ends_as_soon_as_the_job_finishes(
     waiting = asyncio.create_task(client.get(f"/v1/jobs/{job['id']}", params={"wait_seconds": 20}))
     await asyncio.sleep(0.3)
     assert not waiting.done()
-    assert app.state.engine.pool.checkedout() == 0  # no connection held while it waits
+    assert app.state.services.engine.pool.checkedout() == 0  # no connection held while it waits
     started = time.monotonic()
     if outcome == "complete":
         await client.post(f"/v1/leases/{leased['lease_id']}/complete", json={"result": 42})

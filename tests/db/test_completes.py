@@ -9,6 +9,7 @@ import asyncpg
 import pytest
 
 from app.jobs import repository as jobs_sql
+from tests.statements import args_of
 
 # what differs between two jobs finished alike: who they are and when
 _OWN = {"id", "lease_id", "created_at", "finished_at", "updated_at"}
@@ -59,10 +60,10 @@ async def test_complete_one_leaves_the_job_as_finish_one_does(
     params = {"outcome": "complete", "result": '{"ok": true}', "error": None,
               "retryable": True, "retry_after": None, "key_id": 7, **_BACKOFF}  # fmt: skip
     (finished,) = await db.fetch(
-        jobs_sql.FINISH_ONE.sql, *jobs_sql.FINISH_ONE.args({**params, **_lease(general)})
+        jobs_sql.FINISH_ONE.sql, *args_of(jobs_sql.FINISH_ONE, {**params, **_lease(general)})
     )
     (completed,) = await db.fetch(
-        jobs_sql.COMPLETE_ONE.sql, *jobs_sql.COMPLETE_ONE.args({**params, **_lease(alone)})
+        jobs_sql.COMPLETE_ONE.sql, *args_of(jobs_sql.COMPLETE_ONE, {**params, **_lease(alone)})
     )
     assert completed["state"] == "succeeded"
     assert completed["result"] == '{"ok": true}'
@@ -86,10 +87,10 @@ async def test_complete_many_answers_and_leaves_jobs_as_finish_many_does(
                 "key_id": 7, **_BACKOFF}  # fmt: skip
 
     finished = await db.fetch(
-        jobs_sql.FINISH_MANY.sql, *jobs_sql.FINISH_MANY.args(columns([stale, *general]))
+        jobs_sql.FINISH_MANY.sql, *args_of(jobs_sql.FINISH_MANY, columns([stale, *general]))
     )
     completed = await db.fetch(
-        jobs_sql.COMPLETE_MANY.sql, *jobs_sql.COMPLETE_MANY.args(columns([stale, *alone]))
+        jobs_sql.COMPLETE_MANY.sql, *args_of(jobs_sql.COMPLETE_MANY, columns([stale, *alone]))
     )
     assert [r["ord"] for r in completed] == [r["ord"] for r in finished] == [2, 3, 4]
     assert list(completed[0].keys()) == list(finished[0].keys())
@@ -101,8 +102,8 @@ async def test_complete_many_answers_and_leaves_jobs_as_finish_many_does(
 async def test_complete_statements_refuse_another_keys_lease(db: asyncpg.Connection) -> None:
     (job,) = await _running(db, 1)
     one = {"job_id": job["id"], "lease_id": job["lease_id"], "result": None, "key_id": 8}
-    assert await db.fetch(jobs_sql.COMPLETE_ONE.sql, *jobs_sql.COMPLETE_ONE.args(one)) == []
+    assert await db.fetch(jobs_sql.COMPLETE_ONE.sql, *args_of(jobs_sql.COMPLETE_ONE, one)) == []
     many = {"job_ids": [job["id"]], "lease_ids": [job["lease_id"]], "results": [None],
             "key_id": 8}  # fmt: skip
-    assert await db.fetch(jobs_sql.COMPLETE_MANY.sql, *jobs_sql.COMPLETE_MANY.args(many)) == []
+    assert await db.fetch(jobs_sql.COMPLETE_MANY.sql, *args_of(jobs_sql.COMPLETE_MANY, many)) == []
     assert (await _whole(db, job["id"]))["state"] == "running"

@@ -20,6 +20,7 @@ from app.maintenance import repository as maintenance_sql
 from app.queues import repository as queues_sql
 from app.schedules import repository as schedules_sql
 from tests.conftest import _drop, _recreate, plain
+from tests.statements import args_of
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nothing"
 
@@ -275,7 +276,7 @@ async def test_leases_commit_without_a_flush_each_and_later_statements_stay_dura
     await db.execute("SELECT pg_stat_force_next_flush()")
     before = await db.fetchval(syncs)
     for _ in range(100):
-        assert len(await db.fetch(jobs_sql.LEASE.sql, *jobs_sql.LEASE.args(values))) == 1
+        assert len(await db.fetch(jobs_sql.LEASE.sql, *args_of(jobs_sql.LEASE, values))) == 1
     await db.execute("SELECT pg_stat_force_next_flush()")
     # A flush per lease would be 100 syncs; the WAL writer syncs a few times at most.
     assert await db.fetchval(syncs) - before < 50

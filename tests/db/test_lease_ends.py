@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
@@ -16,6 +17,7 @@ from app.maintenance import repository as maintenance_sql
 from tests.conftest import _drop, _recreate, plain
 from tests.db.test_database import _scans
 from tests.db.test_migration_0016 import downgrade
+from tests.statements import args_of
 
 _INDEXES = "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'jobq.jobs'::regclass"
 
@@ -36,8 +38,9 @@ async def _running(db: asyncpg.Connection, count: int, expired: int = 0) -> None
     )
 
 
-def _heartbeat(job: asyncpg.Record, extend_seconds: int) -> list[Any]:
-    return jobs_sql.HEARTBEAT.args(
+def _heartbeat(job: asyncpg.Record, extend_seconds: int) -> Sequence[Any]:
+    return args_of(
+        jobs_sql.HEARTBEAT,
         {
             "job_id": job["id"],
             "lease_id": job["lease_id"],
@@ -48,7 +51,7 @@ def _heartbeat(job: asyncpg.Record, extend_seconds: int) -> list[Any]:
             "percent": 50.0,
             "stage": "halfway",
             "message": None,
-        }
+        },
     )
 
 
@@ -127,7 +130,8 @@ async def test_the_reaper_returns_the_oldest_expired_leases_first(
         "UPDATE jobq.jobs SET lease_expires_at = now() - make_interval(secs => id)"
         " WHERE lease_expires_at < now()"
     )
-    arguments = maintenance_sql.REAP_EXPIRED.args(
+    arguments = args_of(
+        maintenance_sql.REAP_EXPIRED,
         {
             "batch_size": 4,
             "skip_ids": [],
@@ -135,7 +139,7 @@ async def test_the_reaper_returns_the_oldest_expired_leases_first(
             "backoff_base": 10.0,
             "backoff_cap": 60.0,
             "backoff_jitter": 0.1,
-        }
+        },
     )
     reaped = await db.fetch(maintenance_sql.REAP_EXPIRED.sql, *arguments)
     assert sorted(r["id"] for r in reaped) == [7, 8, 9, 10]

@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 
 from app.jobs import repository as jobs_sql
+from tests.statements import args_of
 
 DELAYED_KEYS = 300
 PARAMS: dict[str, Any] = {
@@ -54,7 +55,7 @@ async def test_delayed_keys_are_not_walked(db: asyncpg.Connection) -> None:
     await transaction.start()
     try:
         (row,) = await db.fetch(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + statement.sql, *statement.args(PARAMS)
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + statement.sql, *args_of(statement, PARAMS)
         )
         leased = await db.fetch(
             "SELECT concurrency_key FROM jobq.jobs WHERE queue = 'lim' AND state = 'running'"

@@ -11,6 +11,7 @@ import pytest
 
 from app.db.statement import Statement
 from app.jobs import repository as jobs_sql
+from tests.statements import args_of
 
 PARAMS: dict[str, Any] = {"types": [], "lease_seconds": None, "worker_id": "w", "key_id": None}
 
@@ -32,12 +33,14 @@ async def _fill(db: asyncpg.Connection) -> None:
     )
 
 
-async def _taken(db: asyncpg.Connection, statement: Statement, params: dict[str, Any]) -> list[int]:
+async def _taken(
+    db: asyncpg.Connection, statement: Statement[Any], params: dict[str, Any]
+) -> list[int]:
     """The ids `statement` leases, in its answer's order; nothing kept."""
     transaction = db.transaction()
     await transaction.start()
     try:
-        return [row["id"] for row in await db.fetch(statement.sql, *statement.args(params))]
+        return [row["id"] for row in await db.fetch(statement.sql, *args_of(statement, params))]
     finally:
         await transaction.rollback()
 
@@ -49,7 +52,7 @@ async def test_the_lease_from_one_queue_takes_what_the_general_one_takes(
 ) -> None:
     await _fill(db)
     params = {**PARAMS, "queue": "q", "queues": ["q"], "max_jobs": max_jobs, "types": types}
-    one = jobs_sql.lease_statement(["q"], max_jobs)
+    one = jobs_sql.lease_statement(max_jobs)
     assert one.name == "lease_queue"
     general = await _taken(db, jobs_sql.LEASE, params)
     assert len(general) == min(max_jobs, 23 if types else 91)  # due jobs of q (of type b)
@@ -76,10 +79,10 @@ async def test_a_lease_keeps_one_plan_through_a_backlog(
         " SELECT 'q', 't', '{}', 'queued', 5, 60 FROM generate_series(1, 5000)"
     )
     await db.execute("ANALYZE jobq.jobs")
-    statement = jobs_sql.lease_statement(["q"], max_jobs)
+    statement = jobs_sql.lease_statement(max_jobs)
     params = {**PARAMS, "queue": "q", "queues": ["q"], "max_jobs": max_jobs}
     for _ in range(10):
-        assert len(await db.fetch(statement.sql, *statement.args(params))) == max_jobs
+        assert len(await db.fetch(statement.sql, *args_of(statement, params))) == max_jobs
     plans = await db.fetchrow(
         "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
         statement.sql,
@@ -91,18 +94,17 @@ async def test_a_lease_keeps_one_plan_through_a_backlog(
 
 
 def test_a_lease_from_one_queue_has_its_size_written_in() -> None:
-    assert jobs_sql.lease_statement(["a", "b"], 100) is jobs_sql.LEASE
     for size in (1, 37, 100):
-        numbered = jobs_sql.lease_statement(["a"], size)
+        numbered = jobs_sql.lease_statement(size)
         assert numbered.name == "lease_queue"
         assert f"LIMIT {size}\n" in numbered.sql
         assert "max_jobs" not in numbered.names
-        assert jobs_sql.lease_statement(["b"], size) is numbered  # made once
-    assert jobs_sql.lease_statement(["a"], 101) is jobs_sql.LEASE_QUEUE  # none is asked
+        assert jobs_sql.lease_statement(size) is numbered  # made once
+    assert jobs_sql.lease_statement(101) is jobs_sql.LEASE_QUEUE  # none is asked
 
 
 def test_the_lease_from_one_queue_updates_as_the_general_one() -> None:
-    def update(statement: Statement) -> str:
+    def update(statement: Statement[Any]) -> str:
         return statement.sql[statement.sql.index("UPDATE jobq.jobs j") :]
 
     # the same SET, fence and answer, its parameters numbered alike

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 from types import ModuleType
+from typing import Any
 
 import asyncpg
 import pytest
@@ -23,7 +24,7 @@ from tests.conftest import plain
 REPOSITORIES = [jobs_sql, queues_sql, keys_sql, maintenance_sql]
 
 
-def _named(module: ModuleType) -> dict[str, Statement]:
+def _named(module: ModuleType) -> dict[str, Statement[Any]]:
     """The statements a repository module binds to names (`LEASE = QUERIES["lease"]`)."""
     return {n: v for n, v in vars(module).items() if isinstance(v, Statement) and n.isupper()}
 
@@ -71,7 +72,7 @@ async def test_typed_rows_hold_every_column_in_the_tables_order(
     ids=lambda value: getattr(value, "name", None) or value.__name__,
 )
 async def test_statements_read_into_rows_by_position_answer_exactly_their_columns(
-    db: asyncpg.Connection, statement: Statement, row: type[JobRow] | type[FinishedBrief]
+    db: asyncpg.Connection, statement: Statement[Any], row: type[JobRow] | type[FinishedBrief]
 ) -> None:
     # rows.many builds these rows by position, with no length check of its own
     prepared = await db.prepare(statement.sql)

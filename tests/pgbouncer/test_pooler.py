@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import asyncpg
 import httpx
@@ -15,12 +16,19 @@ import pytest
 
 from app.db.database import Database
 from app.db.engine import create_engine
-from app.db.statement import Statement
+from app.db.statement import compile_sql
 from tests.conftest import plain
 from tests.fixtures.pgbouncer import SERVER_CONNECTIONS
 from tests.processes.replicas import Replica
 
-BACKEND = Statement("backend", "", "SELECT pg_backend_pid() AS pid, $1::int AS n", ("n",))
+
+class Numbered(NamedTuple):
+    n: int
+
+
+BACKEND = compile_sql("backend", "SELECT pg_backend_pid() AS pid, CAST(:n AS int) AS n").bound(
+    Numbered
+)
 
 
 async def test_the_pooler_shares_its_server_connections(pgbouncer_url: str) -> None:
@@ -55,12 +63,14 @@ async def test_a_pool_made_for_the_pooler_caches_nothing(pgbouncer_url: str) -> 
     engines = [create_engine(pgbouncer_url, 4, pooler=True) for _ in range(3)]
     try:
         dbs = [Database(engine) for engine in engines]
-        rows = await asyncio.gather(*(dbs[n % 3].fetch_one(BACKEND, {"n": n}) for n in range(300)))
+        rows = await asyncio.gather(
+            *(dbs[n % 3].fetch_one(BACKEND, Numbered(n)) for n in range(300))
+        )
         assert [row["n"] for row in rows if row is not None] == list(range(300))
         assert len({row["pid"] for row in rows if row is not None}) <= SERVER_CONNECTIONS
         async with dbs[0].transaction() as conn:  # a transaction keeps its server connection
             first = await conn.fetchval("SELECT pg_backend_pid()")
-            await asyncio.gather(*(dbs[1].fetch_one(BACKEND, {"n": n}) for n in range(20)))
+            await asyncio.gather(*(dbs[1].fetch_one(BACKEND, Numbered(n)) for n in range(20)))
             assert await conn.fetchval("SELECT pg_backend_pid()") == first
     finally:
         for engine in engines:

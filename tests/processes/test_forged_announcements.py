@@ -18,7 +18,7 @@ from tests.processes.replicas import Replica, stop_all
 
 WAITERS_PER_REPLICA = 2
 FLOOD_SECONDS = 2.0
-LOOKS_BURST = 5  # app.jobs.wakeups: a waiter's looks back to back ...
+LOOKS_BURST = 5  # app.jobs.waiting: a waiter's looks back to back ...
 LOOKS_PER_SECOND = 20  # ... then a second at most
 # What else is counted meanwhile: the replicas' maintenance passes and this test's reads,
 # and commits made before a window but counted in it (a backend reports its statistics

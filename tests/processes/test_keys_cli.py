@@ -117,7 +117,7 @@ async def test_a_key_from_the_cli_works_until_the_cli_revokes_it(
     key = created.stdout.strip()
     app = app_factory()
     client: httpx.AsyncClient = await client_factory(app)
-    while not app.state.auth.listening:
+    while not app.state.services.auth.listening:
         await asyncio.sleep(0.02)
     headers = {"Authorization": f"Bearer {key}"}
     assert_problem(

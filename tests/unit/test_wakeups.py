@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from app.core.names import is_name
 from app.db.listener import MAX_ANNOUNCED_JOBS, MAX_EPOCH, parse_due, parse_finished
 from app.jobs.finishes import Finishes
-from app.jobs.wakeups import LOOKS_BURST, LOOKS_PER_SECOND, Waiter, Wakeups
+from app.jobs.waiting import LOOKS_BURST, LOOKS_PER_SECOND
+from app.jobs.wakeups import QueueWaiter, Wakeups
 
 
 def _wakeups() -> Wakeups:
@@ -23,12 +24,12 @@ def _wakeups() -> Wakeups:
 
 
 @contextlib.contextmanager
-def _waiting(wakeups: Wakeups, count: int, *, typed: bool = False) -> Iterator[list[Waiter]]:
+def _waiting(wakeups: Wakeups, count: int, *, typed: bool = False) -> Iterator[list[QueueWaiter]]:
     with contextlib.ExitStack() as stack:
         yield [stack.enter_context(wakeups.waiter(["q"], typed=typed)) for _ in range(count)]
 
 
-def _woken(waiters: list[Waiter]) -> list[bool]:
+def _woken(waiters: list[QueueWaiter]) -> list[bool]:
     return [waiter.woken.done() for waiter in waiters]
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request, Response
 
-from app.api.openapi import problems
+from app.api.openapi import OPTIONAL_BODY_TITLE, problems
 from app.api.params import JobIdPath
 from app.jobs import views
 from app.jobs.routes.deps import services
@@ -24,9 +24,9 @@ router = APIRouter(
     response_model=JobOut,
     responses=problems(404, 409, 422),
 )
-async def cancel_job(_caller: AdminCaller, job_id: JobIdPath, http: Request) -> dict[str, Any]:
+async def cancel_job(_caller: AdminCaller, job_id: JobIdPath, request: Request) -> dict[str, Any]:
     """Cancel a job: a queued one at once, a running one when its worker stops."""
-    jobs = services(http)
+    jobs = services(request)
     return views.job(await jobs.admin.cancel(job_id))
 
 
@@ -39,15 +39,13 @@ async def cancel_job(_caller: AdminCaller, job_id: JobIdPath, http: Request) -> 
 async def retry_job(
     _caller: AdminCaller,
     job_id: JobIdPath,
-    http: Request,
-    request: Annotated[RetryIn | None, Body()] = None,
+    request: Request,
+    retry: Annotated[RetryIn | None, Body(title=OPTIONAL_BODY_TITLE)] = None,
 ) -> dict[str, Any]:
     """Send a failed or cancelled job back to the queue."""
-    jobs = services(http)
-    request = request or RetryIn()
-    job = await jobs.admin.retry(
-        job_id, reset_attempts=request.reset_attempts, run_at=request.run_at
-    )
+    jobs = services(request)
+    retry = retry or RetryIn()
+    job = await jobs.admin.retry(job_id, reset_attempts=retry.reset_attempts, run_at=retry.run_at)
     return views.job(job)
 
 
@@ -58,8 +56,8 @@ async def retry_job(
     response_class=Response,
     responses=problems(404, 409, 422),
 )
-async def delete_job(_caller: AdminCaller, job_id: JobIdPath, http: Request) -> Response:
+async def delete_job(_caller: AdminCaller, job_id: JobIdPath, request: Request) -> Response:
     """Delete a job that is not running."""
-    jobs = services(http)
+    jobs = services(request)
     await jobs.admin.delete(job_id)
     return Response(status_code=204)

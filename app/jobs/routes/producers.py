@@ -53,11 +53,11 @@ async def enqueue_job(
     caller: EnqueueCaller,
     queue: QueuePath,
     job: JobIn,
-    http: Request,
+    request: Request,
     idempotency_key: Annotated[IdempotencyKey | None, Header()] = None,
 ) -> Response:
     """Enqueue a job."""
-    jobs = services(http)
+    jobs = services(request)
     caller.require_queues([queue])
     allowed = caller.queues.sql() if caller.queues is not None else None
     found = await jobs.enqueue.one(queue, job, idempotency_key, allowed)
@@ -75,10 +75,10 @@ async def enqueue_job(
     responses=problems(400, 401, 403, 413, 422, 429),
 )
 async def enqueue_jobs(
-    caller: EnqueueCaller, queue: QueuePath, batch: BatchIn, http: Request
+    caller: EnqueueCaller, queue: QueuePath, batch: BatchIn, request: Request
 ) -> dict[str, Any]:
     """Enqueue up to 1000 jobs in one call; answers in request order."""
-    jobs = services(http)
+    jobs = services(request)
     caller.require_queues([queue])
     allowed = caller.queues.sql() if caller.queues is not None else None
     return views.batch(await jobs.enqueue.batch(queue, batch.jobs, allowed))
@@ -93,7 +93,7 @@ async def enqueue_jobs(
 async def get_job(
     caller: ReadCaller,
     job_id: JobIdPath,
-    http: Request,
+    request: Request,
     wait_seconds: Annotated[
         float,
         Query(
@@ -106,11 +106,11 @@ async def get_job(
 ) -> dict[str, Any]:
     """Get a job with its progress, result, errors and attempts, waiting for it to finish
     if asked (`wait_seconds`)."""
-    jobs = services(http)
+    jobs = services(request)
     job = await jobs.reads.get(job_id)
     caller.require_queue_of(job.queue, "job")
     if wait_seconds > 0:
-        job = await jobs.reads.wait(job_id, wait_seconds, abandoned=http.is_disconnected)
+        job = await jobs.reads.wait(job_id, wait_seconds, abandoned=request.is_disconnected)
     return views.job(job)
 
 
@@ -121,11 +121,11 @@ async def get_job(
     responses=problems(401, 403, 404, 422),
 )
 async def get_job_dependencies(
-    caller: ReadCaller, job_id: JobIdPath, http: Request
+    caller: ReadCaller, job_id: JobIdPath, request: Request
 ) -> dict[str, Any]:
     """The jobs a job waits for (its parents) and the jobs that wait for it (its children),
     of the queues the caller's key may read."""
-    jobs = services(http)
+    jobs = services(request)
     job = await jobs.reads.get(job_id)
     caller.require_queue_of(job.queue, "job")
     allowed = caller.queues.sql() if caller.queues is not None else None
@@ -137,7 +137,7 @@ async def get_job_dependencies(
 )
 async def list_jobs(
     caller: ReadCaller,
-    http: Request,
+    request: Request,
     queue: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)] = None,
     state: JobState | None = None,
     type: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)] = None,
@@ -162,7 +162,7 @@ async def list_jobs(
 
     A key limited to some queues sees only their jobs; naming another queue is 403.
     """
-    jobs = services(http)
+    jobs = services(request)
     if queue is not None:
         caller.require_queues([queue])
     allowed = caller.queues.sql() if caller.queues is not None else None
@@ -187,10 +187,10 @@ async def list_jobs(
     response_model=WorkersOut,
     responses=problems(401, 403, 422),
 )
-async def list_workers(caller: ReadCaller, http: Request) -> dict[str, Any]:
+async def list_workers(caller: ReadCaller, request: Request) -> dict[str, Any]:
     """Who is leasing now: each worker holding running jobs, with their queues and its
     last sign of life (a key limited to some queues sees only their jobs)."""
-    jobs = services(http)
+    jobs = services(request)
     allowed = caller.queues.sql() if caller.queues is not None else None
     rows = await jobs.reads.workers(allowed, MAX_WORKERS_SHOWN)
     return {"workers": [row._asdict() for row in rows]}

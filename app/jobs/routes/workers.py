@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Request, Response
 
 from app.api.answers import answer
-from app.api.openapi import problems
+from app.api.openapi import OPTIONAL_BODY_TITLE, problems
 from app.jobs import views
 from app.jobs.routes.deps import services
 from app.jobs.schemas import (
+    AckComplete,
+    AckFail,
     AcksIn,
     AcksOut,
     CompleteIn,
+    ErrorIn,
     FailIn,
     HeartbeatIn,
     HeartbeatOut,
@@ -21,12 +25,35 @@ from app.jobs.schemas import (
     LeaseIn,
     LeasesOut,
 )
+from app.jobs.service import Ack, AttemptError, Progress, Wanted
 from app.keys import KeyedRoute, WorkCaller
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["leases"])
 
 THROTTLED_HEADER = "Jobq-Throttled"
 LeasePath = Annotated[str, Path(max_length=100, description="The lease's token.")]
+
+
+def _attempt_error(error: ErrorIn) -> AttemptError:
+    return AttemptError(error.type, error.message, error.details)
+
+
+def _failed(ack: AckFail) -> Ack:
+    error = _attempt_error(ack.error)
+    return Ack(ack.lease_id, "fail", None, error, ack.retryable, ack.retry_after_seconds)
+
+
+def _acks(sent: Sequence[AckComplete | AckFail]) -> list[Ack]:
+    """The acks sent, as the service takes them (a batch holds up to 1000, most of them
+    completes: built inline; `type(ack) is`, not isinstance, which runs Python code for
+    pydantic's models, ABCs)."""
+    return [
+        Ack(ack.lease_id, "complete", ack.result)
+        if type(ack) is AckComplete
+        # the discriminated union's other member
+        else _failed(ack)  # type: ignore[arg-type]
+        for ack in sent
+    ]
 
 
 @router.post(
@@ -46,7 +73,7 @@ LeasePath = Annotated[str, Path(max_length=100, description="The lease's token."
         **problems(400, 401, 403, 413, 422),
     },
 )
-async def lease_jobs(caller: WorkCaller, request: LeaseIn, http: Request) -> Response:
+async def lease_jobs(caller: WorkCaller, lease: LeaseIn, request: Request) -> Response:
     """Lease up to `max_jobs` due jobs, highest priority first; `[]` when none is due.
 
     With `wait_seconds`, waits for a job to arrive when none is due (long poll). The
@@ -54,11 +81,19 @@ async def lease_jobs(caller: WorkCaller, request: LeaseIn, http: Request) -> Res
     When a queue's limits held the lease back, the `Jobq-Throttled` header names them
     (`max_running`, `max_running_per_key`, `rate_limit`).
     """
-    jobs = services(http)
-    caller.require_queues(request.queues)
+    jobs = services(request)
+    caller.require_queues(lease.queues)
     allowed = caller.queues.sql() if caller.queues is not None else None
+    wanted = Wanted(
+        lease.queues,
+        lease.types,
+        lease.max_jobs,
+        lease.lease_seconds,
+        lease.wait_seconds,
+        lease.worker_id,
+    )
     leased = await jobs.leases.lease(
-        request, abandoned=http.is_disconnected, key_id=caller.key_id, allowed=allowed
+        wanted, abandoned=request.is_disconnected, key_id=caller.key_id, allowed=allowed
     )
     response = views.leases(leased.leases)
     if leased.throttled:
@@ -75,12 +110,17 @@ async def lease_jobs(caller: WorkCaller, request: LeaseIn, http: Request) -> Res
 async def heartbeat_lease(
     caller: WorkCaller,
     lease_id: LeasePath,
-    http: Request,
-    request: Annotated[HeartbeatIn | None, Body()] = None,
+    request: Request,
+    heartbeat: Annotated[HeartbeatIn | None, Body(title=OPTIONAL_BODY_TITLE)] = None,
 ) -> Response:
     """Extend a lease from now and report progress; says whether cancellation was requested."""
-    jobs = services(http)
-    beat = await jobs.leases.heartbeat(lease_id, request or HeartbeatIn(), caller.key_id)
+    jobs = services(request)
+    heartbeat = heartbeat or HeartbeatIn()
+    sent = heartbeat.progress
+    progress = Progress(sent.percent, sent.stage, sent.message) if sent is not None else None
+    beat = await jobs.leases.heartbeat(
+        lease_id, heartbeat.extend_seconds, progress, key_id=caller.key_id
+    )
     return answer(views.heartbeat(beat))
 
 
@@ -93,12 +133,13 @@ async def heartbeat_lease(
 async def complete_lease(
     caller: WorkCaller,
     lease_id: LeasePath,
-    http: Request,
-    request: Annotated[CompleteIn | None, Body()] = None,
+    request: Request,
+    completion: Annotated[CompleteIn | None, Body(title=OPTIONAL_BODY_TITLE)] = None,
 ) -> Response:
     """Mark the leased job succeeded, with its result."""
-    jobs = services(http)
-    job = await jobs.acks.complete(lease_id, request or CompleteIn(), caller.key_id)
+    jobs = services(request)
+    result = completion.result if completion is not None else None
+    job = await jobs.acks.complete(lease_id, result, caller.key_id)
     return views.job_answer(job)
 
 
@@ -109,11 +150,18 @@ async def complete_lease(
     responses=problems(400, 401, 403, 404, 409, 413, 422),
 )
 async def fail_lease(
-    caller: WorkCaller, lease_id: LeasePath, request: FailIn, http: Request
+    caller: WorkCaller, lease_id: LeasePath, failure: FailIn, request: Request
 ) -> Response:
     """Record a failed attempt: retried after a backoff, or `failed` when no try is left."""
-    jobs = services(http)
-    return views.job_answer(await jobs.acks.fail(lease_id, request, caller.key_id))
+    jobs = services(request)
+    job = await jobs.acks.fail(
+        lease_id,
+        _attempt_error(failure.error),
+        retryable=failure.retryable,
+        retry_after_seconds=failure.retry_after_seconds,
+        key_id=caller.key_id,
+    )
+    return views.job_answer(job)
 
 
 @router.post(
@@ -122,7 +170,7 @@ async def fail_lease(
     response_model=AcksOut,
     responses=problems(400, 401, 403, 413, 422),
 )
-async def ack_leases(caller: WorkCaller, request: AcksIn, http: Request) -> Response:
+async def ack_leases(caller: WorkCaller, batch: AcksIn, request: Request) -> Response:
     """Complete or fail up to 1000 leases in one call; one result per ack, in order."""
-    jobs = services(http)
-    return views.acks(await jobs.acks.finish(request.acks, caller.key_id))
+    jobs = services(request)
+    return views.acks(await jobs.acks.finish(_acks(batch.acks), caller.key_id))

@@ -9,14 +9,25 @@ from app.core.config import Settings
 from app.jobs.finishes import Finishes
 from app.jobs.limits import LimitedQueues
 from app.jobs.repository import JobsRepository
-from app.jobs.service.acks import Acks, Finished
+from app.jobs.service.acks import Ack, Acks, AttemptError, Finished
 from app.jobs.service.admin import JobAdmin
 from app.jobs.service.enqueue import Enqueuer
-from app.jobs.service.leases import Heartbeat, Lease, Leased, Leases
+from app.jobs.service.leases import Heartbeat, Lease, Leased, Leases, Progress, Wanted
 from app.jobs.service.reads import Reads
 from app.jobs.wakeups import Wakeups
 
-__all__ = ["Finished", "Heartbeat", "JobServices", "Lease", "Leased", "enqueue_limits"]
+__all__ = [
+    "Ack",
+    "AttemptError",
+    "Finished",
+    "Heartbeat",
+    "JobServices",
+    "Lease",
+    "Leased",
+    "Progress",
+    "Wanted",
+    "enqueue_limits",
+]
 
 
 def enqueue_limits(settings: Settings) -> dict[str, int]:

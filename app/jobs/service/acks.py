@@ -8,6 +8,7 @@ first was.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
@@ -18,21 +19,41 @@ from app.core.errors import JobqError, LeaseNotFound, PayloadTooLarge, Validatio
 from app.core.retry import Backoff
 from app.jobs import payloads, telemetry
 from app.jobs.limits import LimitedQueues
+from app.jobs.params import AckColumns, AckParams
 from app.jobs.repository import JobsRepository
 from app.jobs.rows import FinishedBrief, JobRow, builder
-from app.jobs.schemas import AckComplete, AckFail, CompleteIn, FailIn
 from app.jobs.service import checks
-from app.jobs.service.stale import explain_stale
+from app.jobs.service.stale import Outcome, explain_stale
 from app.jobs.tokens import parse_token
 
-Ack = AckComplete | AckFail
-# finish_one's parameters, in the order an ack's are gathered, and finish_many's arrays
-# of each.
-_ACK_FIELDS = ("job_id", "lease_id", "outcome", "result", "error", "retryable", "retry_after")
-_ACK_ARRAYS = ("job_ids", "lease_ids", "outcomes", "results", "errors", "retryable", "retry_after")
-_OUTCOME = _ACK_FIELDS.index("outcome")
-# A complete without a result: its parameters after the lease's (most acks).
-_PLAIN_COMPLETE = ("complete", "null", None, True, None)
+Key = tuple[int, UUID]  # a lease: its job's id, and the lease's own
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError:
+    """Why an attempt failed: what failed (an exception class, say), and what it said."""
+
+    type: str
+    message: str
+    details: Any
+
+
+class Ack(NamedTuple):
+    """One lease to finish (a named tuple: an ack call takes up to 1000): completed with
+    its `result`, or failed with its `error`, retried unless not `retryable`, after
+    `retry_after_seconds` if given (else the backoff)."""
+
+    token: str
+    outcome: Outcome
+    result: Any = None
+    error: AttemptError | None = None
+    retryable: bool = True
+    retry_after_seconds: float | None = None
+
+
+# What follows the lease in a complete without a result (most acks).
+_PLAIN_COMPLETE: tuple[Any, ...] = ("complete", "null", None, True, None)
+_finish = builder(AckParams)  # an ack of 100 leases builds 100
 
 
 class Finished(NamedTuple):
@@ -44,20 +65,21 @@ class Finished(NamedTuple):
     error: JobqError | None
 
 
-_LEASE_ID = attrgetter("lease_id")
-_RESULT = attrgetter("result")
+_TOKEN = itemgetter(Ack._fields.index("token"))
+_OUTCOME = itemgetter(Ack._fields.index("outcome"))
+_RESULT = itemgetter(Ack._fields.index("result"))
 _ORD = attrgetter("ord")
 _JOB_ID = itemgetter(0)
 
 
-def _plain_keys(acks: Sequence[Ack]) -> list[tuple[int, UUID]] | None:
+def _plain_keys(acks: Sequence[Ack]) -> list[Key] | None:
     """Each ack's lease, when every ack completes a lease jobq issued, each of another
     job, and none has a result (most batches); else None (`Acks._finish` sorts the batch
     out)."""
-    if set(map(type, acks)) != {AckComplete} or list(map(_RESULT, acks)).count(None) < len(acks):
+    if set(map(_OUTCOME, acks)) != {"complete"} or list(map(_RESULT, acks)).count(None) < len(acks):
         return None
     try:
-        keys = list(map(parse_token, map(_LEASE_ID, acks)))
+        keys = list(map(parse_token, map(_TOKEN, acks)))
     except LeaseNotFound:
         return None
     return keys if len(set(map(_JOB_ID, keys))) == len(keys) else None
@@ -75,15 +97,23 @@ class Acks:
         self._backoff = Backoff.from_settings(settings)
         self._limited = limited
 
-    # The single calls' bodies were validated on the way in (the token by the route's
-    # path bounds), so their acks are built without validating again.
-
-    async def complete(self, token: str, request: CompleteIn, key_id: int | None = None) -> JobRow:
-        ack = AckComplete.model_construct(lease_id=token, outcome="complete", **dict(request))
+    async def complete(self, token: str, result: Any = None, key_id: int | None = None) -> JobRow:
+        """Mark the leased job succeeded, with its `result`."""
+        ack = Ack(token, "complete", result)
         return self._one(await self._finish([ack], key_id, whole=True))
 
-    async def fail(self, token: str, request: FailIn, key_id: int | None = None) -> JobRow:
-        ack = AckFail.model_construct(lease_id=token, outcome="fail", **dict(request))
+    async def fail(
+        self,
+        token: str,
+        error: AttemptError,
+        *,
+        retryable: bool,
+        retry_after_seconds: float | None,
+        key_id: int | None = None,
+    ) -> JobRow:
+        """Record a failed attempt: retried after a backoff (or `retry_after_seconds`),
+        or failed for good when no try is left or it is not `retryable`."""
+        ack = Ack(token, "fail", None, error, retryable, retry_after_seconds)
         return self._one(await self._finish([ack], key_id, whole=True))
 
     @staticmethod
@@ -99,31 +129,30 @@ class Acks:
 
         Only leases taken with `key_id` are finished (None: any, authentication is off).
         """
-        checks.at_most(len(acks), self._settings.max_ack_batch, ("body", "acks"), "acks")
+        checks.at_most(len(acks), self._settings.max_ack_batch, ("acks",), "acks")
         keys = _plain_keys(acks)
         if keys is not None:
             return await self._complete_plain(acks, keys, key_id)
         return await self._finish(acks, key_id, whole=False)
 
     async def _complete_plain(
-        self, acks: Sequence[Ack], keys: list[tuple[int, UUID]], key_id: int | None
+        self, acks: Sequence[Ack], keys: list[Key], key_id: int | None
     ) -> list[Finished]:
         """`_finish` for a batch of completes without results, of distinct valid tokens
         (most batches): nothing refused on its own, each ack's parameters the same but
         its lease, and when all are applied each answer is its row."""
         count = len(acks)
         job_ids, lease_ids = map(list, zip(*keys, strict=True))
-        columns = {"job_ids": job_ids, "lease_ids": lease_ids}
         plain = ([value] * count for value in _PLAIN_COMPLETE)
-        columns.update(zip(_ACK_ARRAYS[_OUTCOME:], plain, strict=True))
+        columns = AckColumns(job_ids, lease_ids, *plain)
         briefs = await self._repo.finish_many(columns, self._backoff, key_id)
         telemetry.finished(briefs, ["complete"] * len(briefs))
         await self._wake_freed(briefs)
         if len(briefs) == count:  # each ack's row is the one of its place (`ord`)
             briefs.sort(key=_ORD)
-            return list(map(_finished, zip(map(_LEASE_ID, acks), briefs, repeat(None))))
+            return list(map(_finished, zip(map(_TOKEN, acks), briefs, repeat(None))))
         done: list[tuple[int, JobRow | FinishedBrief]] = [(b.ord - 1, b) for b in briefs]
-        return await self._answers(acks, list(keys), {}, list(range(count)), done, key_id)
+        return await self._answers(acks, list(keys), list(range(count)), done, key_id)
 
     async def _wake_freed(self, jobs: Sequence[JobRow | FinishedBrief]) -> None:
         """Wake the leases waiting on a limited queue that finishing `jobs` gave room."""
@@ -133,19 +162,19 @@ class Acks:
             if freed:
                 await self._repo.announce_slots(freed)
 
-    def _ack_params(self, ack: Ack, index: int, whole: bool) -> tuple[Any, ...]:
+    def _stored(self, ack: Ack, index: int, whole: bool) -> tuple[Any, ...]:
         """The ack's outcome, result and error as jsonb text, retryable and retry delay
-        (from `outcome` in _ACK_FIELDS' order), for an ack with a result or an error;
+        (an AckParams' fields after the lease's), for an ack with a result or an error;
         raises if it is too large or too deep."""
-        loc = ("body",) if whole else ("body", "acks", index)
+        loc = () if whole else ("acks", index)
         limit = self._settings.max_payload_bytes
         depth = self._settings.max_json_depth
-        if type(ack) is AckComplete:
+        if ack.outcome == "complete":
             result = payloads.encode(
                 ack.result, field=(*loc, "result"), max_bytes=limit, max_depth=depth
             )
             return ("complete", result, None, True, None)
-        assert type(ack) is AckFail
+        assert ack.error is not None  # a fail's
         payloads.check_depth(ack.error.details, field=(*loc, "error", "details"), max_depth=depth)
         error = {
             "type": ack.error.type,
@@ -161,62 +190,55 @@ class Acks:
         self, acks: Sequence[Ack], key_id: int | None, *, whole: bool
     ) -> list[Finished]:
         """`whole`: the single call's one ack, answered with the whole job (its errors
-        name the body's fields); else a batch, answered with brief rows.
+        name its own fields); else a batch, answered with brief rows.
 
         An ack that was not applied is answered with its job read whole, to explain why.
         """
         # An ack's own fault (a token never issued, a result or error too large or too
         # deep) is its answer alone, as for the single call, and it is not sent. Each
         # other lease goes to the database once; a repeat in the batch is judged after.
-        keys: list[tuple[int, UUID] | None] = []  # each ack's lease; None: refused
-        refused: dict[int, JobqError] = {}
-        first: set[tuple[int, UUID]] = set()  # each lease sent
-        sent: list[int] = []  # the index of each ack sent
-        params: list[tuple[Any, ...]] = []  # its parameters, in _ACK_FIELDS' order
+        judged: list[Key | JobqError] = []  # each ack's lease, or why it is refused
+        sent: dict[Key, int] = {}  # each lease sent: the index of the first ack naming it
+        finishes: list[AckParams] = []  # and what is sent for it, in the same order
         for index, ack in enumerate(acks):
             try:
-                key = parse_token(ack.lease_id)
-                # `type(ack) is`, not isinstance: pydantic's models are ABCs, whose
-                # isinstance runs Python code (an ack of 100 leases asks 100 times)
-                if type(ack) is AckComplete and ack.result is None:  # most acks
+                key = parse_token(ack.token)
+                if ack.outcome == "complete" and ack.result is None:  # most acks
                     rest = _PLAIN_COMPLETE
                 else:
-                    rest = self._ack_params(ack, index, whole)
+                    rest = self._stored(ack, index, whole)
             except (LeaseNotFound, PayloadTooLarge, ValidationFailed) as exc:
-                refused[index] = exc
-                keys.append(None)
+                judged.append(exc)
                 continue
-            keys.append(key)
-            if key not in first:
-                first.add(key)
-                sent.append(index)
-                params.append((*key, *rest))
+            judged.append(key)
+            if key not in sent:
+                sent[key] = index
+                finishes.append(_finish((*key, *rest)))
         if not sent:  # every ack refused on its own: nothing to ask the database
-            return [Finished(ack.lease_id, None, refused[i]) for i, ack in enumerate(acks)]
+            refusals = [error for error in judged if isinstance(error, JobqError)]
+            return [Finished(ack.token, None, e) for ack, e in zip(acks, refusals, strict=True)]
         done: list[tuple[int, JobRow | FinishedBrief]]  # (the ack's place among those sent, job)
         if whole:
-            one = dict(zip(_ACK_FIELDS, params[0], strict=True))
-            job = await self._repo.finish_one(one, self._backoff, key_id)
+            job = await self._repo.finish_one(finishes[0], self._backoff, key_id)
             done = [(0, job)] if job is not None else []
         else:
-            columns = dict(zip(_ACK_ARRAYS, map(list, zip(*params, strict=True)), strict=True))
+            columns = AckColumns(*map(list, zip(*finishes, strict=True)))
             briefs = await self._repo.finish_many(columns, self._backoff, key_id)
             done = [(brief.ord - 1, brief) for brief in briefs]
         jobs = [job for _, job in done]
-        telemetry.finished(jobs, [params[place][_OUTCOME] for place, _ in done])
+        telemetry.finished(jobs, [finishes[place].outcome for place, _ in done])
         await self._wake_freed(jobs)
         if len(done) == len(acks):  # every ack applied (so none refused, none repeated)
             answered: list[JobRow | FinishedBrief | None] = [None] * len(acks)
             for place, finished in done:
                 answered[place] = finished
-            return list(map(_finished, zip(map(_LEASE_ID, acks), answered, repeat(None))))
-        return await self._answers(acks, keys, refused, sent, done, key_id)
+            return list(map(_finished, zip(map(_TOKEN, acks), answered, repeat(None))))
+        return await self._answers(acks, judged, list(sent.values()), done, key_id)
 
     async def _answers(
         self,
         acks: Sequence[Ack],
-        keys: list[tuple[int, UUID] | None],
-        refused: dict[int, JobqError],
+        judged: Sequence[Key | JobqError],
         sent: list[int],
         done: list[tuple[int, JobRow | FinishedBrief]],
         key_id: int | None,
@@ -226,15 +248,16 @@ class Acks:
         applied = {sent[place] for place, _ in done}
         latest: dict[int, JobRow | FinishedBrief] = {job.id: job for _, job in done}
         # Explaining an ack not applied (a repeat in the batch too) takes the whole job.
-        unexplained = {key[0] for i, key in enumerate(keys) if key and i not in applied}
+        unexplained = {
+            key[0] for i, key in enumerate(judged) if isinstance(key, tuple) and i not in applied
+        }
         if unexplained:
             for found in await self._repo.get_many(sorted(unexplained)):
                 latest[found.id] = found
         answers = []
-        for index, ack in enumerate(acks):
-            key = keys[index]
-            if key is None:
-                answers.append(Finished(ack.lease_id, None, refused[index]))
+        for index, (ack, key) in enumerate(zip(acks, judged, strict=True)):
+            if isinstance(key, JobqError):
+                answers.append(Finished(ack.token, None, key))
                 continue
             job_id, lease = key
             current = latest.get(job_id)
@@ -242,5 +265,5 @@ class Acks:
             if index not in applied:
                 whole_job = current if isinstance(current, JobRow) else None
                 error = explain_stale(whole_job, lease, ack.outcome, key_id)
-            answers.append(Finished(ack.lease_id, current, error))
+            answers.append(Finished(ack.token, current, error))
         return answers

@@ -74,12 +74,12 @@ class Enqueuer:
         if idempotency_key is not None:
             if job.idempotency_key not in (None, idempotency_key):
                 raise ValidationFailed.field(
-                    ("body", "idempotency_key"),
+                    ("idempotency_key",),
                     "differs from the Idempotency-Key header",
                     "value_error",
                 )
             job = job.model_copy(update={"idempotency_key": idempotency_key})
-        params = {"queue": queue, **self._defaults, **self._insert_params(job, ("body",))}
+        params = {"queue": queue, **self._defaults, **self._insert_params(job, ())}
         if job.depends_on:
             return await self._workflows.one(queue, job, params, allowed)
         for _ in range(ENQUEUE_RACE_RETRIES):
@@ -101,10 +101,8 @@ class Enqueuer:
     ) -> list[BatchItem]:
         """Create many jobs in one round trip; the answer is in request order. The
         parents they name must be in the `allowed` queues (None: any)."""
-        checks.at_most(
-            len(jobs), self._settings.max_enqueue_batch, ("body", "jobs"), "jobs per batch"
-        )
-        params = [self._insert_params(job, ("body", "jobs", i)) for i, job in enumerate(jobs)]
+        checks.at_most(len(jobs), self._settings.max_enqueue_batch, ("jobs",), "jobs per batch")
+        params = [self._insert_params(job, ("jobs", i)) for i, job in enumerate(jobs)]
         if any(job.depends_on for job in jobs):
             return await self._workflows.batch(queue, jobs, allowed)
         answers: list[BatchItem | None] = [None] * len(jobs)

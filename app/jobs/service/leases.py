@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from operator import attrgetter, itemgetter
@@ -15,9 +15,9 @@ from app.core.config import Settings
 from app.core.errors import DatabaseUnavailable, ValidationFailed
 from app.jobs import telemetry
 from app.jobs.limits import LimitedQueues
+from app.jobs.params import HeartbeatParams
 from app.jobs.repository import Allowed, JobsRepository
 from app.jobs.rows import JobRow, Parent, builder
-from app.jobs.schemas import HeartbeatIn, LeaseIn
 from app.jobs.service import checks
 from app.jobs.service.stale import explain_stale
 from app.jobs.tokens import format_token, parse_token
@@ -31,6 +31,29 @@ class Lease(NamedTuple):
     expires_at: datetime
     job: JobRow
     parents: list[Parent]
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """What a worker asks for: up to `max_jobs` due jobs of these queues (and types;
+    none: any), each leased for `lease_seconds` (None: the job's own), waiting up to
+    `wait_seconds` for one when none is due. `worker_id` is recorded in each job."""
+
+    queues: Sequence[str]
+    types: Sequence[str]
+    max_jobs: int
+    lease_seconds: int | None
+    wait_seconds: float
+    worker_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a worker got with a job; each part optional."""
+
+    percent: float | None = None
+    stage: str | None = None
+    message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +164,7 @@ class Leases:
 
     async def lease(
         self,
-        request: LeaseIn,
+        wanted: Wanted,
         abandoned: Callable[[], Awaitable[bool]] | None = None,
         key_id: int | None = None,
         allowed: Allowed = None,
@@ -157,27 +180,27 @@ class Leases:
         key's; None: any), with their results.
         """
         settings = self._settings
-        if request.max_jobs > settings.max_lease_batch:
+        if wanted.max_jobs > settings.max_lease_batch:
             raise ValidationFailed.field(
-                ("body", "max_jobs"),
+                ("max_jobs",),
                 f"must be at most {settings.max_lease_batch}",
                 "less_than_equal",
             )
-        queues = list(dict.fromkeys(request.queues))
+        queues = list(dict.fromkeys(wanted.queues))
         claim = functools.partial(
             self._claim,
             queues=queues,
-            types=list(dict.fromkeys(request.types)),
-            max_jobs=request.max_jobs,
+            types=list(dict.fromkeys(wanted.types)),
+            max_jobs=wanted.max_jobs,
             lease_seconds=checks.lease_seconds(
-                request.lease_seconds, settings.max_lease_seconds, ("body", "lease_seconds")
+                wanted.lease_seconds, settings.max_lease_seconds, ("lease_seconds",)
             ),
-            worker_id=request.worker_id,
+            worker_id=wanted.worker_id,
             key_id=key_id,
         )
-        deadline = time.monotonic() + request.wait_seconds
+        deadline = time.monotonic() + wanted.wait_seconds
         throttled: list[str] = []
-        with self._wakeups.waiter(queues, typed=bool(request.types)) as waiter:
+        with self._wakeups.waiter(queues, typed=bool(wanted.types)) as waiter:
             while True:
                 waiter.reset()
                 jobs, throttled = await claim()
@@ -244,27 +267,29 @@ class Leases:
         return jobs, throttled
 
     async def heartbeat(
-        self, token: str, request: HeartbeatIn, key_id: int | None = None
+        self,
+        token: str,
+        extend_seconds: int | None = None,
+        progress: Progress | None = None,
+        key_id: int | None = None,
     ) -> Heartbeat:
-        """Extend a live lease from now and record progress."""
+        """Extend a live lease from now (by `extend_seconds`; None: its current length)
+        and record `progress` (None: unchanged)."""
         job_id, lease = parse_token(token)
-        progress = request.progress
         beat = await self._repo.heartbeat(
-            {
-                "job_id": job_id,
-                "lease_id": lease,
-                "extend_seconds": checks.lease_seconds(
-                    request.extend_seconds,
-                    self._settings.max_lease_seconds,
-                    ("body", "extend_seconds"),
+            HeartbeatParams(
+                job_id=job_id,
+                lease_id=lease,
+                extend_seconds=checks.lease_seconds(
+                    extend_seconds, self._settings.max_lease_seconds, ("extend_seconds",)
                 ),
-                "has_progress": progress is not None,
-                "percent": progress.percent if progress else None,
-                "stage": progress.stage if progress else None,
-                "message": progress.message if progress else None,
-                "min_interval": self._settings.heartbeat_min_interval_seconds,
-                "key_id": key_id,
-            }
+                has_progress=progress is not None,
+                percent=progress.percent if progress else None,
+                stage=progress.stage if progress else None,
+                message=progress.message if progress else None,
+                min_interval=self._settings.heartbeat_min_interval_seconds,
+                key_id=key_id,
+            )
         )
         if beat is not None:
             return Heartbeat(

@@ -9,7 +9,7 @@ from datetime import datetime
 from app.core.errors import JobNotFound
 from app.jobs.finishes import Finishes
 from app.jobs.repository import Allowed, JobsRepository
-from app.jobs.rows import Dependency, JobRow, WorkerRow
+from app.jobs.rows import Dependency, JobRow, JobState, WorkerRow
 
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 
@@ -62,7 +62,7 @@ class Reads:
         self,
         *,
         queue: str | None,
-        state: str | None,
+        state: JobState | None,
         type_: str | None,
         after: int,
         limit: int,

@@ -33,7 +33,7 @@ def refused(error: FunctionRefused, settings: Settings, queue: str) -> JobqError
         )
     if error.status == 413:
         return PayloadTooLarge(error.message, limit_bytes=settings.max_payload_bytes)
-    loc: checks.Loc = ("body", *(int(p) if p.isdigit() else p for p in error.field.split(".")))
+    loc: checks.Loc = tuple(int(p) if p.isdigit() else p for p in error.field.split("."))
     return ValidationFailed.field(loc, error.message, "value_error")
 
 
@@ -52,7 +52,7 @@ class Workflows:
         for index, parent in enumerate(job.depends_on or []):
             if isinstance(parent, Ref):
                 raise ValidationFailed.field(
-                    ("body", "depends_on", index),
+                    ("depends_on", index),
                     "a ref names an item of the same batch: enqueue a batch for that",
                     "value_error",
                 )
@@ -82,7 +82,7 @@ class Workflows:
         checks.at_most(
             sum(len(job.depends_on or ()) for job in jobs),
             self._settings.max_batch_dependencies,
-            ("body", "jobs"),
+            ("jobs",),
             "depends_on entries in all the batch's jobs",
         )
         items = []
@@ -90,7 +90,7 @@ class Workflows:
             for p, parent in enumerate(job.depends_on or []):
                 if isinstance(parent, Ref) and parent.ref >= index:
                     raise ValidationFailed.field(
-                        ("body", "jobs", index, "depends_on", p),
+                        ("jobs", index, "depends_on", p),
                         "a ref must name an earlier item of the batch",
                         "value_error",
                     )

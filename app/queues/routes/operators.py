@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
 
-from app.api.openapi import problems
+from app.api.openapi import OPTIONAL_BODY_TITLE, problems
 from app.api.params import QueuePath
 from app.keys import AdminCaller, KeyedRoute
 from app.queues import views
@@ -27,19 +27,19 @@ router = APIRouter(
 async def redrive_failed_jobs(
     _caller: AdminCaller,
     queue: QueuePath,
-    http: Request,
-    request: Annotated[RedriveIn | None, Body()] = None,
+    request: Request,
+    redrive: Annotated[RedriveIn | None, Body(title=OPTIONAL_BODY_TITLE)] = None,
 ) -> dict[str, Any]:
     """Send the queue's failed jobs (filtered, up to `limit`) back to it."""
-    queues = services(http)
-    request = request or RedriveIn()
+    queues = services(request)
+    redrive = redrive or RedriveIn()
     retried = await queues.admin.redrive(
         queue,
-        type_=request.type,
-        error_type=request.error_type,
-        failed_since=request.failed_since,
-        limit=request.limit,
-        reset_attempts=request.reset_attempts,
+        type_=redrive.type,
+        error_type=redrive.error_type,
+        failed_since=redrive.failed_since,
+        limit=redrive.limit,
+        reset_attempts=redrive.reset_attempts,
     )
     return {"retried": retried}
 
@@ -50,9 +50,9 @@ async def redrive_failed_jobs(
     response_model=QueueStateOut,
     responses=problems(422),
 )
-async def pause_queue(_caller: AdminCaller, queue: QueuePath, http: Request) -> dict[str, Any]:
+async def pause_queue(_caller: AdminCaller, queue: QueuePath, request: Request) -> dict[str, Any]:
     """Stop leasing from the queue; enqueueing still works."""
-    queues = services(http)
+    queues = services(request)
     return views.state(await queues.admin.pause(queue))
 
 
@@ -62,9 +62,9 @@ async def pause_queue(_caller: AdminCaller, queue: QueuePath, http: Request) -> 
     response_model=QueueStateOut,
     responses=problems(422),
 )
-async def resume_queue(_caller: AdminCaller, queue: QueuePath, http: Request) -> dict[str, Any]:
+async def resume_queue(_caller: AdminCaller, queue: QueuePath, request: Request) -> dict[str, Any]:
     """Lease from the queue again."""
-    queues = services(http)
+    queues = services(request)
     return views.state(await queues.admin.resume(queue))
 
 
@@ -75,8 +75,8 @@ async def resume_queue(_caller: AdminCaller, queue: QueuePath, http: Request) ->
     responses=problems(400, 413, 422),
 )
 async def purge_queue(
-    _caller: AdminCaller, queue: QueuePath, request: PurgeIn, http: Request
+    _caller: AdminCaller, queue: QueuePath, purge: PurgeIn, request: Request
 ) -> dict[str, Any]:
     """Delete the queue's queued jobs; `confirm` must repeat the queue's name."""
-    queues = services(http)
-    return {"deleted": await queues.admin.purge(queue, request.confirm)}
+    queues = services(request)
+    return {"deleted": await queues.admin.purge(queue, purge.confirm)}

@@ -12,8 +12,24 @@ from app.keys import AdminCaller, KeyedRoute, ReadCaller
 from app.queues import views
 from app.queues.routes.deps import services
 from app.queues.schemas import QueueSettingsIn, QueueSettingsOut
+from app.queues.service import SettingsChange
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["queues"])
+
+# the row's columns that `QueueSettingsIn` names alike (rate_limit is two columns)
+_PLAIN = [name for name in QueueSettingsIn.model_fields if name != "rate_limit"]
+
+
+def _change(sent: QueueSettingsIn) -> SettingsChange:
+    """The settings sent, as the columns they change."""
+    values: dict[str, float | None] = {
+        name: getattr(sent, name) for name in _PLAIN if name in sent.model_fields_set
+    }
+    if "rate_limit" in sent.model_fields_set:
+        rate = sent.rate_limit
+        values["rate_limit_jobs"] = rate.jobs if rate is not None else None
+        values["rate_limit_seconds"] = rate.per_seconds if rate is not None else None
+    return values
 
 
 @router.get(
@@ -22,9 +38,11 @@ router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["queues"])
     response_model=QueueSettingsOut,
     responses=problems(401, 403, 422),
 )
-async def get_queue_settings(caller: ReadCaller, queue: QueuePath, http: Request) -> dict[str, Any]:
+async def get_queue_settings(
+    caller: ReadCaller, queue: QueuePath, request: Request
+) -> dict[str, Any]:
     """Get a queue's settings; a queue nobody configured has the defaults."""
-    queues = services(http)
+    queues = services(request)
     caller.require_queues([queue])
     return views.settings(await queues.settings.get(queue))
 
@@ -36,9 +54,9 @@ async def get_queue_settings(caller: ReadCaller, queue: QueuePath, http: Request
     responses=problems(400, 401, 403, 413, 422),
 )
 async def set_queue_settings(
-    _caller: AdminCaller, queue: QueuePath, request: QueueSettingsIn, http: Request
+    _caller: AdminCaller, queue: QueuePath, change: QueueSettingsIn, request: Request
 ) -> dict[str, Any]:
     """Change the settings sent (`null` clears one); the others stay. Limits apply to the
     next lease, defaults to the next enqueue or retry, on every replica."""
-    queues = services(http)
-    return views.settings(await queues.settings.change(queue, request))
+    queues = services(request)
+    return views.settings(await queues.settings.change(queue, _change(change)))

@@ -24,13 +24,13 @@ router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["queues"])
     response_model=QueuesStats,
     responses=problems(401, 403, 503),
 )
-async def list_queues(caller: ReadCaller, http: Request) -> dict[str, Any]:
+async def list_queues(caller: ReadCaller, request: Request) -> dict[str, Any]:
     """Every queue's figures: jobs by state, the oldest due job's age, the last minute and
     hour's throughput, wait and run times, running jobs; and the database's health.
 
     A key limited to some queues sees only theirs.
     """
-    queues = services(http)
+    queues = services(request)
     return views.queues(await queues.stats.queues(), visible=caller.may_use)
 
 
@@ -40,10 +40,10 @@ async def list_queues(caller: ReadCaller, http: Request) -> dict[str, Any]:
     response_model=QueueDetail,
     responses=problems(401, 403, 422, 503),
 )
-async def get_queue(caller: ReadCaller, queue: QueuePath, http: Request) -> dict[str, Any]:
+async def get_queue(caller: ReadCaller, queue: QueuePath, request: Request) -> dict[str, Any]:
     """One queue's figures (all zero for a queue no job names: `known` is then false),
     and the types of its due jobs that no worker leased lately."""
-    queues = services(http)
+    queues = services(request)
     caller.require_queues([queue])
     return views.queue_detail(await queues.stats.queue(queue))
 
@@ -54,10 +54,10 @@ async def get_queue(caller: ReadCaller, queue: QueuePath, http: Request) -> dict
     response_model=FailedGroupsOut,
     responses=problems(401, 403, 422, 503),
 )
-async def failed_groups(caller: ReadCaller, queue: QueuePath, http: Request) -> dict[str, Any]:
+async def failed_groups(caller: ReadCaller, queue: QueuePath, request: Request) -> dict[str, Any]:
     """The queue's failed jobs grouped by type and error type, biggest first (at most 50),
     with the latest failure's message: what to redrive (`POST .../failed/retry`)."""
-    queues = services(http)
+    queues = services(request)
     caller.require_queues([queue])
     rows = await queues.stats.failed_groups(queue)
     return {"queue": queue, "groups": [row._asdict() for row in rows]}
@@ -72,12 +72,12 @@ async def failed_groups(caller: ReadCaller, queue: QueuePath, http: Request) -> 
 async def queue_series(
     caller: ReadCaller,
     queue: QueuePath,
-    http: Request,
+    request: Request,
     minutes: Annotated[int, Query(ge=1, le=MAX_SERIES_MINUTES)] = 60,
 ) -> dict[str, Any]:
     """The queue's last `minutes` minutes, minute by minute: jobs enqueued, succeeded and
     failed (counted from the jobs still stored)."""
-    queues = services(http)
+    queues = services(request)
     caller.require_queues([queue])
     rows = await queues.stats.series(queue, minutes)
     return {"queue": queue, "minutes": [row._asdict() for row in rows]}

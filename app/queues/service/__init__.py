@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from app.queues.repository import QueuesRepository
 from app.queues.service.admin import QueueAdmin
-from app.queues.service.settings import QueueSettingsService
+from app.queues.service.settings import QueueSettingsService, SettingsChange
 from app.queues.service.stats import Snapshot, StatsService
 
-__all__ = ["QueueServices", "Snapshot"]
+__all__ = ["QueueServices", "SettingsChange", "Snapshot"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,7 +57,7 @@ class QueueAdmin:
         """
         if confirm != queue:
             raise ConfirmationMismatch.field(
-                ("body", "confirm"), f"must be the queue's name, {queue!r}", "value_error"
+                ("confirm",), f"must be the queue's name, {queue!r}", "value_error"
             )
         deleted, up_to = 0, None
         while True:

@@ -9,23 +9,25 @@ replica (each also drops its cached set of limited queues: `NOTIFY jobq_settings
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from app.queues.params import SetQueueSettingsParams
 from app.queues.repository import QueuesRepository
 from app.queues.rows import QueueSettingsRow
-from app.queues.schemas import QueueSettingsIn
 
-# the row's columns that `QueueSettingsIn` names alike (rate_limit is two columns)
-_PLAIN = [name for name in QueueSettingsIn.model_fields if name != "rate_limit"]
+# A change of settings: the columns of `QueueSettingsRow` it names, each with its new
+# value (None clears it: no limit, or the service's default).
+SettingsChange = Mapping[str, float | None]
+_COLUMNS = QueueSettingsRow._fields[1:]  # a row's settings, after the queue's name
 
 
-def _columns(change: QueueSettingsIn) -> dict[str, Any]:
-    values = {name: getattr(change, name) for name in _PLAIN if name in change.model_fields_set}
-    if "rate_limit" in change.model_fields_set:
-        rate = change.rate_limit
-        values["rate_limit_jobs"] = rate.jobs if rate is not None else None
-        values["rate_limit_seconds"] = rate.per_seconds if rate is not None else None
-    return values
+def _params(queue: str, change: SettingsChange) -> SetQueueSettingsParams:
+    """The settings `change` names; None for the others (their columns are kept). The
+    rate limit's two columns are given as one, `rate_limit`."""
+    given = {"rate_limit" if name.startswith("rate_limit_") else name for name in change}
+    values: dict[str, Any] = {name: change.get(name) for name in _COLUMNS}
+    return SetQueueSettingsParams(queue=queue, **values, given=sorted(given))
 
 
 class QueueSettingsService:
@@ -41,6 +43,6 @@ class QueueSettingsService:
             return QueueSettingsRow(queue, *([None] * (len(QueueSettingsRow._fields) - 1)))
         return row
 
-    async def change(self, queue: str, change: QueueSettingsIn) -> QueueSettingsRow:
-        """Change the settings `change` names (to null: cleared); the rest stay."""
-        return await self._repo.set_settings(queue, _columns(change))
+    async def change(self, queue: str, change: SettingsChange) -> QueueSettingsRow:
+        """Change the settings `change` names (to None: cleared); the rest stay."""
+        return await self._repo.set_settings(_params(queue, change))

@@ -40,6 +40,8 @@ class Schedule:
     type: str
     cron: str
     timezone: str
+    created_at: datetime
+    updated_at: datetime
     payload: Any = None
     priority: int = 0
     max_attempts: int | None = None
@@ -60,6 +62,8 @@ class Schedule:
             type=data["type"],
             cron=data["cron"],
             timezone=data["timezone"],
+            created_at=_required_time(data["created_at"]),
+            updated_at=_required_time(data["updated_at"]),
             payload=data.get("payload"),
             priority=data.get("priority", 0),
             max_attempts=data.get("max_attempts"),

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 JobState = Literal["waiting", "queued", "running", "succeeded", "failed", "cancelled"]
 OnParentFailure = Literal["cancel", "run"]
+AttemptOutcome = Literal["succeeded", "failed", "lease_expired"]
 FINISHED: tuple[JobState, ...] = ("succeeded", "failed", "cancelled")
 
 
@@ -68,8 +69,8 @@ class Attempt:
     attempt: int
     worker_id: str | None
     started_at: datetime | None
-    finished_at: datetime | None
-    outcome: str
+    finished_at: datetime
+    outcome: AttemptOutcome
     error: ErrorInfo | None
 
     @classmethod
@@ -78,7 +79,7 @@ class Attempt:
             attempt=data["attempt"],
             worker_id=data.get("worker_id"),
             started_at=_time(data.get("started_at")),
-            finished_at=_time(data.get("finished_at")),
+            finished_at=_required_time(data["finished_at"]),
             outcome=data["outcome"],
             error=ErrorInfo.from_json(data.get("error")),
         )
@@ -270,11 +271,13 @@ class Dependencies:
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """A heartbeat's answer: when the lease now ends, and whether to stop."""
+    """A heartbeat's answer: when the lease now ends, whether to stop, and whether the
+    progress it carried was stored."""
 
     lease_id: str
     expires_at: datetime
     cancel_requested: bool
+    progress_recorded: bool = False
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Heartbeat:
@@ -282,6 +285,7 @@ class Heartbeat:
             lease_id=data["lease_id"],
             expires_at=_required_time(data["expires_at"]),
             cancel_requested=bool(data.get("cancel_requested", False)),
+            progress_recorded=bool(data.get("progress_recorded", False)),
         )
 
 

@@ -1,0 +1,1289 @@
+-- The jobq schema at Alembic revision 0022, as migrating an empty database leaves it:
+-- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
+-- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
+-- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
+
+--
+-- Name: jobq; Type: SCHEMA; Schema: -; Owner: -
+--
+
+CREATE SCHEMA jobq;
+
+--
+-- Name: job_state; Type: TYPE; Schema: jobq; Owner: -
+--
+
+CREATE TYPE jobq.job_state AS ENUM (
+    'waiting',
+    'queued',
+    'running',
+    'succeeded',
+    'failed',
+    'cancelled'
+);
+
+--
+-- Name: after_job_delete(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.after_job_delete() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF OLD.has_dependents THEN
+        IF pg_trigger_depth() = 1 THEN
+            PERFORM jobq.settle_dependents(ARRAY[OLD.id], ARRAY['deleted']);
+        END IF;
+        UPDATE jobq.jobs c
+           SET last_error = jobq.parent_failed(OLD.id, 'deleted'),
+               updated_at = now()
+          FROM jobq.job_dependencies d
+         WHERE d.parent_id = OLD.id AND NOT d.resolved AND c.id = d.child_id
+           AND c.state = 'cancelled' AND c.last_error->>'type' = 'parent_failed';
+        DELETE FROM jobq.job_dependencies WHERE parent_id = OLD.id;
+    END IF;
+    IF OLD.has_parents THEN
+        DELETE FROM jobq.job_dependencies WHERE child_id = OLD.id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: after_job_state_change(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.after_job_state_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF OLD.state IS NOT DISTINCT FROM NEW.state THEN
+        RETURN NULL;  -- an update that set the state it had
+    END IF;
+    IF NEW.notify_finish AND NEW.state IN ('succeeded', 'failed', 'cancelled') THEN
+        PERFORM pg_notify('jobq_finished', NEW.id::text);
+    END IF;
+    IF NEW.has_dependents AND pg_trigger_depth() = 1 THEN
+        IF NEW.state IN ('succeeded', 'failed', 'cancelled') THEN
+            PERFORM jobq.settle_dependents(ARRAY[NEW.id], ARRAY[NEW.state::text]);
+        ELSIF OLD.state IN ('failed', 'cancelled') THEN
+            PERFORM jobq.revive_dependents(NEW.id);
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: announce_due(text, timestamp with time zone, bigint); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.announce_due(queue text, due timestamp with time zone, jobs bigint) RETURNS void
+    LANGUAGE sql
+    AS $$
+            SELECT pg_notify('jobq_due', concat_ws(' ', queue, extract(epoch FROM due), jobs))
+        $$;
+
+--
+-- Name: attempt_record(integer, uuid, text, bigint, timestamp with time zone, text, jsonb); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.attempt_record(attempt integer, lease_id uuid, worker_id text, key_id bigint, started_at timestamp with time zone, outcome text, error jsonb) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+            SELECT jsonb_build_object(
+                'attempt', attempt, 'lease_id', lease_id, 'worker_id', worker_id,
+                'key_id', key_id, 'started_at', started_at, 'finished_at', now(),
+                'outcome', outcome, 'error', error)
+        $$;
+
+--
+-- Name: jobs; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.jobs (
+    id bigint NOT NULL,
+    queue text NOT NULL,
+    type text NOT NULL,
+    payload jsonb NOT NULL,
+    priority smallint DEFAULT 0 NOT NULL,
+    state jobq.job_state DEFAULT 'queued'::jobq.job_state NOT NULL,
+    run_at timestamp with time zone DEFAULT now() NOT NULL,
+    attempt integer DEFAULT 0 NOT NULL,
+    max_attempts integer NOT NULL,
+    lease_seconds integer NOT NULL,
+    lease_id uuid,
+    lease_expires_at timestamp with time zone,
+    current_lease_seconds integer,
+    worker_id text,
+    attempted_at timestamp with time zone,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    progress_percent double precision,
+    progress_stage text,
+    progress_message text,
+    progress_updated_at timestamp with time zone,
+    result jsonb,
+    last_error jsonb,
+    attempts jsonb DEFAULT '[]'::jsonb NOT NULL,
+    idempotency_key text,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_key_id bigint,
+    waiting_for integer DEFAULT 0 NOT NULL,
+    has_parents boolean DEFAULT false NOT NULL,
+    has_dependents boolean DEFAULT false NOT NULL,
+    run_on_parent_failure boolean DEFAULT false NOT NULL,
+    notify_finish boolean DEFAULT false NOT NULL,
+    concurrency_key text,
+    CONSTRAINT running_has_lease CHECK (((state <> 'running'::jobq.job_state) OR ((lease_id IS NOT NULL) AND (lease_expires_at IS NOT NULL))))
+)
+WITH (fillfactor='90', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_insert_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
+
+--
+-- Name: attempts_of(jobq.jobs); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.attempts_of(job jobq.jobs) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+            SELECT CASE WHEN job.state = 'succeeded' AND job.lease_id IS NOT NULL
+                        THEN job.attempts || jsonb_build_object(
+    'attempt', job.attempt, 'lease_id', job.lease_id, 'worker_id', job.worker_id,
+    'key_id', job.lease_key_id, 'started_at', job.attempted_at,
+    'finished_at', job.finished_at, 'outcome', 'succeeded', 'error', NULL)
+                        ELSE job.attempts END
+        $$;
+
+--
+-- Name: FUNCTION attempts_of(job jobq.jobs); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.attempts_of(job jobq.jobs) IS 'A job''s ended attempts, as the API shows them: a succeeded job''s last one is its own columns.';
+
+--
+-- Name: blocking_parent(bigint); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.blocking_parent(child bigint) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT coalesce(
+        (SELECT format('job %s waits for job %s, which %s', c.id, p.id,
+                       CASE WHEN p.state = 'failed' THEN 'failed' ELSE 'was cancelled' END)
+           FROM jobq.job_dependencies u
+           JOIN jobq.jobs p ON p.id = u.parent_id
+          WHERE u.child_id = c.id AND NOT u.resolved AND p.state IN ('failed', 'cancelled')
+          ORDER BY p.id
+          LIMIT 1),
+        CASE WHEN c.waiting_for > (SELECT count(*) FROM jobq.job_dependencies u
+                                    WHERE u.child_id = c.id AND NOT u.resolved)
+             THEN format('job %s waits for a job that was deleted', c.id) END)
+      FROM jobq.jobs c
+     WHERE c.id = child AND c.has_parents
+$$;
+
+--
+-- Name: check_new_dependencies(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.check_new_dependencies() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    ended_ids bigint[];
+    ended_states text[];
+BEGIN
+    IF NEW.parent_id IS DISTINCT FROM (SELECT min(d.parent_id) FROM jobq.job_dependencies d
+                                         WHERE d.child_id = NEW.child_id) THEN
+        RETURN NULL;  -- another of its edges does it (or the child is gone)
+    END IF;
+    PERFORM FROM jobq.jobs p
+     WHERE p.id IN (SELECT d.parent_id FROM jobq.job_dependencies d
+                     WHERE d.child_id = NEW.child_id AND NOT d.resolved)
+     ORDER BY p.id
+       FOR NO KEY UPDATE;
+    UPDATE jobq.jobs p
+       SET has_dependents = true
+     WHERE p.id IN (SELECT d.parent_id FROM jobq.job_dependencies d
+                     WHERE d.child_id = NEW.child_id AND NOT d.resolved)
+       AND NOT p.has_dependents;
+    SELECT array_agg(d.parent_id ORDER BY d.parent_id),
+           array_agg(coalesce(p.state::text, 'deleted') ORDER BY d.parent_id)
+      INTO ended_ids, ended_states
+      FROM jobq.job_dependencies d
+      LEFT JOIN jobq.jobs p ON p.id = d.parent_id
+     WHERE d.child_id = NEW.child_id AND NOT d.resolved
+       AND (p.id IS NULL OR p.state IN ('succeeded', 'failed', 'cancelled'));
+    IF ended_ids IS NOT NULL THEN
+        PERFORM jobq.settle_dependents(ended_ids, ended_states, NEW.child_id);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: enqueue(text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, bigint[], text, text, text[], text[]); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, delay_seconds double precision DEFAULT NULL::double precision, max_attempts integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, metadata jsonb DEFAULT '{}'::jsonb, depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text, concurrency_key text DEFAULT NULL::text, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[]) RETURNS TABLE(id bigint, state jobq.job_state, deduplicated boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+DECLARE
+    limits jobq.enqueue_limits;
+    name_pattern CONSTANT text := '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$';
+    parents bigint[] := ARRAY(SELECT DISTINCT unnest(coalesce(depends_on, '{}')));
+    found_parents bigint[];
+    found_states text[];
+    pending integer := 0;
+    failed_parent bigint;
+    failed_state text;
+    new_depth integer := 0;
+    new_state jobq.job_state;
+    due timestamptz;
+    admission record;
+    new_id bigint;
+BEGIN
+    SELECT * INTO limits FROM jobq.enqueue_limits_for(enqueue.queue);
+    IF queue IS NULL OR queue !~ name_pattern THEN
+        RAISE EXCEPTION 'queue must be 1 to 128 letters, digits and _ . : - (not first)'
+            USING ERRCODE = 'JQ422', DETAIL = 'queue';
+    END IF;
+    IF type IS NULL OR type !~ name_pattern THEN
+        RAISE EXCEPTION 'type must be 1 to 128 letters, digits and _ . : - (not first)'
+            USING ERRCODE = 'JQ422', DETAIL = 'type';
+    END IF;
+    IF priority IS NULL OR priority NOT BETWEEN -32768 AND 32767 THEN
+        RAISE EXCEPTION 'priority must be between -32768 and 32767'
+            USING ERRCODE = 'JQ422', DETAIL = 'priority';
+    END IF;
+    IF run_at IS NOT NULL AND delay_seconds IS NOT NULL THEN
+        RAISE EXCEPTION 'give run_at or delay_seconds, not both'
+            USING ERRCODE = 'JQ422', DETAIL = 'run_at';
+    END IF;
+    IF run_at IS NOT NULL AND run_at NOT BETWEEN '1970-01-01T00:00:00Z'::timestamptz
+                                          AND '9999-12-30T23:59:59.999999Z'::timestamptz THEN
+        RAISE EXCEPTION 'run_at must be a time from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z'
+            USING ERRCODE = 'JQ422', DETAIL = 'run_at';
+    END IF;
+    IF delay_seconds IS NOT NULL AND delay_seconds NOT BETWEEN 0 AND 31622400 THEN
+        RAISE EXCEPTION 'delay_seconds must be between 0 and 31622400'
+            USING ERRCODE = 'JQ422', DETAIL = 'delay_seconds';
+    END IF;
+    IF max_attempts IS NOT NULL AND max_attempts NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'max_attempts must be between 1 and 1000'
+            USING ERRCODE = 'JQ422', DETAIL = 'max_attempts';
+    END IF;
+    IF lease_seconds IS NOT NULL AND lease_seconds NOT BETWEEN 1 AND limits.max_lease_seconds THEN
+        RAISE EXCEPTION 'lease_seconds must be between 1 and %', limits.max_lease_seconds
+            USING ERRCODE = 'JQ422', DETAIL = 'lease_seconds';
+    END IF;
+    IF idempotency_key IS NOT NULL AND length(idempotency_key) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'idempotency_key must be 1 to 255 characters'
+            USING ERRCODE = 'JQ422', DETAIL = 'idempotency_key';
+    END IF;
+    IF concurrency_key IS NOT NULL AND length(concurrency_key) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'concurrency_key must be 1 to 255 characters'
+            USING ERRCODE = 'JQ422', DETAIL = 'concurrency_key';
+    END IF;
+    IF metadata IS NULL OR jsonb_typeof(metadata) <> 'object' THEN
+        RAISE EXCEPTION 'metadata must be a JSON object'
+            USING ERRCODE = 'JQ422', DETAIL = 'metadata';
+    END IF;
+    IF on_parent_failure IS NULL OR on_parent_failure NOT IN ('cancel', 'run') THEN
+        RAISE EXCEPTION 'on_parent_failure must be cancel or run'
+            USING ERRCODE = 'JQ422', DETAIL = 'on_parent_failure';
+    END IF;
+    IF cardinality(parents) > limits.max_batch_dependencies THEN
+        RAISE EXCEPTION 'depends_on names at most % jobs', limits.max_batch_dependencies
+            USING ERRCODE = 'JQ422', DETAIL = 'depends_on';
+    END IF;
+    IF octet_length(coalesce(payload, 'null'::jsonb)::text) > limits.max_payload_bytes THEN
+        RAISE EXCEPTION 'payload is over the %-byte limit', limits.max_payload_bytes
+            USING ERRCODE = 'JQ413', DETAIL = 'payload';
+    END IF;
+    IF octet_length(metadata::text) > limits.max_payload_bytes THEN
+        RAISE EXCEPTION 'metadata is over the %-byte limit', limits.max_payload_bytes
+            USING ERRCODE = 'JQ413', DETAIL = 'metadata';
+    END IF;
+    IF jobq.json_depth(payload, limits.max_json_depth) > limits.max_json_depth
+       OR jobq.json_depth(metadata, limits.max_json_depth) > limits.max_json_depth THEN
+        RAISE EXCEPTION 'JSON nests more than % levels deep', limits.max_json_depth
+            USING ERRCODE = 'JQ422', DETAIL = 'payload';
+    END IF;
+
+    -- The job already holding the key, whatever its state, is the answer.
+    IF idempotency_key IS NOT NULL THEN
+        RETURN QUERY
+            SELECT j.id, j.state, true FROM jobq.jobs j
+             WHERE j.queue = enqueue.queue AND j.idempotency_key = enqueue.idempotency_key;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    -- Admission control: only a queue with a max_backlog pays for counting.
+    SELECT q.max_backlog, jobq.queue_backlog(enqueue.queue, q.max_backlog) AS backlog
+      INTO admission
+      FROM jobq.queues q
+     WHERE q.name = enqueue.queue AND q.max_backlog IS NOT NULL;
+    IF FOUND AND admission.backlog >= admission.max_backlog THEN
+        RAISE EXCEPTION 'queue % already holds its max_backlog of % unfinished jobs',
+            enqueue.queue, admission.max_backlog
+            USING ERRCODE = 'JQ429', DETAIL = 'queue';
+    END IF;
+
+    -- The parents as they are now, read without a lock and left unwritten: the check
+    -- at commit (check_new_dependencies) settles whatever changes before it. A parent in
+    -- a queue the caller may not read is no job at all.
+    IF cardinality(parents) > 0 THEN
+        SELECT array_agg(p.id ORDER BY p.id), array_agg(p.state::text ORDER BY p.id),
+               -- not yet satisfied: not succeeded, or (for a job that runs after
+               -- failed parents too) not finished at all
+               count(*) FILTER (WHERE p.state <> 'succeeded'
+                                  AND (on_parent_failure = 'cancel'
+                                       OR p.state NOT IN ('failed', 'cancelled'))),
+               min(p.id) FILTER (WHERE p.state IN ('failed', 'cancelled')),
+               min(p.state::text) FILTER (WHERE p.state IN ('failed', 'cancelled'))
+          INTO found_parents, found_states, pending, failed_parent, failed_state
+          FROM jobq.jobs p
+         WHERE p.id = ANY(parents)
+           AND (parent_queues IS NULL OR p.queue = ANY(parent_queues)
+                OR p.queue LIKE ANY(coalesce(parent_queue_patterns, '{}')));
+        IF coalesce(cardinality(found_parents), 0) < cardinality(parents) THEN
+            RAISE EXCEPTION 'depends_on: no job has id %',
+                (SELECT min(p) FROM unnest(parents) AS p
+                  WHERE p <> ALL(coalesce(found_parents, '{}')))
+                USING ERRCODE = 'JQ422', DETAIL = 'depends_on';
+        END IF;
+        new_depth := 1 + coalesce((SELECT max(d.depth) FROM jobq.job_dependencies d
+                                WHERE d.child_id = ANY(parents)), 0);
+        IF new_depth > limits.max_dependency_depth THEN
+            RAISE EXCEPTION 'depends_on: a job may stand at most % jobs below the first of its chain',
+                limits.max_dependency_depth
+                USING ERRCODE = 'JQ422', DETAIL = 'depends_on';
+        END IF;
+        IF on_parent_failure = 'run' THEN
+            failed_parent := NULL;  -- it runs once every parent has finished, however
+        END IF;
+    END IF;
+
+    due := coalesce(run_at, now() + make_interval(secs => coalesce(delay_seconds, 0)));
+    new_state := CASE WHEN failed_parent IS NOT NULL THEN 'cancelled'
+                      WHEN pending > 0 THEN 'waiting'
+                      ELSE 'queued' END;
+    INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at, max_attempts,
+                                lease_seconds, idempotency_key, metadata, state,
+                                waiting_for, has_parents, run_on_parent_failure,
+                                finished_at, last_error, concurrency_key)
+    VALUES (enqueue.queue, enqueue.type, coalesce(payload, 'null'::jsonb), priority, due,
+            coalesce(max_attempts, limits.default_max_attempts),
+            coalesce(lease_seconds, limits.default_lease_seconds),
+            idempotency_key, metadata, new_state, pending, cardinality(parents) > 0,
+            on_parent_failure = 'run',
+            CASE WHEN new_state = 'cancelled' THEN now() END,
+            CASE WHEN new_state = 'cancelled'
+                 THEN jobq.parent_failed(failed_parent, failed_state) END,
+            enqueue.concurrency_key)
+    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING j.id INTO new_id;
+    IF new_id IS NULL THEN  -- another transaction took the key meanwhile, and committed
+        RETURN QUERY
+            SELECT j.id, j.state, true FROM jobq.jobs j
+             WHERE j.queue = enqueue.queue AND j.idempotency_key = enqueue.idempotency_key;
+        RETURN;
+    END IF;
+
+    IF cardinality(parents) > 0 THEN
+        -- as the parents were read above (the count is of that read too)
+        INSERT INTO jobq.job_dependencies (child_id, parent_id, resolved, depth)
+        SELECT new_id, f.id,
+               f.state = 'succeeded'
+               OR (on_parent_failure = 'run' AND f.state IN ('failed', 'cancelled')),
+               new_depth
+          FROM unnest(found_parents, found_states) AS f(id, state);
+    END IF;
+    IF new_state = 'queued' THEN
+        PERFORM jobq.announce_due(enqueue.queue, due, 1);
+    END IF;
+    RETURN QUERY SELECT new_id, new_state, false;
+END
+$_$;
+
+--
+-- Name: enqueue_limits; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.enqueue_limits (
+    one boolean DEFAULT true NOT NULL,
+    default_max_attempts integer DEFAULT 5 NOT NULL,
+    default_lease_seconds integer DEFAULT 60 NOT NULL,
+    max_lease_seconds integer DEFAULT 43200 NOT NULL,
+    max_payload_bytes integer DEFAULT 262144 NOT NULL,
+    max_json_depth integer DEFAULT 32 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_dependency_depth integer DEFAULT 100 NOT NULL,
+    max_batch_jobs integer DEFAULT 1000 NOT NULL,
+    max_batch_dependencies integer DEFAULT 10000 NOT NULL,
+    CONSTRAINT enqueue_limits_default_lease_seconds_check CHECK ((default_lease_seconds >= 1)),
+    CONSTRAINT enqueue_limits_default_max_attempts_check CHECK ((default_max_attempts >= 1)),
+    CONSTRAINT enqueue_limits_max_batch_dependencies_check CHECK ((max_batch_dependencies >= 1)),
+    CONSTRAINT enqueue_limits_max_batch_jobs_check CHECK ((max_batch_jobs >= 1)),
+    CONSTRAINT enqueue_limits_max_dependency_depth_check CHECK ((max_dependency_depth >= 1)),
+    CONSTRAINT enqueue_limits_max_lease_seconds_check CHECK ((max_lease_seconds >= default_lease_seconds)),
+    CONSTRAINT enqueue_limits_one_check CHECK (one)
+);
+
+--
+-- Name: enqueue_limits_for(text); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.enqueue_limits_for(queue text) RETURNS jobq.enqueue_limits
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT l.one,
+           coalesce(q.max_attempts, l.default_max_attempts),
+           coalesce(q.lease_seconds, l.default_lease_seconds),
+           l.max_lease_seconds, l.max_payload_bytes, l.max_json_depth, l.updated_at,
+           l.max_dependency_depth, l.max_batch_jobs, l.max_batch_dependencies
+      FROM jobq.enqueue_limits l
+      LEFT JOIN jobq.queues q ON q.name = enqueue_limits_for.queue
+$$;
+
+--
+-- Name: enqueue_many(text, jsonb, text[], text[]); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.enqueue_many(queue text, jobs jsonb, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[]) RETURNS TABLE(ord integer, id bigint, state jobq.job_state, deduplicated boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    limits jobq.enqueue_limits;
+    item jsonb;
+    position integer := 0;
+    ids bigint[] := '{}';
+    parents bigint[];
+    parent jsonb;
+    ref integer;
+    created record;
+    admission record;
+    new_jobs integer;
+    edges integer;
+BEGIN
+    IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
+        RAISE EXCEPTION 'jobs must be a JSON array' USING ERRCODE = 'JQ422', DETAIL = 'jobs';
+    END IF;
+    SELECT * INTO limits FROM jobq.enqueue_limits_for(enqueue_many.queue);
+    IF jsonb_array_length(jobs) > limits.max_batch_jobs THEN
+        RAISE EXCEPTION 'a batch holds at most % jobs', limits.max_batch_jobs
+            USING ERRCODE = 'JQ422', DETAIL = 'jobs';
+    END IF;
+    SELECT coalesce(sum(jsonb_array_length(i.job->'depends_on')), 0) INTO edges
+      FROM jsonb_array_elements(jobs) AS i(job)
+     WHERE jsonb_typeof(i.job) = 'object' AND jsonb_typeof(i.job->'depends_on') = 'array';
+    IF edges > limits.max_batch_dependencies THEN
+        RAISE EXCEPTION 'a batch''s items name at most % parents in all (depends_on), not %',
+            limits.max_batch_dependencies, edges
+            USING ERRCODE = 'JQ422', DETAIL = 'jobs';
+    END IF;
+    SELECT q.max_backlog, jobq.queue_backlog(enqueue_many.queue, q.max_backlog) AS backlog
+      INTO admission
+      FROM jobq.queues q
+     WHERE q.name = enqueue_many.queue AND q.max_backlog IS NOT NULL;
+    IF FOUND THEN
+        SELECT count(*) INTO new_jobs
+          FROM jsonb_array_elements(jobs) AS i(job)
+         WHERE NOT EXISTS (SELECT FROM jobq.jobs e
+                            WHERE e.queue = enqueue_many.queue
+                              AND e.idempotency_key = i.job->>'idempotency_key');
+        IF new_jobs > 0 AND admission.backlog + new_jobs > admission.max_backlog THEN
+            RAISE EXCEPTION 'the batch''s % new jobs do not fit in queue %', new_jobs,
+                enqueue_many.queue
+                USING ERRCODE = 'JQ429', DETAIL = 'jobs';
+        END IF;
+    END IF;
+    FOR item IN SELECT value FROM jsonb_array_elements(jobs) LOOP
+        IF jsonb_typeof(item) <> 'object' THEN
+            RAISE EXCEPTION 'jobs[%] must be a JSON object', position
+                USING ERRCODE = 'JQ422', DETAIL = format('jobs.%s', position);
+        END IF;
+        parents := '{}';
+        FOR parent IN SELECT value FROM jsonb_array_elements(coalesce(item->'depends_on', '[]'))
+        LOOP
+            IF jsonb_typeof(parent) = 'number' THEN
+                parents := parents || (parent #>> '{}')::bigint;
+            ELSE
+                ref := (parent->>'ref')::integer;
+                IF ref IS NULL OR ref < 0 OR ref >= position THEN
+                    RAISE EXCEPTION 'jobs[%].depends_on: a ref must name an earlier item of the batch', position
+                        USING ERRCODE = 'JQ422', DETAIL = format('jobs.%s.depends_on', position);
+                END IF;
+                parents := parents || ids[ref + 1];
+            END IF;
+        END LOOP;
+        SELECT * INTO created FROM jobq.enqueue(
+            queue => enqueue_many.queue,
+            type => item->>'type',
+            payload => item->'payload',
+            priority => coalesce((item->>'priority')::integer, 0),
+            run_at => (item->>'run_at')::timestamptz,
+            delay_seconds => (item->>'delay_seconds')::double precision,
+            max_attempts => (item->>'max_attempts')::integer,
+            lease_seconds => (item->>'lease_seconds')::integer,
+            idempotency_key => item->>'idempotency_key',
+            metadata => coalesce(item->'metadata', '{}'),
+            depends_on => parents,
+            on_parent_failure => coalesce(item->>'on_parent_failure', 'cancel'),
+            concurrency_key => item->>'concurrency_key',
+            -- the batch's own items are the caller's, whatever their queue
+            parent_queues => CASE WHEN parent_queues IS NULL THEN NULL
+                                  ELSE parent_queues || enqueue_many.queue END,
+            parent_queue_patterns => parent_queue_patterns);
+        ids := ids || created.id;
+        ord := position;
+        id := created.id;
+        state := created.state;
+        deduplicated := created.deduplicated;
+        RETURN NEXT;
+        position := position + 1;
+    END LOOP;
+END
+$$;
+
+--
+-- Name: json_depth(jsonb, integer); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.json_depth(doc jsonb, stop_after integer) RETURNS integer
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    level integer := 1;
+    frontier jsonb[] := ARRAY[doc];
+BEGIN
+    IF doc IS NULL OR jsonb_typeof(doc) NOT IN ('array', 'object') THEN
+        RETURN 0;
+    END IF;
+    LOOP
+        frontier := ARRAY(
+            SELECT c.child
+              FROM unnest(frontier) AS f(node)
+             CROSS JOIN LATERAL (
+                    SELECT value FROM jsonb_array_elements(
+                        CASE WHEN jsonb_typeof(f.node) = 'array' THEN f.node ELSE '[]' END)
+                    UNION ALL
+                    SELECT value FROM jsonb_each(
+                        CASE WHEN jsonb_typeof(f.node) = 'object' THEN f.node ELSE '{}' END)
+                   ) AS c(child)
+             WHERE jsonb_typeof(c.child) IN ('array', 'object'));
+        EXIT WHEN cardinality(frontier) = 0 OR level > stop_after;
+        level := level + 1;
+    END LOOP;
+    RETURN level;
+END
+$$;
+
+--
+-- Name: parent_failed(bigint, text); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.parent_failed(parent bigint, parent_state text) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT jsonb_build_object(
+        'type', 'parent_failed',
+        'message', format('parent job %s %s', parent,
+                          CASE WHEN parent_state = 'deleted' THEN 'was deleted'
+                               ELSE 'ended ' || parent_state END),
+        'details', jsonb_build_object('parent_id', parent, 'parent_state', parent_state))
+$$;
+
+--
+-- Name: queue_backlog(text, integer); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.queue_backlog(queue_name text, up_to integer) RETURNS bigint
+    LANGUAGE plpgsql STABLE
+    AS $$
+        BEGIN
+            -- The claim index holds the queued jobs, the lease-expiry index the running
+            -- ones: each count reads at most `up_to` index entries.
+            RETURN (SELECT count(*) FROM (SELECT FROM jobq.jobs
+                                           WHERE queue = queue_name AND state = 'queued'
+                                           LIMIT up_to) AS queued)
+                 + (SELECT count(*) FROM (SELECT FROM jobq.jobs
+                                           WHERE queue = queue_name AND state = 'running'
+                                           LIMIT up_to) AS running);
+        END
+        $$;
+
+--
+-- Name: queue_retry_at(text, integer, double precision, double precision, double precision, double precision); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.queue_retry_at(queue text, attempt integer, retry_after double precision, backoff_base double precision, backoff_cap double precision, backoff_jitter double precision) RETURNS timestamp with time zone
+    LANGUAGE sql
+    AS $$
+            -- parameters named in full: jobq.queues has a backoff_jitter column too
+            SELECT jobq.retry_at(
+                       queue_retry_at.attempt, queue_retry_at.retry_after,
+                       coalesce(q.backoff_base_seconds, queue_retry_at.backoff_base),
+                       coalesce(q.backoff_cap_seconds, queue_retry_at.backoff_cap),
+                       coalesce(q.backoff_jitter, queue_retry_at.backoff_jitter))
+              FROM (SELECT) AS one
+              LEFT JOIN jobq.queues q ON q.name = queue_retry_at.queue
+        $$;
+
+--
+-- Name: retry_at(integer, double precision, double precision, double precision, double precision); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.retry_at(attempt integer, retry_after double precision, backoff_base double precision, backoff_cap double precision, backoff_jitter double precision) RETURNS timestamp with time zone
+    LANGUAGE sql
+    AS $$
+            SELECT now() + make_interval(secs => coalesce(retry_after,
+                least(backoff_base * power(2, attempt - 1), backoff_cap)
+                * (1 + backoff_jitter * (2 * random() - 1))))
+        $$;
+
+--
+-- Name: revive_dependents(bigint); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.revive_dependents(parent bigint) RETURNS void
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    frontier bigint[] := ARRAY[parent];
+    announcements integer;
+BEGIN
+    WHILE coalesce(cardinality(frontier), 0) > 0 LOOP
+        WITH candidates AS MATERIALIZED (
+            SELECT c.id, dead.parent_id AS dead_parent, dead.state AS dead_state,
+                   c.waiting_for > (SELECT count(*) FROM jobq.job_dependencies u
+                                     WHERE u.child_id = c.id AND NOT u.resolved) AS orphaned
+              FROM jobq.job_dependencies d
+              JOIN jobq.jobs c ON c.id = d.child_id
+              LEFT JOIN LATERAL (
+                   SELECT u.parent_id, p.state::text AS state
+                     FROM jobq.job_dependencies u
+                     JOIN jobq.jobs p ON p.id = u.parent_id
+                    WHERE u.child_id = c.id AND NOT u.resolved
+                      AND p.state IN ('failed', 'cancelled')
+                    ORDER BY u.parent_id
+                    LIMIT 1
+                   ) AS dead ON true
+             WHERE d.parent_id = ANY(frontier) AND c.state = 'cancelled'
+               AND c.last_error->>'type' = 'parent_failed'
+               AND (c.last_error->'details'->>'parent_id')::bigint = d.parent_id
+        ),
+        blamed AS (
+            UPDATE jobq.jobs c
+               SET last_error = jobq.parent_failed(x.dead_parent, x.dead_state),
+                   updated_at = now()
+              FROM candidates x
+             WHERE c.id = x.id AND x.dead_parent IS NOT NULL
+            RETURNING c.id
+        ),
+        revived AS (
+            UPDATE jobq.jobs c
+               SET state = CASE WHEN c.waiting_for > 0 THEN 'waiting'
+                                ELSE 'queued' END::jobq.job_state,
+                   finished_at = NULL,
+                   last_error = NULL,
+                   updated_at = now()
+              FROM candidates x
+             WHERE c.id = x.id AND x.dead_parent IS NULL AND NOT x.orphaned
+            RETURNING c.id, c.has_dependents, c.queue, c.state, c.run_at
+        ),
+        announced AS MATERIALIZED (
+            SELECT jobq.announce_due(r.queue, min(r.run_at), count(*))
+              FROM revived r
+             WHERE r.state = 'queued'
+             GROUP BY r.queue
+        )
+        SELECT array_agg(r.id ORDER BY r.id) FILTER (WHERE r.has_dependents),
+               (SELECT count(*) FROM announced) + (SELECT count(*) FROM blamed)
+          INTO frontier, announcements
+          FROM revived r;
+    END LOOP;
+END
+$$;
+
+--
+-- Name: settle_dependents(bigint[], text[], bigint); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.settle_dependents(parents bigint[], states text[], only_child bigint DEFAULT NULL::bigint) RETURNS void
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    frontier_ids bigint[] := parents;
+    frontier_states text[] := states;
+    announcements integer;
+BEGIN
+    WHILE coalesce(cardinality(frontier_ids), 0) > 0 LOOP
+        WITH frontier AS (
+            SELECT f.id, f.state FROM unnest(frontier_ids, frontier_states) AS f(id, state)
+        ),
+        satisfied AS (
+            UPDATE jobq.job_dependencies d
+               SET resolved = true
+              FROM frontier f, jobq.jobs c
+             WHERE d.parent_id = f.id AND NOT d.resolved AND c.id = d.child_id
+               AND (only_child IS NULL OR d.child_id = only_child)
+               AND (f.state = 'succeeded' OR c.run_on_parent_failure)
+            RETURNING d.child_id
+        ),
+        counted AS (
+            SELECT s.child_id, count(*)::integer AS edges FROM satisfied s GROUP BY s.child_id
+        ),
+        released AS (
+            UPDATE jobq.jobs c
+               SET waiting_for = c.waiting_for - n.edges,
+                   state = CASE WHEN c.state = 'waiting' AND c.waiting_for = n.edges
+                                THEN 'queued' ELSE c.state END,
+                   updated_at = now()
+              FROM counted n
+             WHERE c.id = n.child_id
+            RETURNING c.queue, c.state, c.run_at
+        ),
+        announced AS MATERIALIZED (
+            SELECT jobq.announce_due(r.queue, min(r.run_at), count(*))
+              FROM released r
+             WHERE r.state = 'queued'
+             GROUP BY r.queue
+        )
+        SELECT count(*) INTO announcements FROM announced;
+        EXIT WHEN 'succeeded' = ALL(frontier_states);  -- it fails no child
+
+        -- The waiting children a parent that did not succeed fails (named by the first
+        -- such parent), and among them the next level: those with dependents of their own.
+        WITH frontier AS (
+            SELECT f.id, f.state FROM unnest(frontier_ids, frontier_states) AS f(id, state)
+             WHERE f.state <> 'succeeded'
+        ),
+        doomed AS (
+            SELECT DISTINCT ON (d.child_id) d.child_id, f.id AS parent_id, f.state AS parent_state
+              FROM frontier f
+              JOIN jobq.job_dependencies d ON d.parent_id = f.id AND NOT d.resolved
+             WHERE only_child IS NULL OR d.child_id = only_child
+             ORDER BY d.child_id, f.id
+        ),
+        cancelled AS (
+            UPDATE jobq.jobs c
+               SET state = 'cancelled',
+                   finished_at = now(),
+                   updated_at = now(),
+                   last_error = jobq.parent_failed(x.parent_id, x.parent_state)
+              FROM doomed x
+             WHERE c.id = x.child_id AND c.state = 'waiting' AND NOT c.run_on_parent_failure
+            RETURNING c.id, c.has_dependents
+        )
+        SELECT array_agg(k.id ORDER BY k.id) FILTER (WHERE k.has_dependents)
+          INTO frontier_ids
+          FROM cancelled k;
+        frontier_states := array_fill('cancelled'::text,
+                                      ARRAY[coalesce(cardinality(frontier_ids), 0)]);
+        only_child := NULL;
+    END LOOP;
+END
+$$;
+
+--
+-- Name: alembic_version; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.alembic_version (
+    version_num character varying(32) NOT NULL
+);
+
+--
+-- Name: api_keys; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.api_keys (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    lookup_id text NOT NULL,
+    secret_hash bytea NOT NULL,
+    scopes text[] NOT NULL,
+    queues text[],
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone,
+    last_used_at timestamp with time zone,
+    CONSTRAINT api_keys_scopes_check CHECK (((cardinality(scopes) >= 1) AND (scopes <@ ARRAY['enqueue'::text, 'work'::text, 'read'::text, 'admin'::text]))),
+    CONSTRAINT api_keys_secret_hash_check CHECK ((octet_length(secret_hash) = 32))
+);
+
+--
+-- Name: api_keys_id_seq; Type: SEQUENCE; Schema: jobq; Owner: -
+--
+
+ALTER TABLE jobq.api_keys ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
+    SEQUENCE NAME jobq.api_keys_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: dead_job_counts; Type: VIEW; Schema: jobq; Owner: -
+--
+
+CREATE VIEW jobq.dead_job_counts AS
+ SELECT queue,
+    count(*) FILTER (WHERE (state = 'failed'::jobq.job_state)) AS failed,
+    count(*) FILTER (WHERE (state = 'cancelled'::jobq.job_state)) AS cancelled
+   FROM jobq.jobs
+  WHERE (state = ANY (ARRAY['failed'::jobq.job_state, 'cancelled'::jobq.job_state]))
+  GROUP BY queue;
+
+--
+-- Name: job_dependencies; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.job_dependencies (
+    child_id bigint NOT NULL,
+    parent_id bigint NOT NULL,
+    resolved boolean DEFAULT false NOT NULL,
+    depth integer DEFAULT 1 NOT NULL
+);
+
+--
+-- Name: jobs_id_seq; Type: SEQUENCE; Schema: jobq; Owner: -
+--
+
+ALTER TABLE jobq.jobs ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
+    SEQUENCE NAME jobq.jobs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: live_jobs; Type: VIEW; Schema: jobq; Owner: -
+--
+
+CREATE VIEW jobq.live_jobs AS
+ SELECT jobs.queue,
+    jobs.state,
+    jobs.run_at,
+    jobs.created_at,
+    jobs.started_at,
+    jobs.attempted_at,
+    jobs.finished_at
+   FROM jobq.jobs
+  WHERE (jobs.state = 'queued'::jobq.job_state)
+UNION ALL
+ SELECT jobs.queue,
+    jobs.state,
+    jobs.run_at,
+    jobs.created_at,
+    jobs.started_at,
+    jobs.attempted_at,
+    jobs.finished_at
+   FROM jobq.jobs
+  WHERE (jobs.state = 'running'::jobq.job_state)
+UNION ALL
+ SELECT jobs.queue,
+    jobs.state,
+    jobs.run_at,
+    jobs.created_at,
+    jobs.started_at,
+    jobs.attempted_at,
+    jobs.finished_at
+   FROM jobq.jobs
+  WHERE (jobs.state = 'waiting'::jobq.job_state);
+
+--
+-- Name: maintenance_runs; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.maintenance_runs (
+    task text NOT NULL,
+    finished_at timestamp with time zone NOT NULL,
+    jobs integer NOT NULL
+);
+
+--
+-- Name: queue_rate_log; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.queue_rate_log (
+    queue text NOT NULL,
+    at timestamp with time zone NOT NULL,
+    jobs integer NOT NULL,
+    CONSTRAINT queue_rate_log_jobs_check CHECK ((jobs >= 1))
+);
+
+--
+-- Name: queue_types; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.queue_types (
+    queue text NOT NULL,
+    type text NOT NULL,
+    last_leased_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: queues; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.queues (
+    name text NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    paused_at timestamp with time zone,
+    max_backlog integer,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_running integer,
+    max_running_per_key integer,
+    rate_limit_jobs integer,
+    rate_limit_seconds double precision,
+    max_attempts integer,
+    lease_seconds integer,
+    backoff_base_seconds double precision,
+    backoff_cap_seconds double precision,
+    backoff_jitter double precision,
+    retain_succeeded_seconds double precision,
+    retain_failed_seconds double precision,
+    limited boolean GENERATED ALWAYS AS (((max_running IS NOT NULL) OR (max_running_per_key IS NOT NULL) OR (rate_limit_jobs IS NOT NULL))) STORED,
+    CONSTRAINT queues_backoff_base_seconds_check CHECK ((backoff_base_seconds >= (0)::double precision)),
+    CONSTRAINT queues_backoff_cap_seconds_check CHECK ((backoff_cap_seconds >= (0)::double precision)),
+    CONSTRAINT queues_backoff_jitter_check CHECK (((backoff_jitter >= (0)::double precision) AND (backoff_jitter < (1)::double precision))),
+    CONSTRAINT queues_lease_seconds_check CHECK ((lease_seconds >= 1)),
+    CONSTRAINT queues_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 1000))),
+    CONSTRAINT queues_max_backlog_check CHECK ((max_backlog >= 1)),
+    CONSTRAINT queues_max_running_check CHECK ((max_running >= 1)),
+    CONSTRAINT queues_max_running_per_key_check CHECK ((max_running_per_key >= 1)),
+    CONSTRAINT queues_rate_limit_jobs_check CHECK ((rate_limit_jobs >= 1)),
+    CONSTRAINT queues_rate_limit_seconds_check CHECK ((rate_limit_seconds > (0)::double precision)),
+    CONSTRAINT queues_retain_failed_seconds_check CHECK ((retain_failed_seconds >= (0)::double precision)),
+    CONSTRAINT queues_retain_succeeded_seconds_check CHECK ((retain_succeeded_seconds >= (0)::double precision)),
+    CONSTRAINT rate_limit_whole CHECK (((rate_limit_jobs IS NULL) = (rate_limit_seconds IS NULL)))
+);
+
+--
+-- Name: schedule_runs; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.schedule_runs (
+    schedule text NOT NULL,
+    tick timestamp with time zone NOT NULL,
+    job_id bigint,
+    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
+    refused text
+);
+
+--
+-- Name: schedules; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.schedules (
+    name text NOT NULL,
+    queue text NOT NULL,
+    type text NOT NULL,
+    payload jsonb DEFAULT 'null'::jsonb NOT NULL,
+    cron text NOT NULL,
+    timezone text DEFAULT 'UTC'::text NOT NULL,
+    priority smallint DEFAULT 0 NOT NULL,
+    max_attempts integer,
+    lease_seconds integer,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    catch_up text DEFAULT 'latest'::text NOT NULL,
+    catch_up_limit integer DEFAULT 100 NOT NULL,
+    next_tick timestamp with time zone NOT NULL,
+    last_tick timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT schedules_catch_up_check CHECK ((catch_up = ANY (ARRAY['latest'::text, 'none'::text, 'all'::text]))),
+    CONSTRAINT schedules_catch_up_limit_check CHECK ((catch_up_limit >= 1))
+);
+
+--
+-- Name: alembic_version alembic_version_pkc; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.alembic_version
+    ADD CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num);
+
+--
+-- Name: api_keys api_keys_lookup_id_key; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.api_keys
+    ADD CONSTRAINT api_keys_lookup_id_key UNIQUE (lookup_id);
+
+--
+-- Name: api_keys api_keys_name_key; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.api_keys
+    ADD CONSTRAINT api_keys_name_key UNIQUE (name);
+
+--
+-- Name: api_keys api_keys_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.api_keys
+    ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
+
+--
+-- Name: enqueue_limits enqueue_limits_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.enqueue_limits
+    ADD CONSTRAINT enqueue_limits_pkey PRIMARY KEY (one);
+
+--
+-- Name: job_dependencies job_dependencies_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.job_dependencies
+    ADD CONSTRAINT job_dependencies_pkey PRIMARY KEY (child_id, parent_id);
+
+--
+-- Name: jobs jobs_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.jobs
+    ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
+
+--
+-- Name: maintenance_runs maintenance_runs_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.maintenance_runs
+    ADD CONSTRAINT maintenance_runs_pkey PRIMARY KEY (task);
+
+--
+-- Name: queue_types queue_types_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.queue_types
+    ADD CONSTRAINT queue_types_pkey PRIMARY KEY (queue, type);
+
+--
+-- Name: queues queues_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.queues
+    ADD CONSTRAINT queues_pkey PRIMARY KEY (name);
+
+--
+-- Name: schedule_runs schedule_runs_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.schedule_runs
+    ADD CONSTRAINT schedule_runs_pkey PRIMARY KEY (schedule, tick);
+
+--
+-- Name: schedules schedules_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.schedules
+    ADD CONSTRAINT schedules_pkey PRIMARY KEY (name);
+
+--
+-- Name: job_dependencies_parent_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX job_dependencies_parent_idx ON jobq.job_dependencies USING btree (parent_id);
+
+--
+-- Name: jobs_claim_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX jobs_claim_idx ON jobq.jobs USING btree (queue, priority DESC, run_at, id) WHERE (state = 'queued'::jobq.job_state);
+
+--
+-- Name: jobs_dead_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX jobs_dead_idx ON jobq.jobs USING btree (queue, state, finished_at) WHERE (state = ANY (ARRAY['failed'::jobq.job_state, 'cancelled'::jobq.job_state]));
+
+--
+-- Name: jobs_finished_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX jobs_finished_idx ON jobq.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
+
+--
+-- Name: jobs_idempotency_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE UNIQUE INDEX jobs_idempotency_idx ON jobq.jobs USING btree (queue, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+--
+-- Name: jobs_key_claim_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX jobs_key_claim_idx ON jobq.jobs USING btree (queue, concurrency_key, priority DESC, run_at, id) WHERE ((state = 'queued'::jobq.job_state) AND (concurrency_key IS NOT NULL));
+
+--
+-- Name: jobs_running_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX jobs_running_idx ON jobq.jobs USING btree (queue, concurrency_key) WITH (deduplicate_items=off) WHERE (state = 'running'::jobq.job_state);
+
+--
+-- Name: jobs_waiting_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX jobs_waiting_idx ON jobq.jobs USING btree (queue) WHERE (state = 'waiting'::jobq.job_state);
+
+--
+-- Name: queue_rate_log_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX queue_rate_log_idx ON jobq.queue_rate_log USING btree (queue, at);
+
+--
+-- Name: schedules_due_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX schedules_due_idx ON jobq.schedules USING btree (next_tick) WHERE (NOT paused);
+
+--
+-- Name: job_dependencies job_dependencies_checked_at_commit; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE CONSTRAINT TRIGGER job_dependencies_checked_at_commit AFTER INSERT ON jobq.job_dependencies DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION jobq.check_new_dependencies();
+
+--
+-- Name: jobs jobs_forget_dependencies; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE TRIGGER jobs_forget_dependencies AFTER DELETE ON jobq.jobs FOR EACH ROW WHEN ((old.has_parents OR old.has_dependents)) EXECUTE FUNCTION jobq.after_job_delete();
+
+--
+-- Name: jobs jobs_settle_dependents; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE TRIGGER jobs_settle_dependents AFTER UPDATE OF state ON jobq.jobs FOR EACH ROW WHEN ((new.has_dependents OR new.notify_finish)) EXECUTE FUNCTION jobq.after_job_state_change();
+
+--
+-- Name: SCHEMA jobq; Type: ACL; Schema: -; Owner: -
+--
+
+GRANT USAGE ON SCHEMA jobq TO jobq_producer;
+
+--
+-- Name: FUNCTION after_job_delete(); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.after_job_delete() FROM PUBLIC;
+
+--
+-- Name: FUNCTION after_job_state_change(); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.after_job_state_change() FROM PUBLIC;
+
+--
+-- Name: FUNCTION announce_due(queue text, due timestamp with time zone, jobs bigint); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.announce_due(queue text, due timestamp with time zone, jobs bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION attempt_record(attempt integer, lease_id uuid, worker_id text, key_id bigint, started_at timestamp with time zone, outcome text, error jsonb); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.attempt_record(attempt integer, lease_id uuid, worker_id text, key_id bigint, started_at timestamp with time zone, outcome text, error jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION attempts_of(job jobq.jobs); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.attempts_of(job jobq.jobs) FROM PUBLIC;
+
+--
+-- Name: FUNCTION blocking_parent(child bigint); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.blocking_parent(child bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION check_new_dependencies(); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.check_new_dependencies() FROM PUBLIC;
+
+--
+-- Name: FUNCTION enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[]); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[]) TO jobq_producer;
+
+--
+-- Name: FUNCTION enqueue_limits_for(queue text); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.enqueue_limits_for(queue text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION enqueue_many(queue text, jobs jsonb, parent_queues text[], parent_queue_patterns text[]); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.enqueue_many(queue text, jobs jsonb, parent_queues text[], parent_queue_patterns text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION jobq.enqueue_many(queue text, jobs jsonb, parent_queues text[], parent_queue_patterns text[]) TO jobq_producer;
+
+--
+-- Name: FUNCTION json_depth(doc jsonb, stop_after integer); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.json_depth(doc jsonb, stop_after integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION parent_failed(parent bigint, parent_state text); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.parent_failed(parent bigint, parent_state text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION queue_backlog(queue_name text, up_to integer); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.queue_backlog(queue_name text, up_to integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION queue_retry_at(queue text, attempt integer, retry_after double precision, backoff_base double precision, backoff_cap double precision, backoff_jitter double precision); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.queue_retry_at(queue text, attempt integer, retry_after double precision, backoff_base double precision, backoff_cap double precision, backoff_jitter double precision) FROM PUBLIC;
+
+--
+-- Name: FUNCTION retry_at(attempt integer, retry_after double precision, backoff_base double precision, backoff_cap double precision, backoff_jitter double precision); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.retry_at(attempt integer, retry_after double precision, backoff_base double precision, backoff_cap double precision, backoff_jitter double precision) FROM PUBLIC;
+
+--
+-- Name: FUNCTION revive_dependents(parent bigint); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.revive_dependents(parent bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION settle_dependents(parents bigint[], states text[], only_child bigint); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.settle_dependents(parents bigint[], states text[], only_child bigint) FROM PUBLIC;
