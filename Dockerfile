@@ -50,7 +50,11 @@ WORKDIR /srv/jobq
 COPY alembic.ini ./alembic.ini
 COPY alembic/ ./alembic/
 COPY app/ ./app/
-RUN python -m compileall -q app alembic
+# The operator commands (`jobq stats`, `jobs`, `queues`, `schedules`, `worker`) call the
+# service through the Python SDK: its package sits beside app/ on PYTHONPATH, as app/
+# does, and its one dependency (httpx) is in the runtime lock.
+COPY clients/python/src/jobq_client/ ./jobq_client/
+RUN python -m compileall -q app alembic jobq_client
 
 USER 10001:10001
 VOLUME ["/var/lib/jobq"]

@@ -1,12 +1,14 @@
 """The `jobq` command, one module per command group.
 
     serve, migrate, openapi, worker     run the service, its schema, a Python worker
-    stats, jobs, queues, schedules      operators, over HTTP (`_http`)
+    stats, jobs, queues, schedules      operators, through the Python SDK (`_service`)
     keys                                API keys, straight in the database
     config                              what is configured, and from where
 
 Every command prints through `_output`: tables that fit the terminal, `--output json`
-for scripts, and `fail()`, one line on stderr and exit status 1, for every failure.
+for scripts, and `fail()`, one line on stderr and exit status 1, for every failure. The
+commands that call the service are `_service.Operator` commands: their shared options
+are declared there, once, and an SDK error becomes its one line there.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Annotated
 import typer
 
 from app import __version__
+from app.cli._service import Connected, Operator
 from app.cli.config import config
 from app.cli.jobs import jobs_cli
 from app.cli.keys import keys_cli
@@ -56,13 +59,13 @@ def _root(
 cli.command()(serve)
 cli.command()(migrate)
 cli.command()(openapi)
-cli.command()(worker)
-cli.command()(stats)
+cli.command(cls=Connected)(worker)
+cli.command(cls=Operator)(stats)
 cli.add_typer(jobs_cli, name="jobs")
 cli.add_typer(queues_cli, name="queues")
 cli.add_typer(schedules_cli, name="schedules")
 cli.add_typer(keys_cli, name="keys")
-cli.command()(config)
+cli.command(cls=Operator)(config)
 
 
 def main() -> None:

@@ -1,5 +1,6 @@
 """How every command talks to its user: tables that fit the terminal, `--output json` for
-scripts, and one way to report a failure (one line on stderr, exit status 1).
+scripts (the service's answer as it sent it), and one way to report a failure (one line
+on stderr, exit status 1).
 
 Tables fold a long value onto more lines rather than cut it; numbers never wrap. At
 80 columns, commands drop or merge the columns that matter least, never the key ones.
@@ -18,6 +19,8 @@ import typer
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
+
+from jobq_client import Progress
 
 PIPED_WIDTH = 200  # stdout that is not a terminal: wide enough that nothing folds
 NARROW_WIDTH = 120  # below this, commands use their compact layout
@@ -42,10 +45,6 @@ def command_group(summary: str) -> typer.Typer:
     `<bool>` beside every flag as if it took a value.
     """
     return typer.Typer(rich_markup_mode=None, help=summary, no_args_is_help=True)
-
-
-def wants_json(output: Output, as_json: bool) -> bool:
-    return as_json or output is Output.JSON
 
 
 def fail(message: str) -> NoReturn:
@@ -136,11 +135,16 @@ def seconds(value: float | None) -> str:
     return f"{days}d{hours:02d}h"
 
 
-def parse_time(timestamp: str) -> datetime:
+Instant = datetime | str | None  # a model's time, or one as the service wrote it (RFC 3339)
+
+
+def parse_time(timestamp: datetime | str) -> datetime:
+    if isinstance(timestamp, datetime):
+        return timestamp
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
 
 
-def ago(timestamp: str | None) -> str:
+def ago(timestamp: Instant) -> str:
     """'4m05s ago', 'in 10.0s', or 'never'."""
     if timestamp is None:
         return "never"
@@ -148,7 +152,7 @@ def ago(timestamp: str | None) -> str:
     return f"{seconds(delta)} ago" if delta >= 0 else f"in {seconds(-delta)}"
 
 
-def when(timestamp: str | None, *, compact: bool) -> str:
+def when(timestamp: Instant, *, compact: bool) -> str:
     """A time: ISO 8601 to the second in UTC, or relative to now when `compact`."""
     if timestamp is None:
         return "-"
@@ -161,13 +165,15 @@ def count(value: int) -> str:
     return f"{value:,}"
 
 
-def progress(value: dict[str, Any] | None) -> str:
+def progress(value: Progress | dict[str, Any] | None) -> str:
+    """'40% render …' from a job's progress (a model's, or as the service wrote it)."""
     if value is None:
         return "-"
-    percent = value.get("percent")
+    if isinstance(value, dict):
+        value = Progress.from_json(value)
     parts = [
-        f"{percent:.0f}%" if percent is not None else "",
-        value.get("stage") or "",
-        value.get("message") or "",
+        f"{value.percent:.0f}%" if value.percent is not None else "",
+        value.stage or "",
+        value.message or "",
     ]
     return " ".join(p for p in parts if p) or "-"

@@ -2,7 +2,7 @@
 
 Every value is read as `jobq serve` and the other commands read it: the `JOBQ_`
 environment variables of the one settings class, else the default. The service URL and
-the API key a command sends are resolved as every operator command resolves them.
+the API key are the ones the operator commands' SDK client resolves.
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import typer
 from pydantic import SecretStr
 
-from app.cli._http import KeyOption, Service, UrlOption, settings
-from app.cli._output import JsonFlag, Output, OutputOption, console, print_json, table, wants_json
+from app.cli._output import console, print_json, table
+from app.cli._service import Session, settings
 from app.core.config import Settings
 from app.db.url import redacted
 
@@ -36,39 +37,34 @@ def _shown(name: str, value: Any) -> Any:
     return str(value) if not isinstance(value, int | float | bool | type(None)) else value
 
 
-def entries(config: Settings, service: Service, url: str | None, key: str | None) -> list[Any]:
-    """(setting, value shown, where it came from) for every setting, then the resolved
-    service URL and key."""
+def entries(config: Settings, session: Session) -> list[Any]:
+    """(setting, value shown, where it came from) for every setting, then the service
+    URL and the key the operator commands use."""
     rows: list[Any] = []
     for name in Settings.model_fields:
         variable = ENV_PREFIX + name.upper()
         source = variable if variable in os.environ else "default"
         rows.append((name, _shown(name, getattr(config, name)), source))
-    if url:
+    if session.url:
         where = "--url"
     elif config.url:
         where = "JOBQ_URL"
     else:
         where = "JOBQ_HOST and JOBQ_PORT"
-    rows.append(("service url (in use)", service.url, where))
-    key_source = "--api-key" if key else ("JOBQ_API_KEY" if config.api_key else "none")
-    rows.append(("api key (in use)", _masked_key(service.api_key), key_source))
+    rows.append(("service url (in use)", session.jobq.base_url, where))
+    key = "--api-key" if session.api_key else ("JOBQ_API_KEY" if config.api_key else "none")
+    rows.append(("api key (in use)", _masked_key(session.jobq.api_key), key))
     return rows
 
 
-def config(
-    url: UrlOption = None,
-    api_key: KeyOption = None,
-    output: OutputOption = Output.TABLE,
-    as_json: JsonFlag = False,
-) -> None:
+def config(ctx: typer.Context) -> None:
     """The configuration in force, and where each value comes from.
 
     Secrets are masked.
     """
-    current = settings()
-    rows = entries(current, Service.find(url, api_key), url, api_key)
-    if wants_json(output, as_json):
+    session = Session.of(ctx)
+    rows = entries(settings(), session)
+    if session.as_json:
         print_json({name: {"value": value, "source": source} for name, value, source in rows})
         return
     shown = table(None, [("setting", "key"), ("value", "text"), ("from", "key")])

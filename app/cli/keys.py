@@ -11,17 +11,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from app.cli._database import engine, reported_connect_failure
-from app.cli._output import (
-    JsonFlag,
-    Output,
-    OutputOption,
-    command_group,
-    console,
-    fail,
-    print_json,
-    table,
-    wants_json,
-)
+from app.cli._output import command_group, console, fail, print_json, table
+from app.cli._service import Printing, Session
 from app.core.config import get_settings
 from app.core.errors import JobqError
 from app.db.database import Database
@@ -62,23 +53,22 @@ def _json(row: KeyRow) -> dict[str, Any]:
     }
 
 
-@keys_cli.command("create")
+@keys_cli.command("create", cls=Printing)
 def create(
+    ctx: typer.Context,
     name: Annotated[str, typer.Option(help="A unique name, e.g. the service using the key.")],
     scopes: Annotated[str, typer.Option(help=f"Comma-separated: {', '.join(SCOPES)}.")],
     queues: Annotated[
         str | None,
         typer.Option(help="Comma-separated queue names or patterns ('reports.*') [default: all]"),
     ] = None,
-    output: OutputOption = Output.TABLE,
-    as_json: JsonFlag = False,
 ) -> None:
     """Create an API key and print it, alone, on stdout.
 
     Keep it: it is never shown again.
     """
     key, row = _with_keys(lambda keys: keys.create(name, _split(scopes) or [], _split(queues)))
-    if wants_json(output, as_json):
+    if Session.of(ctx).as_json:
         print_json({**_json(row), "key": key})
         return
     where = ", ".join(row.queues) if row.queues is not None else "every queue"
@@ -94,11 +84,11 @@ def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M") if value is not None else "-"
 
 
-@keys_cli.command("list")
-def list_keys(output: OutputOption = Output.TABLE, as_json: JsonFlag = False) -> None:
+@keys_cli.command("list", cls=Printing)
+def list_keys(ctx: typer.Context) -> None:
     """List API keys, revoked ones too (never the keys themselves)."""
     rows = _with_keys(lambda keys: keys.list())
-    if wants_json(output, as_json):
+    if Session.of(ctx).as_json:
         print_json([_json(row) for row in rows])
         return
     shown = table(
@@ -119,15 +109,13 @@ def list_keys(output: OutputOption = Output.TABLE, as_json: JsonFlag = False) ->
     console().print(shown)
 
 
-@keys_cli.command("revoke")
+@keys_cli.command("revoke", cls=Printing)
 def revoke(
-    name: Annotated[str, typer.Argument(help="The key's name.")],
-    output: OutputOption = Output.TABLE,
-    as_json: JsonFlag = False,
+    ctx: typer.Context, name: Annotated[str, typer.Argument(help="The key's name.")]
 ) -> None:
     """Revoke an API key: every running jobq refuses it at once."""
     row = _with_keys(lambda keys: keys.revoke(name))
-    if wants_json(output, as_json):
+    if Session.of(ctx).as_json:
         print_json(_json(row))
         return
     typer.echo(f"Revoked API key {name!r} ({KEY_PREFIX}{row.lookup_id}…).", err=True)

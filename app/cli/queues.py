@@ -3,151 +3,115 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
+from datetime import datetime
 from typing import Annotated, Any
 
 import typer
 
-from app.cli._http import KeyOption, Service, UrlOption
-from app.cli._output import (
-    JsonFlag,
-    Output,
-    OutputOption,
-    command_group,
-    console,
-    count,
-    print_json,
-    seconds,
-    table,
-    wants_json,
-)
-from app.cli.jobs import YesOption
+from app.cli._output import command_group, console, count, print_json, seconds, table
+from app.cli._service import Operator, Session
+from app.cli.jobs import YesOption, rfc3339
 from app.cli.stats import show_queue
+from jobq_client import QueueSettings, RateLimit
 
 queues_cli = command_group("Queues: list, show, pause, resume, purge, redrive, settings.")
 QueueArgument = Annotated[str, typer.Argument(help="The queue's name.")]
 
 
-def _say(answer: dict[str, Any], as_json: bool, line: str) -> None:
-    if as_json:
-        print_json(answer)
+def _say(session: Session, line: str) -> None:
+    """The answer's JSON, or one line for people."""
+    if session.as_json:
+        print_json(session.answer)
     else:
         typer.echo(line)
 
 
-@queues_cli.command("list")
-def list_queues(
-    url: UrlOption = None,
-    api_key: KeyOption = None,
-    output: OutputOption = Output.TABLE,
-    as_json: JsonFlag = False,
-) -> None:
+@queues_cli.command("list", cls=Operator)
+def list_queues(ctx: typer.Context) -> None:
     """Every known queue: paused or not, and its jobs by state."""
-    answer = Service.find(url, api_key).call("GET", "/v1/queues")
-    if wants_json(output, as_json):
-        print_json(answer["queues"])
+    session = Session.of(ctx)
+    queues = session.jobq.list_queues()
+    if session.as_json:
+        print_json(session.answer["queues"])
         return
     rows = table(
         None,
         [("queue", "key"), ("state", "key"), ("queued", "number"), ("running", "number"),
          ("failed", "number"), ("oldest due", "number")],
     )  # fmt: skip
-    for q in answer["queues"]:
-        c = q["counts"]
+    for q in queues:
+        c = q.counts
         rows.add_row(
-            q["queue"],
-            "paused" if q["paused"] else "active",
+            q.queue,
+            "paused" if q.paused else "active",
             count(c["queued"]),
             count(c["running"]),
             count(c["failed"]),
-            seconds(q["oldest_due_age_seconds"]),
+            seconds(q.oldest_due_age_seconds),
         )
-    console().print(rows if answer["queues"] else "no queues yet")
+    console().print(rows if queues else "no queues yet")
 
 
-@queues_cli.command("show")
-def show(
-    queue: QueueArgument,
-    url: UrlOption = None,
-    api_key: KeyOption = None,
-    output: OutputOption = Output.TABLE,
-    as_json: JsonFlag = False,
-) -> None:
+@queues_cli.command("show", cls=Operator)
+def show(ctx: typer.Context, queue: QueueArgument) -> None:
     """One queue's figures and its longest-running jobs.
 
     The same as `jobq stats QUEUE`.
     """
-    show_queue(Service.find(url, api_key), queue, wants_json(output, as_json))
+    show_queue(Session.of(ctx), queue)
 
 
-def _state_line(answer: dict[str, Any]) -> str:
+def _state_line(session: Session) -> str:
+    answer = session.answer  # pausing answers the queue's state, which the SDK drops
     if answer.get("paused"):
         return f"queue {answer['queue']}: paused since {answer.get('paused_at')}"
     return f"queue {answer['queue']}: active"
 
 
-@queues_cli.command("pause")
-def pause(
-    queue: QueueArgument,
-    url: UrlOption = None,
-    api_key: KeyOption = None,
-    output: OutputOption = Output.TABLE,
-    as_json: JsonFlag = False,
-) -> None:
+@queues_cli.command("pause", cls=Operator)
+def pause(ctx: typer.Context, queue: QueueArgument) -> None:
     """Pause a queue: leasing skips it, enqueueing still works."""
-    answer = Service.find(url, api_key).call("POST", f"/v1/queues/{queue}/pause", body={})
-    _say(answer, wants_json(output, as_json), _state_line(answer))
+    session = Session.of(ctx)
+    session.jobq.pause_queue(queue)
+    _say(session, _state_line(session))
 
 
-@queues_cli.command("resume")
-def resume(
-    queue: QueueArgument,
-    url: UrlOption = None,
-    api_key: KeyOption = None,
-    output: OutputOption = Output.TABLE,
-    as_json: JsonFlag = False,
-) -> None:
+@queues_cli.command("resume", cls=Operator)
+def resume(ctx: typer.Context, queue: QueueArgument) -> None:
     """Resume a paused queue."""
-    answer = Service.find(url, api_key).call("POST", f"/v1/queues/{queue}/resume", body={})
-    _say(answer, wants_json(output, as_json), _state_line(answer))
+    session = Session.of(ctx)
+    session.jobq.resume_queue(queue)
+    _say(session, _state_line(session))
 
 
-@queues_cli.command("purge")
-def purge(
-    queue: QueueArgument,
-    yes: YesOption = False,
-    url: UrlOption = None,
-    api_key: KeyOption = None,
-    output: OutputOption = Output.TABLE,
-    as_json: JsonFlag = False,
-) -> None:
+@queues_cli.command("purge", cls=Operator)
+def purge(ctx: typer.Context, queue: QueueArgument, yes: YesOption = False) -> None:
     """Delete every queued job of a queue (asks first, unless --yes)."""
     if not yes:
         typer.confirm(f"Delete every queued job of queue {queue!r}?", abort=True, err=True)
-    answer = Service.find(url, api_key).call(
-        "POST", f"/v1/queues/{queue}/purge", body={"confirm": queue}
-    )
-    _say(answer, wants_json(output, as_json), f"queue {queue}: {answer['deleted']} jobs deleted")
+    session = Session.of(ctx)
+    deleted = session.jobq.purge_queue(queue)
+    _say(session, f"queue {queue}: {deleted} jobs deleted")
 
 
-@queues_cli.command("redrive")
+@queues_cli.command("redrive", cls=Operator)
 def redrive(
+    ctx: typer.Context,
     queue: QueueArgument,
     type_: Annotated[str | None, typer.Option("--type", help="Only jobs of this type.")] = None,
     error_type: Annotated[
         str | None, typer.Option(help="Only jobs whose last error has this type.")
     ] = None,
     failed_since: Annotated[
-        str | None, typer.Option(help="Only jobs that failed since (RFC 3339).")
+        datetime | None,
+        typer.Option(help="Only jobs that failed since (RFC 3339).", parser=rfc3339),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many.")] = 1000,
     reset_attempts: Annotated[
         bool, typer.Option("--reset-attempts", help="Give them all their attempts again.")
     ] = False,
     yes: YesOption = False,
-    url: UrlOption = None,
-    api_key: KeyOption = None,
-    output: OutputOption = Output.TABLE,
-    as_json: JsonFlag = False,
 ) -> None:
     """Send a queue's failed jobs back to it, oldest failure first.
 
@@ -155,20 +119,16 @@ def redrive(
     """
     if not yes:
         typer.confirm(f"Run failed jobs of queue {queue!r} again?", abort=True, err=True)
-    body = {
-        "type": type_,
-        "error_type": error_type,
-        "failed_since": failed_since,
-        "limit": limit,
-        "reset_attempts": reset_attempts,
-    }
-    answer = Service.find(url, api_key).call(
-        "POST",
-        f"/v1/queues/{queue}/failed/retry",
-        body={k: v for k, v in body.items() if v is not None},
+    session = Session.of(ctx)
+    retried = session.jobq.redrive_failed(
+        queue,
+        type=type_,
+        error_type=error_type,
+        failed_since=failed_since,
+        limit=limit,
+        reset_attempts=reset_attempts,
     )
-    line = f"queue {queue}: {answer['retried']} failed jobs queued again"
-    _say(answer, wants_json(output, as_json), line)
+    _say(session, f"queue {queue}: {retried} failed jobs queued again")
 
 
 def _none(value: str) -> bool:
@@ -195,13 +155,13 @@ def _number(value: str) -> float | None:
         raise typer.BadParameter("a number, or 'none'") from None
 
 
-def _rate(value: str) -> dict[str, float] | None:
+def _rate(value: str) -> RateLimit | None:
     """'100/60' (100 jobs per 60 seconds), or None for 'none'."""
     if _none(value):
         return None
     jobs, _, per = value.partition("/")
     try:
-        return {"jobs": int(jobs), "per_seconds": float(per.removesuffix("s"))}
+        return RateLimit(int(jobs), float(per.removesuffix("s")))
     except ValueError:
         raise typer.BadParameter("JOBS/SECONDS, such as 100/60, or 'none'") from None
 
@@ -210,7 +170,7 @@ def _option(help_text: str) -> Any:
     return typer.Option(help=f"{help_text}; 'none' clears it.", show_default=False)
 
 
-# option name → (the API's field, how to read the value)
+# option name → (the setting, how to read the value)
 _SETTINGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max_backlog": ("max_backlog", _whole),
     "max_running": ("max_running", _whole),
@@ -226,16 +186,17 @@ _SETTINGS: dict[str, tuple[str, Callable[[str], Any]]] = {
 }
 
 
-def _shown(name: str, value: Any) -> str:
+def _shown(value: Any) -> str:
     if value is None:
         return "none"
-    if name == "rate_limit":
-        return f"{value['jobs']} per {value['per_seconds']:g}s"
+    if isinstance(value, RateLimit):
+        return f"{value.jobs} per {value.per_seconds:g}s"
     return str(value)
 
 
-@queues_cli.command("settings")
+@queues_cli.command("settings", cls=Operator)
 def settings(
+    ctx: typer.Context,
     queue: QueueArgument,
     max_backlog: Annotated[
         str | None, _option("Enqueue answers 429 once this many jobs are unfinished")
@@ -256,10 +217,6 @@ def settings(
         str | None, _option("Keep succeeded jobs this many seconds")
     ] = None,
     retain_failed: Annotated[str | None, _option("Keep failed jobs this many seconds")] = None,
-    url: UrlOption = None,
-    api_key: KeyOption = None,
-    output: OutputOption = Output.TABLE,
-    as_json: JsonFlag = False,
 ) -> None:
     """Show a queue's settings, or change those given (the others stay)."""
     given = {
@@ -275,20 +232,22 @@ def settings(
         "retain_succeeded": retain_succeeded,
         "retain_failed": retain_failed,
     }
-    body = {}
+    changes = {}
     for option, value in given.items():
         if value is not None:
-            field, read = _SETTINGS[option]
-            body[field] = read(value)
-    service = Service.find(url, api_key)
-    path = f"/v1/queues/{queue}/settings"
-    answer = service.call("PUT", path, body=body) if body else service.call("GET", path)
-    if wants_json(output, as_json):
-        print_json(answer)
+            name, read = _SETTINGS[option]
+            changes[name] = read(value)
+    session = Session.of(ctx)
+    if changes:
+        current = session.jobq.set_queue_settings(queue, **changes)
+    else:
+        current = session.jobq.get_queue_settings(queue)
+    if session.as_json:
+        print_json(session.answer)
         return
     rows = table(f"settings of {queue}", [("setting", "key"), ("value", "text")])
     rows.show_header = False
-    for name, value in answer.items():
-        if name != "queue":
-            rows.add_row(name, _shown(name, value))
+    for setting in fields(QueueSettings):
+        if setting.name != "queue":
+            rows.add_row(setting.name, _shown(getattr(current, setting.name)))
     console().print(rows)

@@ -8,11 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from app.cli._http import KeyOption, Service, UrlOption
 from app.cli._output import (
-    JsonFlag,
-    Output,
-    OutputOption,
     ago,
     console,
     count,
@@ -21,13 +17,14 @@ from app.cli._output import (
     progress,
     seconds,
     table,
-    wants_json,
     warn,
 )
+from app.cli._service import Session
+from jobq_client import QueueStats
 
 
-def _name(queue: dict[str, Any]) -> str:
-    return str(queue["queue"]) + (" (paused)" if queue["paused"] else "")
+def _name(queue: QueueStats) -> str:
+    return queue.queue + (" (paused)" if queue.paused else "")
 
 
 def _window(w: dict[str, int]) -> str:
@@ -38,7 +35,7 @@ def _pair(p: dict[str, float | None]) -> str:
     return f"{seconds(p['p50'])}/{seconds(p['p95'])}"
 
 
-def _backlog(queues: list[dict[str, Any]], out: Console) -> None:
+def _backlog(queues: list[QueueStats], out: Console) -> None:
     """Queued, due, running, failed and the oldest due job's age: what needs attention."""
     rows = table(
         "backlog" if narrow(out) else "jobq queues",
@@ -50,7 +47,7 @@ def _backlog(queues: list[dict[str, Any]], out: Console) -> None:
         ]),
     )  # fmt: skip
     for q in queues:
-        counts = q["counts"]
+        counts = q.counts
         cells = [
             _name(q),
             count(counts["queued"]),
@@ -58,20 +55,26 @@ def _backlog(queues: list[dict[str, Any]], out: Console) -> None:
             count(counts["running"]),
             count(counts["waiting"]),
             count(counts["failed"]),
-            seconds(q["oldest_due_age_seconds"]),
+            seconds(q.oldest_due_age_seconds),
         ]
         if not narrow(out):
-            cells += [
-                _window(q["last_minute"]),
-                _window(q["last_hour"]),
-                _pair(q["last_hour"]["wait_seconds"]),
-                _pair(q["last_hour"]["run_seconds"]),
-            ]
+            cells += _windows(q)
         rows.add_row(*cells)
     out.print(rows)
 
 
-def _throughput(queues: list[dict[str, Any]], out: Console) -> None:
+def _windows(q: QueueStats) -> list[str]:
+    """In/ok/failed in the last minute and hour, the last hour's wait and run times."""
+    hour = q.raw["last_hour"]
+    return [
+        _window(q.raw["last_minute"]),
+        _window(hour),
+        _pair(hour["wait_seconds"]),
+        _pair(hour["run_seconds"]),
+    ]
+
+
+def _throughput(queues: list[QueueStats], out: Console) -> None:
     """The windows and percentiles, as a second table when the terminal is narrow."""
     rows = table(
         "throughput: in/ok/failed; p50/p95 wait (enqueue to lease) and run",
@@ -79,17 +82,11 @@ def _throughput(queues: list[dict[str, Any]], out: Console) -> None:
          ("wait", "number"), ("run", "number")],
     )  # fmt: skip
     for q in queues:
-        rows.add_row(
-            _name(q),
-            _window(q["last_minute"]),
-            _window(q["last_hour"]),
-            _pair(q["last_hour"]["wait_seconds"]),
-            _pair(q["last_hour"]["run_seconds"]),
-        )
+        rows.add_row(_name(q), *_windows(q))
     out.print(rows)
 
 
-def show_queues(queues: list[dict[str, Any]], out: Console) -> None:
+def show_queues(queues: list[QueueStats], out: Console) -> None:
     """The figures of these queues: one table when there is room, two at 80 columns."""
     _backlog(queues, out)
     if narrow(out):
@@ -164,52 +161,49 @@ def unserved_line(unserved: list[dict[str, Any]]) -> str:
     return "no worker leased lately: " + ", ".join(parts)
 
 
-def show_queue(service: Service, queue: str, as_json: bool) -> None:
+def show_queue(session: Session, queue: str) -> None:
     """One queue's figures and its longest-running jobs; on stderr, a warning when
     nothing ever used the queue (a misspelt name?)."""
-    one = service.call("GET", f"/v1/queues/{queue}")
-    if one.get("known") is False:
+    one = session.jobq.get_queue(queue)
+    if one.raw.get("known") is False:
         warn(
             f"queue {queue!r} has no jobs and no settings, and no worker ever leased from it"
             " (is its name misspelt?)"
         )
-    if as_json:
-        print_json(one)
+    if session.as_json:
+        print_json(session.answer)
         return
     out = console()
     show_queues([one], out)
-    if one.get("limits"):
-        out.print(limits_line(one["limits"]), markup=False)
-    if one.get("unserved_types"):
-        out.print(unserved_line(one["unserved_types"]), markup=False)
-    if one["running_jobs"]:
+    if one.limits:
+        out.print(limits_line(one.limits), markup=False)
+    if one.raw.get("unserved_types"):
+        out.print(unserved_line(one.raw["unserved_types"]), markup=False)
+    if one.raw["running_jobs"]:
         out.print()
-        _running(queue, one["running_jobs"], out)
+        _running(queue, one.raw["running_jobs"], out)
 
 
 def stats(
+    ctx: typer.Context,
     queue: Annotated[str | None, typer.Argument(help="One queue, with its running jobs.")] = None,
-    url: UrlOption = None,
-    api_key: KeyOption = None,
-    output: OutputOption = Output.TABLE,
-    as_json: JsonFlag = False,
 ) -> None:
     """Every queue's figures, and the database's health.
 
     Backlog, throughput, wait and run times; with QUEUE, that queue and its
     running jobs.
     """
-    service = Service.find(url, api_key)
+    session = Session.of(ctx)
     if queue is not None:
-        show_queue(service, queue, wants_json(output, as_json))
+        show_queue(session, queue)
         return
-    answer = service.call("GET", "/v1/queues")
-    if wants_json(output, as_json):
-        print_json(answer)
+    answer = session.jobq.get_stats()
+    if session.as_json:
+        print_json(session.answer)
         return
     out = console()
-    if answer["queues"]:
-        show_queues(answer["queues"], out)
+    if answer.queues:
+        show_queues(answer.queues, out)
     else:
         out.print("no queues yet")
-    out.print(database_line(answer["database"]), markup=False)
+    out.print(database_line(answer.database), markup=False)

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 
 from app.cli._database import setup_logging
-from app.cli._http import KeyOption, Service, UrlOption
 from app.cli._output import fail
+from app.cli._service import Session
+from jobq_client import JobqError
+from jobq_client.cli import run_worker
 
 
 def worker(
+    ctx: typer.Context,
     target: Annotated[
         str, typer.Argument(help="The jobq_client.Worker to run, as module:attribute.")
     ],
-    url: UrlOption = None,
-    api_key: KeyOption = None,
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Jobs run at once [default: the worker's own]")
     ] = None,
@@ -27,15 +27,9 @@ def worker(
     TARGET is the worker's module:attribute, e.g. myapp.tasks:worker. It needs the
     SDK in clients/python (`make run` installs it).
     """
-    try:
-        from jobq_client import JobqError
-        from jobq_client.cli import run_worker
-    except ImportError:
-        # This interpreter's pip: a bare `pip` may be another environment's.
-        fail(f"jobq worker needs the Python SDK: {sys.executable} -m pip install -e clients/python")
-    service = Service.find(url, api_key)
+    service = Session.of(ctx).jobq  # where the worker's own client is pointed
     setup_logging()
     try:
-        run_worker(target, url=service.url, api_key=service.api_key, concurrency=concurrency)
+        run_worker(target, url=service.base_url, api_key=service.api_key, concurrency=concurrency)
     except (JobqError, ValueError, TypeError, ImportError) as exc:
         fail(f"worker: {exc}")

@@ -150,6 +150,9 @@ def test_queue_settings_limits_and_operator_calls(jobq: Client) -> None:
     assert stats.counts["running"] == 1 and stats.limits is not None
     assert stats.limits["throttled"]["max_running"] == 1
     assert "enc" in [q.queue for q in jobq.list_queues()]
+    overview = jobq.get_stats()
+    assert [q.queue for q in overview.queues] == [q.queue for q in jobq.list_queues()]
+    assert "oldest_transaction_age_seconds" in overview.database
     assert jobq.get_queue_settings("enc").rate_limit == RateLimit(100, 60.0)
 
     jobq.pause_queue("enc")
@@ -165,6 +168,9 @@ def test_queue_settings_limits_and_operator_calls(jobq: Client) -> None:
     jobq.ack([Fail(again.lease_id, "Boom", retryable=False)])
     retried = jobq.retry_job(failed.id, run_at=datetime.now(UTC) + timedelta(hours=1))
     assert retried.state == "queued" and retried.run_at > datetime.now(UTC)
+    assert retried.attempt == 2  # its attempts so far stay counted
+    jobq.cancel_job(failed.id)
+    assert jobq.retry_job(failed.id, reset_attempts=True).attempt == 0
     jobq.delete_job(failed.id)
     assert jobq.list_jobs(queue="redo").jobs == []
 
@@ -180,6 +186,7 @@ def test_the_async_client_has_the_same_calls(service: Service, db: asyncpg.Conne
             assert (await jobq.wait(parent.id, timeout=1)).result == 7
             assert (await jobq.get_dependencies(child.id)).parents[0].id == parent.id
             assert (await jobq.set_queue_settings("a", max_running_per_key=1)).max_running_per_key
+            assert "a" in [q.queue for q in (await jobq.get_stats()).queues]
             made = await jobq.set_schedule("s", queue="a", type="t", cron="@hourly")
             assert [s.name for s in await jobq.list_schedules()] == [made.name]
             await jobq.delete_schedule("s")

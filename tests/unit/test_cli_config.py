@@ -1,5 +1,5 @@
 """The CLI on its own: where it finds the service and the key, `jobq config`, `--version`,
-how it reports answers that are errors, and durations for people."""
+how it reports answers that are errors, its shared options, and durations for people."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from app.cli import _http, _output, cli
+from app.cli import _output, _service, cli
 from app.cli.jobs import State
 from app.jobs import JobState
+from jobq_client import Client, JobqError, RetryPolicy
 from tests.helpers import free_port
 
 WIDE = {"COLUMNS": "220"}  # rich tables at full width
@@ -45,11 +46,29 @@ async def test_an_unreachable_service_is_one_line_and_exit_1() -> None:
     assert "nonsense" in line
 
 
+def _error(answer: httpx.Response) -> JobqError:
+    """The error the SDK raises for this answer (no retry)."""
+    transport = httpx.MockTransport(lambda request: answer)
+    with Client("http://jobq.test", transport=transport, retry=RetryPolicy(0)) as client:
+        try:
+            client.get_queue_settings("q")
+        except JobqError as error:
+            return error
+    raise AssertionError("no error raised")
+
+
 def test_errors_that_are_not_problems_are_shown_briefly() -> None:
     html = httpx.Response(502, text="<html>\n  bad   gateway\n</html>")
-    assert _http.problem_message(html) == "HTTP 502 Bad Gateway: <html> bad gateway </html>"
+    assert _service.problem_line(_error(html)) == "HTTP 502 Bad Gateway"
+    plain = httpx.Response(404, json={"detail": "Not Found"})  # another FastAPI, not jobq
+    assert _service.problem_line(_error(plain)) == "HTTP 404 Not Found"
     problem = httpx.Response(409, json={"title": "Conflict", "detail": "no", "code": "conflict"})
-    assert _http.problem_message(problem) == "Conflict (409) [conflict]: no"
+    assert _service.problem_line(_error(problem)) == "Conflict (409) [conflict]: no"
+    not_json = httpx.Response(200, text="<html>a web site</html>")
+    assert _service.problem_line(_error(not_json)) == (
+        "the answer from http://jobq.test/v1/queues/q/settings is not jobq's"
+        " (is http://jobq.test jobq?)"
+    )
 
 
 def test_durations_read_well() -> None:
@@ -64,14 +83,11 @@ async def test_the_api_key_is_sent_as_a_bearer_token(monkeypatch: pytest.MonkeyP
         seen.append(request.headers.get("authorization"))
         return httpx.Response(200, json={"queue": "q", "paused": True, "paused_at": "2026"})
 
-    real = _http.make_client
+    class Recording(Client):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, transport=httpx.MockTransport(answer), **kwargs)
 
-    def recording(url: str, api_key: str | None) -> httpx.Client:
-        client = real(url, api_key)
-        client._transport = httpx.MockTransport(answer)
-        return client
-
-    monkeypatch.setattr(_http, "make_client", recording)
+    monkeypatch.setattr(_service, "Client", Recording)
     assert (await jobq("queues", "pause", "q", "--api-key", "s3cret")).exit_code == 0
     assert (await jobq("queues", "pause", "q", env={"JOBQ_API_KEY": "from-env"})).exit_code == 0
     assert (await jobq("queues", "pause", "q")).exit_code == 0
@@ -144,7 +160,7 @@ def test_a_401_says_how_the_cli_sends_a_key() -> None:
             "detail": "this request needs an API key: send 'Authorization: Bearer <key>'",
         },
     )
-    message = _http.problem_message(refused)
+    message = _service.problem_line(_error(refused))
     assert message == (
         "Unauthorized (401) [unauthorized]: this request needs an API key"
         " (pass --api-key or set JOBQ_API_KEY)"
@@ -179,3 +195,27 @@ def test_every_help_fits_80_columns_and_says_it_all() -> None:
             declared = getattr(param, "help", None) or ""
             if "[default" in declared:  # written out, not eaten as markup
                 assert " ".join(declared.split()) in flat, (path, declared, text)
+
+
+def test_operator_options_are_declared_once_and_taken_after_the_command() -> None:
+    """Every command that calls the service takes --url and --api-key, and every one that
+    prints an answer --output/-o and --json, after its own options: `Operator` adds them."""
+    shared = {"url": ["--url"], "api_key": ["--api-key"]}
+    printed = {"output": ["--output", "-o"], "as_json": ["--json"]}
+    commands = dict(_commands(typer.main.get_command(cli)))
+    for path, command in commands.items():
+        names = {p.name: sorted(p.opts) for p in command.params}
+        if path[:1] in (("stats",), ("jobs",), ("queues",), ("schedules",), ("config",)):
+            if path in (("jobs",), ("queues",), ("schedules",)):
+                continue  # the groups themselves
+            wanted = shared if path == ("schedules", "delete") else {**shared, **printed}
+        elif path[:1] == ("keys",) and len(path) == 2:
+            wanted = printed
+        elif path == ("worker",):
+            wanted = shared
+        else:
+            assert not {"url", "as_json"} & names.keys(), path  # (openapi has its own -o)
+            continue
+        assert {n: names.get(n) for n in wanted} == wanted, path
+        own = [p.name for p in command.params]
+        assert own[-len(wanted) :] == list(wanted), path  # after the command's own

@@ -126,6 +126,15 @@ def test_code_and_migrations_are_copied_where_the_code_looks(final: Stage) -> No
     assert str(PurePosixPath(copied["app"]).parent / alembic_relative) == copied["alembic"]
 
 
+def test_the_sdk_the_cli_calls_is_importable_beside_app(final: Stage) -> None:
+    """`jobq stats`, `jobs`, `queues`, `schedules` and `worker` call the service through
+    `jobq_client`: the image carries its package on PYTHONPATH (httpx is in the lock)."""
+    copied = copied_paths(final)
+    home = final.env()["PYTHONPATH"]
+    assert copied["clients/python/src/jobq_client"] == f"{home}/jobq_client"
+    assert (REPO / "clients/python/src/jobq_client/__init__.py").exists()
+
+
 def test_healthcheck_probes_healthz_with_python(final: Stage) -> None:
     argv = healthcheck_argv(final)
     assert argv[:2] == ["python", "-c"]
@@ -142,11 +151,16 @@ def test_dockerignore_keeps_the_sources_and_drops_local_state() -> None:
     ]
     needed = [RUNTIME_LOCK, "alembic.ini", "app/py.typed", "alembic/script.py.mako"]
     needed += [
-        str(p.relative_to(REPO)) for d in ("app", "alembic") for p in (REPO / d).rglob("*.py")
+        str(p.relative_to(REPO))
+        for d in ("app", "alembic", "clients/python/src/jobq_client")
+        for p in (REPO / d).rglob("*.py")
     ]
     assert len(needed) > 10
     assert [path for path in needed if dockerignored(path, patterns)] == []
-    for local in (".venv", ".git", ".jobq", "app/__pycache__", ".mypy_cache", "node_modules"):
+    for local in (
+        ".venv", ".git", ".jobq", "app/__pycache__", ".mypy_cache", "node_modules",
+        "clients/typescript", "clients/python/tests", "clients/python/src/jobq_client/__pycache__",
+    ):  # fmt: skip
         assert dockerignored(local, patterns), f"{local} would be sent to the builder"
 
 

@@ -80,6 +80,8 @@ MIRRORS = [
         left_out=frozenset({"paused_at", "last_minute", "last_hour", "running_jobs"}),
         typed={"counts": dict[str, int], "limits": dict[str, Any]},
     ),
+    # The database's health as sent: the CLI prints it, no caller reads it field by field.
+    Mirror(_admin.Stats, "QueuesStats", typed={"database": dict[str, Any]}),
 ]
 # SDK dataclasses that mirror no schema, and why.
 NOT_MIRRORS = {

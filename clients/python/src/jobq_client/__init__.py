@@ -15,7 +15,14 @@ async def resize(job: Job) -> dict[str, str]:
 worker.run()
 """
 
-from jobq_client._admin import QueueSettings, QueueStats, RateLimit, Schedule, ScheduleRun
+from jobq_client._admin import (
+    QueueSettings,
+    QueueStats,
+    RateLimit,
+    Schedule,
+    ScheduleRun,
+    Stats,
+)
 from jobq_client._client import AsyncClient, Client, RetryPolicy
 from jobq_client._errors import (
     BadRequest,
@@ -132,6 +139,7 @@ __all__ = [
     "Schedule",
     "ScheduleNotFound",
     "ScheduleRun",
+    "Stats",
     "TooManyRequests",
     "Unauthorized",
     "Unavailable",

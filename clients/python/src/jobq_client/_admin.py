@@ -1,4 +1,5 @@
-"""What the operator calls answer: schedules, queue settings and queue figures."""
+"""What the operator calls answer: schedules, queue settings, queue figures and the
+service's figures as a whole."""
 
 from __future__ import annotations
 
@@ -149,3 +150,17 @@ class QueueStats:
             limits=data.get("limits"),
             raw=data,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Every known queue's figures, and the database's health as the service sees it
+    (dead tuples, the last autovacuum, the oldest open transaction, the reaper's last
+    pass: `GET /v1/queues`'s `database`, as sent)."""
+
+    queues: list[QueueStats]
+    database: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Stats:
+        return cls([QueueStats.from_json(q) for q in data["queues"]], dict(data["database"]))

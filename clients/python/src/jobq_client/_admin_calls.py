@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule
+from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule, Stats
 from jobq_client._calls import Call, _json, _segment
 from jobq_client._models import JobRecord
 
@@ -23,8 +23,10 @@ def _time(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def retry_job(job_id: int, run_at: datetime | None) -> Call[JobRecord]:
-    body = {"run_at": _time(run_at)} if run_at is not None else {}
+def retry_job(job_id: int, run_at: datetime | None, reset_attempts: bool) -> Call[JobRecord]:
+    body: dict[str, Any] = {"run_at": _time(run_at)} if run_at is not None else {}
+    if reset_attempts:
+        body["reset_attempts"] = True
     return Call(
         "POST",
         f"/v1/jobs/{int(job_id)}/retry",
@@ -50,9 +52,11 @@ def get_queue(queue: str) -> Call[QueueStats]:
 
 
 def list_queues() -> Call[list[QueueStats]]:
-    return Call(
-        "GET", "/v1/queues", lambda r: [QueueStats.from_json(q) for q in _json(r)["queues"]]
-    )
+    return Call("GET", "/v1/queues", lambda r: get_stats().parse(r).queues)
+
+
+def get_stats() -> Call[Stats]:
+    return Call("GET", "/v1/queues", lambda r: Stats.from_json(_json(r)))
 
 
 def get_queue_settings(queue: str) -> Call[QueueSettings]:

@@ -5,7 +5,10 @@
         print(jobq.get_job(job.id).state)
 
 Connection errors and 502/503/504 answers are retried with exponential backoff and
-jitter (`RetryPolicy`). Every call is safe to repeat: an enqueue always carries an
+jitter (`RetryPolicy`). `on_answer` sees each successful answer's JSON as the service
+sent it, beside the model read from it (the `jobq` command prints it for
+`--output json`). An answer that is not what jobq sends (not JSON, or not its shape)
+raises `JobqError`. Every call is safe to repeat: an enqueue always carries an
 idempotency key (a random one when the caller gives none), so a retried enqueue whose
 first try was committed returns that job instead of making a second one; finishing
 calls answer a repeat with the same job.
@@ -18,7 +21,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -60,6 +63,9 @@ API_KEY_ENV = "JOBQ_API_KEY"
 _WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}  # noqa: S104
 # Errors of the request itself, not of the network: retrying cannot help.
 _NOT_TRANSIENT = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)
+# What reading an answer that jobq did not send raises (not JSON, or not its shape).
+_UNREADABLE = (ValueError, KeyError, TypeError)
+AnswerHook = Callable[[Any], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,11 +125,13 @@ class _Base:
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         retry: RetryPolicy | None = None,
         headers: dict[str, str] | None = None,
+        on_answer: AnswerHook | None = None,
     ) -> None:
         self.base_url = (base_url or service_url()).rstrip("/")
         self.api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
+        self.on_answer = on_answer
         self._headers = {"Accept": "application/json", **(headers or {})}
         if self.api_key:
             self._headers["Authorization"] = f"Bearer {self.api_key}"
@@ -143,9 +151,16 @@ class _Base:
         return request
 
     def _outcome(self, call: Call[T], response: httpx.Response) -> T | JobqError:
-        if response.is_success:
-            return call.parse(response)
-        return error_from_response(response)
+        if not response.is_success:
+            return error_from_response(response)
+        try:
+            parsed = call.parse(response)
+        except _UNREADABLE:
+            where = f"{self.base_url}{call.path}"
+            return JobqError(f"the answer from {where} is not jobq's (is {self.base_url} jobq?)")
+        if self.on_answer is not None and response.content:
+            self.on_answer(response.json())
+        return parsed
 
     def _give_up(self, error: JobqError, retry: int) -> bool:
         return not error.retryable or retry >= self.retry.max_retries
@@ -174,7 +189,8 @@ def _connection_failed(base_url: str, exc: httpx.TransportError) -> ConnectionFa
 
 class Client(_Base, Operations):
     """A blocking jobq client. Its URL defaults to `JOBQ_URL`, else `JOBQ_HOST` and
-    `JOBQ_PORT`; its key to `JOBQ_API_KEY`.
+    `JOBQ_PORT`; its key to `JOBQ_API_KEY`. `on_answer`, if given, is called with the
+    JSON of each successful answer that has a body, as the service sent it.
 
     with Client("http://127.0.0.1:8000", api_key="...") as jobq:
         created = jobq.enqueue("images", "resize", {"path": "a.png"})
@@ -189,8 +205,16 @@ class Client(_Base, Operations):
         retry: RetryPolicy | None = None,
         headers: dict[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
+        on_answer: AnswerHook | None = None,
     ) -> None:
-        super().__init__(base_url, api_key=api_key, timeout=timeout, retry=retry, headers=headers)
+        super().__init__(
+            base_url,
+            api_key=api_key,
+            timeout=timeout,
+            retry=retry,
+            headers=headers,
+            on_answer=on_answer,
+        )
         self._http = httpx.Client(
             base_url=self.base_url, headers=self._headers, transport=transport
         )
@@ -408,8 +432,16 @@ class AsyncClient(_Base, AsyncOperations):
         retry: RetryPolicy | None = None,
         headers: dict[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        on_answer: AnswerHook | None = None,
     ) -> None:
-        super().__init__(base_url, api_key=api_key, timeout=timeout, retry=retry, headers=headers)
+        super().__init__(
+            base_url,
+            api_key=api_key,
+            timeout=timeout,
+            retry=retry,
+            headers=headers,
+            on_answer=on_answer,
+        )
         self._http = httpx.AsyncClient(
             base_url=self.base_url, headers=self._headers, transport=transport
         )

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from jobq_client import _admin_calls, _calls
-from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule
+from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule, Stats
 from jobq_client._calls import Call
 from jobq_client._models import Dependencies, JobRecord
 
@@ -51,9 +51,12 @@ class Operations:
         """The jobs `job_id` waits for, and those waiting for it."""
         return self._call(_calls.get_dependencies(job_id))
 
-    def retry_job(self, job_id: int, run_at: datetime | None = None) -> JobRecord:
-        """Send a failed or cancelled job back to its queue (due at `run_at`, default now)."""
-        return self._call(_admin_calls.retry_job(job_id, run_at))
+    def retry_job(
+        self, job_id: int, run_at: datetime | None = None, *, reset_attempts: bool = False
+    ) -> JobRecord:
+        """Send a failed or cancelled job back to its queue (due at `run_at`, default now);
+        with `reset_attempts`, with all its attempts again."""
+        return self._call(_admin_calls.retry_job(job_id, run_at, reset_attempts))
 
     def delete_job(self, job_id: int) -> None:
         """Delete a job that is not running."""
@@ -79,6 +82,10 @@ class Operations:
     def list_queues(self) -> list[QueueStats]:
         """Every known queue's figures."""
         return self._call(_admin_calls.list_queues())
+
+    def get_stats(self) -> Stats:
+        """Every known queue's figures and the database's health, from one answer."""
+        return self._call(_admin_calls.get_stats())
 
     def get_queue_settings(self, queue: str) -> QueueSettings:
         """A queue's settings (None: no limit, the service's default)."""
@@ -168,9 +175,12 @@ class AsyncOperations:
         """The jobs `job_id` waits for, and those waiting for it."""
         return await self._call(_calls.get_dependencies(job_id))
 
-    async def retry_job(self, job_id: int, run_at: datetime | None = None) -> JobRecord:
-        """Send a failed or cancelled job back to its queue (due at `run_at`, default now)."""
-        return await self._call(_admin_calls.retry_job(job_id, run_at))
+    async def retry_job(
+        self, job_id: int, run_at: datetime | None = None, *, reset_attempts: bool = False
+    ) -> JobRecord:
+        """Send a failed or cancelled job back to its queue (due at `run_at`, default now);
+        with `reset_attempts`, with all its attempts again."""
+        return await self._call(_admin_calls.retry_job(job_id, run_at, reset_attempts))
 
     async def delete_job(self, job_id: int) -> None:
         """Delete a job that is not running."""
@@ -196,6 +206,10 @@ class AsyncOperations:
     async def list_queues(self) -> list[QueueStats]:
         """Every known queue's figures."""
         return await self._call(_admin_calls.list_queues())
+
+    async def get_stats(self) -> Stats:
+        """Every known queue's figures and the database's health, from one answer."""
+        return await self._call(_admin_calls.get_stats())
 
     async def get_queue_settings(self, queue: str) -> QueueSettings:
         """A queue's settings (None: no limit, the service's default)."""
