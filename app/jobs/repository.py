@@ -4,9 +4,10 @@ and hands back typed rows. Knows no rules."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
@@ -33,7 +34,6 @@ QUERIES = Queries(
     *(Path(__file__).with_name(f"{part}.sql") for part in ("enqueue", "lease", "finish", "jobs"))
 )
 ENQUEUE_ONE = QUERIES["enqueue_one"]
-ENQUEUE_HELD_OR_REFUSED = QUERIES["enqueue_held_or_refused"]
 ENQUEUE_MANY = QUERIES["enqueue_many"]
 LEASE = QUERIES["lease"]
 LEASE_QUEUE = QUERIES["lease_queue"]
@@ -94,6 +94,46 @@ def numbered_lease(max_jobs: int) -> Statement:
     return LEASE_QUEUE.with_number("max_jobs", max_jobs)
 
 
+class NewJob(NamedTuple):
+    """A job to make (`jobq.insert_jobs`), its fields checked: JSON as text; None where
+    it says nothing (the queue's settings or the service's defaults apply)."""
+
+    type: str
+    payload: str
+    priority: int
+    run_at: datetime | None
+    delay_seconds: float | None
+    max_attempts: int | None
+    lease_seconds: int | None
+    idempotency_key: str | None
+    metadata: str
+    concurrency_key: str | None
+    runs_on_parent_failure: bool
+
+
+class Defaults(NamedTuple):
+    """What a job gets that says nothing, and whose queue's settings say nothing either."""
+
+    default_max_attempts: int
+    default_lease_seconds: int
+
+
+# ENQUEUE_MANY's array parameters, one for each field of NewJob, in its order.
+_BATCH_ARRAYS = (
+    "types",
+    "payloads",
+    "priorities",
+    "run_ats",
+    "delays",
+    "max_attempts",
+    "lease_seconds",
+    "idempotency_keys",
+    "metadatas",
+    "concurrency_keys",
+    "runs_on_parent_failure",
+)
+
+
 # What the SQL enqueue functions raise, and the HTTP status each stands for.
 _FUNCTION_REFUSALS = {"JQ422": 422, "JQ413": 413, "JQ429": 429}
 
@@ -117,24 +157,31 @@ class JobsRepository:
 
     # ---- producers ---------------------------------------------------------------
 
-    async def enqueue_one(self, params: dict[str, Any]) -> Enqueued | Refused | None:
-        """The job (new or holding the key), the refusal, or None: the key changed hands,
-        or the queue made room, between the two statements (try again)."""
-        record = await self._db.fetch_one(ENQUEUE_ONE, params)
-        if record is not None:
-            return Enqueued(job_at(record, 0), deduplicated=False)
-        record = await self._db.fetch_one(ENQUEUE_HELD_OR_REFUSED, params)
-        assert record is not None  # the statement always answers one row
-        if record["id"] is not None:  # a replay is answered even when the queue is full
-            return Enqueued(job_at(record, 0), deduplicated=True)
+    async def enqueue_one(
+        self, queue: str, job: NewJob, defaults: Defaults
+    ) -> Enqueued | Refused | None:
+        """The job (new or holding the key), the refusal, or None: the job holding the
+        key went between the insert and the look (try again)."""
+        record = await self._db.fetch_one(
+            ENQUEUE_ONE, {"queue": queue, **job._asdict(), **defaults._asdict()}
+        )
+        assert record is not None  # the statement answers one row a job
         if record["refused_max_backlog"] is not None:
             return Refused(record["refused_max_backlog"], record["refused_backlog"])
-        return None
+        if record["id"] is None:
+            return None
+        return Enqueued(job_at(record, 0), deduplicated=record["deduplicated"])
 
-    async def enqueue_many(self, queue: str, columns: dict[str, Any]) -> list[BatchItem] | Refused:
-        """One item per input row (`columns`: the statement's arrays and the service's
-        defaults), in order; or the refusal of the whole batch."""
-        records = await self._db.fetch(ENQUEUE_MANY, {"queue": queue, **columns})
+    async def enqueue_many(
+        self, queue: str, jobs: Sequence[NewJob], defaults: Defaults
+    ) -> list[BatchItem] | Refused:
+        """One item per job, in order; or the refusal of the whole batch."""
+        if not jobs:
+            return []
+        columns = dict(zip(_BATCH_ARRAYS, zip(*jobs, strict=True), strict=True))
+        records = await self._db.fetch(
+            ENQUEUE_MANY, {"queue": queue, **columns, **defaults._asdict()}
+        )
         if records and records[0]["refused_max_backlog"] is not None:
             first = records[0]
             return Refused(

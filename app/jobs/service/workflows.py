@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from app.core.config import Settings
 from app.core.errors import JobqError, PayloadTooLarge, QueueFull, ValidationFailed
 from app.jobs import telemetry
-from app.jobs.repository import Allowed, FunctionRefused, JobsRepository, allowed_params
+from app.jobs.repository import (
+    Allowed,
+    FunctionRefused,
+    JobsRepository,
+    NewJob,
+    allowed_params,
+)
 from app.jobs.rows import BatchItem, Enqueued
 from app.jobs.schemas import JobIn, Ref
 from app.jobs.service import checks
@@ -44,10 +49,8 @@ class Workflows:
         self._repo = repo
         self._settings = settings
 
-    async def one(
-        self, queue: str, job: JobIn, params: dict[str, Any], allowed: Allowed
-    ) -> Enqueued:
-        """`job` (already checked into `params`), waiting for its parents (of the
+    async def one(self, queue: str, job: JobIn, new: NewJob, allowed: Allowed) -> Enqueued:
+        """`job` (already checked into `new`), waiting for its parents (of the
         `allowed` queues)."""
         for index, parent in enumerate(job.depends_on or []):
             if isinstance(parent, Ref):
@@ -57,11 +60,8 @@ class Workflows:
                     "value_error",
                 )
         call = {
-            **params,
+            **new._asdict(),
             "queue": queue,
-            "delay_seconds": job.delay_seconds,
-            "max_attempts": job.max_attempts,
-            "lease_seconds": job.lease_seconds,
             "depends_on": _parents(job),
             "on_parent_failure": job.on_parent_failure,
             **allowed_params(allowed),
