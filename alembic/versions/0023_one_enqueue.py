@@ -7,6 +7,9 @@
   and, for a job with parents, the state its parents give it. The HTTP enqueue calls
   it for one job and for a batch; `jobq.enqueue` calls it after its own checks of the
   fields (the API's schema checks them over HTTP) and of the parents.
+- `jobq.check_job(limits, fields…)` refuses what the API's schema refuses: the checks
+  `jobq.enqueue` made itself, for `jobq.enqueue_many` to make first for a whole batch
+  that names no parent, then make it with one `jobq.insert_jobs` call.
 - `jobq.backlog_refusal(queue, keys)` is admission control: `jobq.insert_jobs` and
   `jobq.enqueue_many`'s up-front count use it. `jobq.enqueue_many` counts a key named
   twice in a batch once, as the HTTP batch always did (it counted it twice).
@@ -62,3 +65,7 @@ def downgrade() -> None:
         "integer[], boolean[], jsonb[])"
     )
     op.execute("DROP FUNCTION jobq.backlog_refusal(text, text[])")
+    op.execute(
+        "DROP FUNCTION jobq.check_job(jobq.enqueue_limits, text, text, jsonb, integer, "
+        "timestamptz, double precision, integer, integer, text, jsonb, text, text, integer)"
+    )

@@ -30,8 +30,9 @@ $$;
 -- Jobs made `queued` are announced (jobq.announce_due), delivered at commit.
 -- A job with parents (jobq.enqueue) comes with how many of them it waits for, whether
 -- it runs after a failed one, and the parent_failed error it is born cancelled with.
--- One row a job, in order: the job (NULL: its key changed hands meanwhile, or the
--- batch was refused), whether another job held its key, and the refusal (every row).
+-- One row a job, in order: its id and state (NULL: its key changed hands meanwhile, or
+-- the batch was refused), whether another job held its key, the whole job for a call
+-- of one job, and the refusal (on every row).
 CREATE FUNCTION jobq.insert_jobs(
     queue text,
     types text[],
@@ -50,12 +51,55 @@ CREATE FUNCTION jobq.insert_jobs(
     runs_on_parent_failure boolean[] DEFAULT NULL,
     parent_failures jsonb[] DEFAULT NULL
 )
-RETURNS TABLE (ord integer, job jobq.jobs, deduplicated boolean,
-               refused_max_backlog integer, refused_backlog bigint, refused_new_jobs bigint)
+RETURNS TABLE (ord integer, id bigint, state jobq.job_state, deduplicated boolean,
+               job jobq.jobs, refused_max_backlog integer, refused_backlog bigint,
+               refused_new_jobs bigint)
 LANGUAGE plpgsql
 AS $$
 #variable_conflict use_column
+DECLARE
+    made jobq.jobs;
 BEGIN
+    IF cardinality(types) = 1 THEN
+        -- One job (a single enqueue): a plain INSERT, which PostgreSQL sets up for a
+        -- fraction of the batch's statement below (its CTEs and joins are set up afresh
+        -- on every execution). It makes the job if it fits and its key is free; else the
+        -- statement below answers, as for a batch (the job holding the key, the refusal).
+        INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at, max_attempts,
+                                    lease_seconds, idempotency_key, metadata,
+                                    concurrency_key, state, waiting_for, has_parents,
+                                    run_on_parent_failure, finished_at, last_error)
+        SELECT insert_jobs.queue, types[1], coalesce(payloads[1], 'null'::jsonb),
+               priorities[1],
+               coalesce(run_ats[1], now() + make_interval(secs => coalesce(delays[1], 0))),
+               coalesce(insert_jobs.max_attempts[1], q.max_attempts, default_max_attempts),
+               coalesce(insert_jobs.lease_seconds[1], q.lease_seconds, default_lease_seconds),
+               idempotency_keys[1], coalesce(metadatas[1], '{}'::jsonb), concurrency_keys[1],
+               CASE WHEN parent_failures[1] IS NOT NULL THEN 'cancelled'
+                    WHEN waiting_fors[1] > 0 THEN 'waiting'
+                    ELSE 'queued' END::jobq.job_state,
+               coalesce(waiting_fors[1], 0), waiting_fors[1] IS NOT NULL,
+               coalesce(runs_on_parent_failure[1], false),
+               CASE WHEN parent_failures[1] IS NOT NULL THEN now() END, parent_failures[1]
+          FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = insert_jobs.queue
+         WHERE q.max_backlog IS NULL
+            OR NOT EXISTS (SELECT FROM jobq.backlog_refusal(insert_jobs.queue, idempotency_keys))
+        ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        RETURNING j.* INTO made;
+        IF FOUND THEN
+            IF made.state = 'queued' THEN
+                PERFORM jobq.announce_due(made.queue, made.run_at, 1);
+            END IF;
+            ord := 1;
+            id := made.id;
+            state := made.state;
+            deduplicated := false;
+            job := made;
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
+
     RETURN QUERY
     WITH input AS MATERIALIZED (
         SELECT nextval('jobq.jobs_id_seq') AS id, i.*
@@ -98,25 +142,29 @@ BEGIN
          ORDER BY i.ord
         ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL
             DO NOTHING
-        RETURNING j
+        -- a batch is answered by each job's id and state: the whole row only for one job
+        RETURNING j.id, j.queue, j.idempotency_key, j.state, j.run_at,
+                  CASE WHEN cardinality(types) = 1 THEN j END AS whole
     ),
     announced AS MATERIALIZED (
-        SELECT jobq.announce_due((n.j).queue, min((n.j).run_at), count(*))
+        SELECT jobq.announce_due(n.queue, min(n.run_at), count(*))
           FROM inserted n
-         WHERE (n.j).state = 'queued'
-         GROUP BY (n.j).queue
+         WHERE n.state = 'queued'
+         GROUP BY n.queue
     )
     SELECT i.ord::integer,
-           coalesce(mine.j, sibling.j, earlier),
-           (mine.j).id IS NULL,
+           coalesce(mine.id, sibling.id, earlier.id),
+           coalesce(mine.state, sibling.state, earlier.state),
+           mine.id IS NULL,
+           CASE WHEN cardinality(types) = 1 THEN coalesce(mine.whole, earlier) END,
            refused.max_backlog, refused.backlog, refused.new_jobs
       FROM input i
       LEFT JOIN refused ON true
-      LEFT JOIN inserted mine ON (mine.j).id = i.id
+      LEFT JOIN inserted mine ON mine.id = i.id
       LEFT JOIN inserted sibling
-             ON (mine.j).id IS NULL AND (sibling.j).idempotency_key = i.idempotency_key
+             ON mine.id IS NULL AND sibling.idempotency_key = i.idempotency_key
       LEFT JOIN jobq.jobs earlier
-             ON (mine.j).id IS NULL AND (sibling.j).id IS NULL
+             ON mine.id IS NULL AND sibling.id IS NULL
             AND earlier.queue = insert_jobs.queue AND earlier.idempotency_key = i.idempotency_key
      CROSS JOIN (SELECT count(*) FROM announced) AS announcements
      ORDER BY i.ord;
@@ -334,7 +382,7 @@ BEGIN
         END IF;
     END IF;
 
-    SELECT (f.job).id, (f.job).state, f.deduplicated, f.refused_max_backlog
+    SELECT f.id, f.state, f.deduplicated, f.refused_max_backlog
       INTO made
       FROM jobq.insert_jobs(
                enqueue.queue, ARRAY[type], ARRAY[payload], ARRAY[priority], ARRAY[run_at],
@@ -439,7 +487,7 @@ BEGIN
                                    item->>'concurrency_key', 0);
         END LOOP;
         FOR created IN
-            SELECT f.ord, (f.job).id AS job_id, (f.job).state AS job_state, f.deduplicated,
+            SELECT f.ord, f.id AS job_id, f.state AS job_state, f.deduplicated,
                    f.refused_new_jobs
               FROM (SELECT array_agg(i.job->>'type' ORDER BY i.n) AS types,
                            array_agg(i.job->'payload' ORDER BY i.n) AS payloads,

@@ -24,7 +24,7 @@ SELECT (f.job).*, f.deduplicated, f.refused_max_backlog, f.refused_backlog
 -- name: enqueue_many
 -- Make a batch of jobs in one queue through jobq.insert_jobs, if it fits: one row a
 -- job, in order (no id: its key changed hands meanwhile), or the refusal on every row.
-SELECT f.ord, (f.job).id, (f.job).state, f.deduplicated,
+SELECT f.ord, f.id, f.state, f.deduplicated,
        f.refused_max_backlog, f.refused_backlog, f.refused_new_jobs
   FROM jobq.insert_jobs(
            CAST(:queue AS text), CAST(:types AS text[]), CAST(:payloads AS jsonb[]),

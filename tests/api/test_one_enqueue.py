@@ -106,6 +106,7 @@ CASES: dict[str, tuple[dict[str, int], list[Step]]] = {
     "sizes and ranges": (
         {},
         [
+            {"type": "t", "payload": "x" * 60_000, "metadata": {"m": "y" * 60_000}},
             {"type": "t", "payload": "x" * 300_000},
             {"type": "t", "max_attempts": 0},
             {"type": "t", "lease_seconds": 10**6},
