@@ -6,8 +6,16 @@
 -- refusal; none: they fit. Only a queue with a max_backlog pays for counting.
 CREATE FUNCTION jobq.backlog_refusal(queue text, keys text[])
 RETURNS TABLE (max_backlog integer, backlog bigint, new_jobs bigint)
-LANGUAGE sql STABLE
+-- PL/pgSQL, not SQL: it keeps its plan, and a statement that calls it holds one call
+-- (a single enqueue's INSERT would set up an inlined query on every execution). ROWS 1:
+-- at most one, and a batch's plan that counted on a thousand would cost enough for
+-- PostgreSQL to compile it (JIT), a second a statement.
+LANGUAGE plpgsql STABLE
+ROWS 1
 AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT a.max_backlog, a.backlog, a.new_jobs
       FROM (SELECT q.max_backlog, jobq.queue_backlog(q.name, q.max_backlog) AS backlog,
                    (SELECT count(DISTINCT k.key) + count(*) FILTER (WHERE k.key IS NULL)
@@ -19,7 +27,8 @@ AS $$
              WHERE q.name = backlog_refusal.queue AND q.max_backlog IS NOT NULL
             OFFSET 0  -- each count once (not once for each place the WHERE names it)
            ) AS a
-     WHERE a.new_jobs > 0 AND a.backlog + a.new_jobs > a.max_backlog
+     WHERE a.new_jobs > 0 AND a.backlog + a.new_jobs > a.max_backlog;
+END
 $$;
 
 -- The one enqueue: jobs into one queue, the arrays one entry a job (unnest's columns),
