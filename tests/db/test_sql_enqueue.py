@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -249,7 +250,7 @@ async def test_a_batch_is_made_alike_at_once_and_job_by_job(
     """jobq.enqueue_many makes a batch that names no parent in one statement, and any
     other job by job (through jobq.enqueue): the same items leave the same rows (but
     for their ids: a held key takes a number of the sequence in each statement)."""
-    items = [  # four: an earlier test may leave max_batch_jobs at 4
+    items: list[dict[str, Any]] = [  # four: an earlier test may leave max_batch_jobs at 4
         {"type": "a", "idempotency_key": "k", "priority": 2},
         {"type": "b", "idempotency_key": "k"},
         {"type": "c", "delay_seconds": 5, "metadata": {"m": 1}, "on_parent_failure": "run"},
