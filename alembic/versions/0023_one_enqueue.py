@@ -6,14 +6,18 @@
   (all or nothing), idempotency keys (the job holding one is the answer), the wake-up,
   and, for a job with parents, the state its parents give it. The HTTP enqueue calls
   it for one job and for a batch; `jobq.enqueue` calls it after its own checks of the
-  fields (the API's schema checks them over HTTP) and of the parents.
+  fields (the API's schema checks them over HTTP) and of the parents. One job is made
+  by a plain INSERT (a single enqueue pays for no CTE), a batch by one set-based
+  statement, which also answers a single job that the INSERT did not make.
 - `jobq.check_job(limits, fields…)` refuses what the API's schema refuses: the checks
   `jobq.enqueue` made itself, for `jobq.enqueue_many` to make first for a whole batch
   that names no parent, then make it with one `jobq.insert_jobs` call.
-- `jobq.backlog_refusal(queue, keys)` is admission control: `jobq.insert_jobs` and
-  `jobq.enqueue_many`'s up-front count use it. `jobq.enqueue_many` counts a key named
+- `jobq.backlog_refusal(queue, keys)` is admission control: `jobq.insert_jobs`,
+  `jobq.enqueue`'s check before it reads parents and `jobq.enqueue_many`'s up-front
+  count use it. `jobq.enqueue_many` counts a key named
   twice in a batch once, as the HTTP batch always did (it counted it twice).
-- `jobq.enqueue`, `jobq.enqueue_many`: same signatures, grants and answers.
+- `jobq.enqueue`, `jobq.enqueue_many`: same signatures, grants and answers; only the
+  service's roles may call the three new functions.
 
 Revision ID: 0023
 Revises: 0022
