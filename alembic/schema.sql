@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0022, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0023, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -164,6 +164,31 @@ CREATE FUNCTION jobq.attempts_of(job jobq.jobs) RETURNS jsonb
 COMMENT ON FUNCTION jobq.attempts_of(job jobq.jobs) IS 'A job''s ended attempts, as the API shows them: a succeeded job''s last one is its own columns.';
 
 --
+-- Name: backlog_refusal(text, text[]); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.backlog_refusal(queue text, keys text[]) RETURNS TABLE(max_backlog integer, backlog bigint, new_jobs bigint)
+    LANGUAGE plpgsql STABLE ROWS 1
+    AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT a.max_backlog, a.backlog, a.new_jobs
+      FROM (SELECT q.max_backlog, jobq.queue_backlog(q.name, q.max_backlog) AS backlog,
+                   (SELECT count(DISTINCT k.key) + count(*) FILTER (WHERE k.key IS NULL)
+                      FROM unnest(keys) AS k(key)
+                     WHERE NOT EXISTS (SELECT FROM jobq.jobs e
+                                        WHERE e.queue = q.name AND e.idempotency_key = k.key)
+                   ) AS new_jobs
+              FROM jobq.queues q
+             WHERE q.name = backlog_refusal.queue AND q.max_backlog IS NOT NULL
+            OFFSET 0  -- each count once (not once for each place the WHERE names it)
+           ) AS a
+     WHERE a.new_jobs > 0 AND a.backlog + a.new_jobs > a.max_backlog;
+END
+$$;
+
+--
 -- Name: blocking_parent(bigint); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
@@ -186,70 +211,39 @@ CREATE FUNCTION jobq.blocking_parent(child bigint) RETURNS text
 $$;
 
 --
--- Name: check_new_dependencies(); Type: FUNCTION; Schema: jobq; Owner: -
+-- Name: enqueue_limits; Type: TABLE; Schema: jobq; Owner: -
 --
 
-CREATE FUNCTION jobq.check_new_dependencies() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-    ended_ids bigint[];
-    ended_states text[];
-BEGIN
-    IF NEW.parent_id IS DISTINCT FROM (SELECT min(d.parent_id) FROM jobq.job_dependencies d
-                                         WHERE d.child_id = NEW.child_id) THEN
-        RETURN NULL;  -- another of its edges does it (or the child is gone)
-    END IF;
-    PERFORM FROM jobq.jobs p
-     WHERE p.id IN (SELECT d.parent_id FROM jobq.job_dependencies d
-                     WHERE d.child_id = NEW.child_id AND NOT d.resolved)
-     ORDER BY p.id
-       FOR NO KEY UPDATE;
-    UPDATE jobq.jobs p
-       SET has_dependents = true
-     WHERE p.id IN (SELECT d.parent_id FROM jobq.job_dependencies d
-                     WHERE d.child_id = NEW.child_id AND NOT d.resolved)
-       AND NOT p.has_dependents;
-    SELECT array_agg(d.parent_id ORDER BY d.parent_id),
-           array_agg(coalesce(p.state::text, 'deleted') ORDER BY d.parent_id)
-      INTO ended_ids, ended_states
-      FROM jobq.job_dependencies d
-      LEFT JOIN jobq.jobs p ON p.id = d.parent_id
-     WHERE d.child_id = NEW.child_id AND NOT d.resolved
-       AND (p.id IS NULL OR p.state IN ('succeeded', 'failed', 'cancelled'));
-    IF ended_ids IS NOT NULL THEN
-        PERFORM jobq.settle_dependents(ended_ids, ended_states, NEW.child_id);
-    END IF;
-    RETURN NULL;
-END
-$$;
+CREATE TABLE jobq.enqueue_limits (
+    one boolean DEFAULT true NOT NULL,
+    default_max_attempts integer DEFAULT 5 NOT NULL,
+    default_lease_seconds integer DEFAULT 60 NOT NULL,
+    max_lease_seconds integer DEFAULT 43200 NOT NULL,
+    max_payload_bytes integer DEFAULT 262144 NOT NULL,
+    max_json_depth integer DEFAULT 32 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_dependency_depth integer DEFAULT 100 NOT NULL,
+    max_batch_jobs integer DEFAULT 1000 NOT NULL,
+    max_batch_dependencies integer DEFAULT 10000 NOT NULL,
+    CONSTRAINT enqueue_limits_default_lease_seconds_check CHECK ((default_lease_seconds >= 1)),
+    CONSTRAINT enqueue_limits_default_max_attempts_check CHECK ((default_max_attempts >= 1)),
+    CONSTRAINT enqueue_limits_max_batch_dependencies_check CHECK ((max_batch_dependencies >= 1)),
+    CONSTRAINT enqueue_limits_max_batch_jobs_check CHECK ((max_batch_jobs >= 1)),
+    CONSTRAINT enqueue_limits_max_dependency_depth_check CHECK ((max_dependency_depth >= 1)),
+    CONSTRAINT enqueue_limits_max_lease_seconds_check CHECK ((max_lease_seconds >= default_lease_seconds)),
+    CONSTRAINT enqueue_limits_one_check CHECK (one)
+);
 
 --
--- Name: enqueue(text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, bigint[], text, text, text[], text[]); Type: FUNCTION; Schema: jobq; Owner: -
+-- Name: check_job(jobq.enqueue_limits, text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, text, text, integer); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
-CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, delay_seconds double precision DEFAULT NULL::double precision, max_attempts integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, metadata jsonb DEFAULT '{}'::jsonb, depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text, concurrency_key text DEFAULT NULL::text, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[]) RETURNS TABLE(id bigint, state jobq.job_state, deduplicated boolean)
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
+CREATE FUNCTION jobq.check_job(limits jobq.enqueue_limits, queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, on_parent_failure text, concurrency_key text, parents integer) RETURNS void
+    LANGUAGE plpgsql STABLE
     AS $_$
-#variable_conflict use_column
 DECLARE
-    limits jobq.enqueue_limits;
     name_pattern CONSTANT text := '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$';
-    parents bigint[] := ARRAY(SELECT DISTINCT unnest(coalesce(depends_on, '{}')));
-    found_parents bigint[];
-    found_states text[];
-    pending integer := 0;
-    failed_parent bigint;
-    failed_state text;
-    new_depth integer := 0;
-    new_state jobq.job_state;
-    due timestamptz;
-    admission record;
-    new_id bigint;
 BEGIN
-    SELECT * INTO limits FROM jobq.enqueue_limits_for(enqueue.queue);
     IF queue IS NULL OR queue !~ name_pattern THEN
         RAISE EXCEPTION 'queue must be 1 to 128 letters, digits and _ . : - (not first)'
             USING ERRCODE = 'JQ422', DETAIL = 'queue';
@@ -299,7 +293,7 @@ BEGIN
         RAISE EXCEPTION 'on_parent_failure must be cancel or run'
             USING ERRCODE = 'JQ422', DETAIL = 'on_parent_failure';
     END IF;
-    IF cardinality(parents) > limits.max_batch_dependencies THEN
+    IF parents > limits.max_batch_dependencies THEN
         RAISE EXCEPTION 'depends_on names at most % jobs', limits.max_batch_dependencies
             USING ERRCODE = 'JQ422', DETAIL = 'depends_on';
     END IF;
@@ -316,32 +310,96 @@ BEGIN
         RAISE EXCEPTION 'JSON nests more than % levels deep', limits.max_json_depth
             USING ERRCODE = 'JQ422', DETAIL = 'payload';
     END IF;
+END
+$_$;
 
-    -- The job already holding the key, whatever its state, is the answer.
-    IF idempotency_key IS NOT NULL THEN
-        RETURN QUERY
-            SELECT j.id, j.state, true FROM jobq.jobs j
-             WHERE j.queue = enqueue.queue AND j.idempotency_key = enqueue.idempotency_key;
-        IF FOUND THEN
-            RETURN;
-        END IF;
+--
+-- Name: check_new_dependencies(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.check_new_dependencies() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    ended_ids bigint[];
+    ended_states text[];
+BEGIN
+    IF NEW.parent_id IS DISTINCT FROM (SELECT min(d.parent_id) FROM jobq.job_dependencies d
+                                         WHERE d.child_id = NEW.child_id) THEN
+        RETURN NULL;  -- another of its edges does it (or the child is gone)
     END IF;
-
-    -- Admission control: only a queue with a max_backlog pays for counting.
-    SELECT q.max_backlog, jobq.queue_backlog(enqueue.queue, q.max_backlog) AS backlog
-      INTO admission
-      FROM jobq.queues q
-     WHERE q.name = enqueue.queue AND q.max_backlog IS NOT NULL;
-    IF FOUND AND admission.backlog >= admission.max_backlog THEN
-        RAISE EXCEPTION 'queue % already holds its max_backlog of % unfinished jobs',
-            enqueue.queue, admission.max_backlog
-            USING ERRCODE = 'JQ429', DETAIL = 'queue';
+    PERFORM FROM jobq.jobs p
+     WHERE p.id IN (SELECT d.parent_id FROM jobq.job_dependencies d
+                     WHERE d.child_id = NEW.child_id AND NOT d.resolved)
+     ORDER BY p.id
+       FOR NO KEY UPDATE;
+    UPDATE jobq.jobs p
+       SET has_dependents = true
+     WHERE p.id IN (SELECT d.parent_id FROM jobq.job_dependencies d
+                     WHERE d.child_id = NEW.child_id AND NOT d.resolved)
+       AND NOT p.has_dependents;
+    SELECT array_agg(d.parent_id ORDER BY d.parent_id),
+           array_agg(coalesce(p.state::text, 'deleted') ORDER BY d.parent_id)
+      INTO ended_ids, ended_states
+      FROM jobq.job_dependencies d
+      LEFT JOIN jobq.jobs p ON p.id = d.parent_id
+     WHERE d.child_id = NEW.child_id AND NOT d.resolved
+       AND (p.id IS NULL OR p.state IN ('succeeded', 'failed', 'cancelled'));
+    IF ended_ids IS NOT NULL THEN
+        PERFORM jobq.settle_dependents(ended_ids, ended_states, NEW.child_id);
     END IF;
+    RETURN NULL;
+END
+$$;
 
-    -- The parents as they are now, read without a lock and left unwritten: the check
-    -- at commit (check_new_dependencies) settles whatever changes before it. A parent in
-    -- a queue the caller may not read is no job at all.
+--
+-- Name: enqueue(text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, bigint[], text, text, text[], text[]); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, delay_seconds double precision DEFAULT NULL::double precision, max_attempts integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, metadata jsonb DEFAULT '{}'::jsonb, depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text, concurrency_key text DEFAULT NULL::text, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[]) RETURNS TABLE(id bigint, state jobq.job_state, deduplicated boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    limits jobq.enqueue_limits;
+    parents bigint[] := ARRAY(SELECT DISTINCT unnest(coalesce(depends_on, '{}')));
+    found_parents bigint[];
+    found_states text[];
+    pending integer := 0;
+    failed_parent bigint;
+    failed_state text;
+    new_depth integer := 0;
+    refusal record;
+    made record;
+BEGIN
+    SELECT * INTO limits FROM jobq.enqueue_limits_for(enqueue.queue);
+    PERFORM jobq.check_job(limits, queue, type, payload, priority, run_at, delay_seconds,
+                           max_attempts, lease_seconds, idempotency_key, metadata,
+                           on_parent_failure, concurrency_key, cardinality(parents));
+
     IF cardinality(parents) > 0 THEN
+        -- Before its parents are read: the job already holding the key, whatever its
+        -- state, is the answer; then a full queue refuses it.
+        IF idempotency_key IS NOT NULL THEN
+            RETURN QUERY
+                SELECT j.id, j.state, true FROM jobq.jobs j
+                 WHERE j.queue = enqueue.queue AND j.idempotency_key = enqueue.idempotency_key;
+            IF FOUND THEN
+                RETURN;
+            END IF;
+        END IF;
+        SELECT * INTO refusal FROM jobq.backlog_refusal(enqueue.queue, ARRAY[NULL::text]);
+        IF FOUND THEN
+            RAISE EXCEPTION 'queue % already holds its max_backlog of % unfinished jobs',
+                enqueue.queue, refusal.max_backlog
+                USING ERRCODE = 'JQ429', DETAIL = 'queue';
+        END IF;
+
+        -- The parents as they are now, read without a lock and left unwritten: the
+        -- check at commit (check_new_dependencies) settles whatever changes before it.
+        -- A parent in a queue the caller may not read is no job at all.
         SELECT array_agg(p.id ORDER BY p.id), array_agg(p.state::text ORDER BY p.id),
                -- not yet satisfied: not succeeded, or (for a job that runs after
                -- failed parents too) not finished at all
@@ -373,71 +431,43 @@ BEGIN
         END IF;
     END IF;
 
-    due := coalesce(run_at, now() + make_interval(secs => coalesce(delay_seconds, 0)));
-    new_state := CASE WHEN failed_parent IS NOT NULL THEN 'cancelled'
-                      WHEN pending > 0 THEN 'waiting'
-                      ELSE 'queued' END;
-    INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at, max_attempts,
-                                lease_seconds, idempotency_key, metadata, state,
-                                waiting_for, has_parents, run_on_parent_failure,
-                                finished_at, last_error, concurrency_key)
-    VALUES (enqueue.queue, enqueue.type, coalesce(payload, 'null'::jsonb), priority, due,
-            coalesce(max_attempts, limits.default_max_attempts),
-            coalesce(lease_seconds, limits.default_lease_seconds),
-            idempotency_key, metadata, new_state, pending, cardinality(parents) > 0,
-            on_parent_failure = 'run',
-            CASE WHEN new_state = 'cancelled' THEN now() END,
-            CASE WHEN new_state = 'cancelled'
-                 THEN jobq.parent_failed(failed_parent, failed_state) END,
-            enqueue.concurrency_key)
-    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING j.id INTO new_id;
-    IF new_id IS NULL THEN  -- another transaction took the key meanwhile, and committed
+    SELECT f.id, f.state, f.deduplicated, f.refused_max_backlog
+      INTO made
+      FROM jobq.insert_jobs(
+               enqueue.queue, ARRAY[type], ARRAY[payload], ARRAY[priority], ARRAY[run_at],
+               ARRAY[delay_seconds], ARRAY[max_attempts], ARRAY[lease_seconds],
+               ARRAY[idempotency_key], ARRAY[metadata], ARRAY[concurrency_key],
+               limits.default_max_attempts, limits.default_lease_seconds,
+               waiting_fors => CASE WHEN cardinality(parents) > 0 THEN ARRAY[pending] END,
+               runs_on_parent_failure => ARRAY[on_parent_failure = 'run'],
+               parent_failures => ARRAY[CASE WHEN failed_parent IS NOT NULL
+                                             THEN jobq.parent_failed(failed_parent,
+                                                                     failed_state) END]
+           ) AS f;
+    IF made.refused_max_backlog IS NOT NULL THEN
+        RAISE EXCEPTION 'queue % already holds its max_backlog of % unfinished jobs',
+            enqueue.queue, made.refused_max_backlog
+            USING ERRCODE = 'JQ429', DETAIL = 'queue';
+    END IF;
+    IF made.id IS NULL THEN  -- another transaction took the key meanwhile, and committed
         RETURN QUERY
             SELECT j.id, j.state, true FROM jobq.jobs j
              WHERE j.queue = enqueue.queue AND j.idempotency_key = enqueue.idempotency_key;
         RETURN;
     END IF;
 
-    IF cardinality(parents) > 0 THEN
+    IF cardinality(parents) > 0 AND NOT made.deduplicated THEN
         -- as the parents were read above (the count is of that read too)
         INSERT INTO jobq.job_dependencies (child_id, parent_id, resolved, depth)
-        SELECT new_id, f.id,
+        SELECT made.id, f.id,
                f.state = 'succeeded'
                OR (on_parent_failure = 'run' AND f.state IN ('failed', 'cancelled')),
                new_depth
           FROM unnest(found_parents, found_states) AS f(id, state);
     END IF;
-    IF new_state = 'queued' THEN
-        PERFORM jobq.announce_due(enqueue.queue, due, 1);
-    END IF;
-    RETURN QUERY SELECT new_id, new_state, false;
+    RETURN QUERY SELECT made.id, made.state, made.deduplicated;
 END
-$_$;
-
---
--- Name: enqueue_limits; Type: TABLE; Schema: jobq; Owner: -
---
-
-CREATE TABLE jobq.enqueue_limits (
-    one boolean DEFAULT true NOT NULL,
-    default_max_attempts integer DEFAULT 5 NOT NULL,
-    default_lease_seconds integer DEFAULT 60 NOT NULL,
-    max_lease_seconds integer DEFAULT 43200 NOT NULL,
-    max_payload_bytes integer DEFAULT 262144 NOT NULL,
-    max_json_depth integer DEFAULT 32 NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    max_dependency_depth integer DEFAULT 100 NOT NULL,
-    max_batch_jobs integer DEFAULT 1000 NOT NULL,
-    max_batch_dependencies integer DEFAULT 10000 NOT NULL,
-    CONSTRAINT enqueue_limits_default_lease_seconds_check CHECK ((default_lease_seconds >= 1)),
-    CONSTRAINT enqueue_limits_default_max_attempts_check CHECK ((default_max_attempts >= 1)),
-    CONSTRAINT enqueue_limits_max_batch_dependencies_check CHECK ((max_batch_dependencies >= 1)),
-    CONSTRAINT enqueue_limits_max_batch_jobs_check CHECK ((max_batch_jobs >= 1)),
-    CONSTRAINT enqueue_limits_max_dependency_depth_check CHECK ((max_dependency_depth >= 1)),
-    CONSTRAINT enqueue_limits_max_lease_seconds_check CHECK ((max_lease_seconds >= default_lease_seconds)),
-    CONSTRAINT enqueue_limits_one_check CHECK (one)
-);
+$$;
 
 --
 -- Name: enqueue_limits_for(text); Type: FUNCTION; Schema: jobq; Owner: -
@@ -474,7 +504,6 @@ DECLARE
     ref integer;
     created record;
     admission record;
-    new_jobs integer;
     edges integer;
 BEGIN
     IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
@@ -493,22 +522,78 @@ BEGIN
             limits.max_batch_dependencies, edges
             USING ERRCODE = 'JQ422', DETAIL = 'jobs';
     END IF;
-    SELECT q.max_backlog, jobq.queue_backlog(enqueue_many.queue, q.max_backlog) AS backlog
-      INTO admission
-      FROM jobq.queues q
-     WHERE q.name = enqueue_many.queue AND q.max_backlog IS NOT NULL;
+    -- All or nothing: the whole batch is admitted before its first job is made.
+    SELECT * INTO admission
+      FROM jobq.backlog_refusal(enqueue_many.queue,
+                                ARRAY(SELECT i.job->>'idempotency_key'
+                                        FROM jsonb_array_elements(jobs) AS i(job)));
     IF FOUND THEN
-        SELECT count(*) INTO new_jobs
-          FROM jsonb_array_elements(jobs) AS i(job)
-         WHERE NOT EXISTS (SELECT FROM jobq.jobs e
-                            WHERE e.queue = enqueue_many.queue
-                              AND e.idempotency_key = i.job->>'idempotency_key');
-        IF new_jobs > 0 AND admission.backlog + new_jobs > admission.max_backlog THEN
-            RAISE EXCEPTION 'the batch''s % new jobs do not fit in queue %', new_jobs,
-                enqueue_many.queue
-                USING ERRCODE = 'JQ429', DETAIL = 'jobs';
-        END IF;
+        RAISE EXCEPTION 'the batch''s % new jobs do not fit in queue %', admission.new_jobs,
+            enqueue_many.queue
+            USING ERRCODE = 'JQ429', DETAIL = 'jobs';
     END IF;
+    IF NOT EXISTS (SELECT FROM jsonb_array_elements(jobs) AS i(job)
+                    WHERE jsonb_typeof(i.job) <> 'object' OR i.job ? 'depends_on') THEN
+        -- No job depends on another: each is checked, then all are made in one statement.
+        FOR item IN SELECT value FROM jsonb_array_elements(jobs) LOOP
+            PERFORM jobq.check_job(limits, enqueue_many.queue, item->>'type', item->'payload',
+                                   coalesce((item->>'priority')::integer, 0),
+                                   (item->>'run_at')::timestamptz,
+                                   (item->>'delay_seconds')::double precision,
+                                   (item->>'max_attempts')::integer,
+                                   (item->>'lease_seconds')::integer, item->>'idempotency_key',
+                                   coalesce(item->'metadata', '{}'),
+                                   coalesce(item->>'on_parent_failure', 'cancel'),
+                                   item->>'concurrency_key', 0);
+        END LOOP;
+        FOR created IN
+            SELECT f.ord, f.id AS job_id, f.state AS job_state, f.deduplicated,
+                   f.refused_new_jobs
+              FROM (SELECT array_agg(i.job->>'type' ORDER BY i.n) AS types,
+                           array_agg(i.job->'payload' ORDER BY i.n) AS payloads,
+                           array_agg(coalesce((i.job->>'priority')::integer, 0) ORDER BY i.n)
+                               AS priorities,
+                           array_agg((i.job->>'run_at')::timestamptz ORDER BY i.n) AS run_ats,
+                           array_agg((i.job->>'delay_seconds')::double precision ORDER BY i.n)
+                               AS delays,
+                           array_agg((i.job->>'max_attempts')::integer ORDER BY i.n)
+                               AS max_attempts,
+                           array_agg((i.job->>'lease_seconds')::integer ORDER BY i.n)
+                               AS lease_seconds,
+                           array_agg(i.job->>'idempotency_key' ORDER BY i.n) AS keys,
+                           array_agg(coalesce(i.job->'metadata', '{}') ORDER BY i.n) AS metadatas,
+                           array_agg(i.job->>'concurrency_key' ORDER BY i.n) AS concurrency_keys,
+                           array_agg(coalesce(i.job->>'on_parent_failure', 'cancel') = 'run'
+                                     ORDER BY i.n) AS runs_on_parent_failure
+                      FROM jsonb_array_elements(jobs) WITH ORDINALITY AS i(job, n)) AS a
+             CROSS JOIN LATERAL jobq.insert_jobs(
+                       enqueue_many.queue, a.types, a.payloads, a.priorities, a.run_ats,
+                       a.delays, a.max_attempts, a.lease_seconds, a.keys, a.metadatas,
+                       a.concurrency_keys, limits.default_max_attempts,
+                       limits.default_lease_seconds,
+                       runs_on_parent_failure => a.runs_on_parent_failure) AS f
+             ORDER BY f.ord
+        LOOP
+            IF created.refused_new_jobs IS NOT NULL THEN
+                RAISE EXCEPTION 'the batch''s % new jobs do not fit in queue %',
+                    created.refused_new_jobs, enqueue_many.queue
+                    USING ERRCODE = 'JQ429', DETAIL = 'jobs';
+            END IF;
+            ord := created.ord - 1;
+            id := created.job_id;
+            state := created.job_state;
+            deduplicated := created.deduplicated;
+            IF id IS NULL THEN  -- another transaction took the key meanwhile, and committed
+                SELECT j.id, j.state INTO id, state
+                  FROM jobq.jobs j
+                 WHERE j.queue = enqueue_many.queue
+                   AND j.idempotency_key = jobs->ord->>'idempotency_key';
+            END IF;
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+
     FOR item IN SELECT value FROM jsonb_array_elements(jobs) LOOP
         IF jsonb_typeof(item) <> 'object' THEN
             RAISE EXCEPTION 'jobs[%] must be a JSON object', position
@@ -554,6 +639,128 @@ BEGIN
         RETURN NEXT;
         position := position + 1;
     END LOOP;
+END
+$$;
+
+--
+-- Name: insert_jobs(text, text[], jsonb[], integer[], timestamp with time zone[], double precision[], integer[], integer[], text[], jsonb[], text[], integer, integer, integer[], boolean[], jsonb[]); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[] DEFAULT NULL::integer[], runs_on_parent_failure boolean[] DEFAULT NULL::boolean[], parent_failures jsonb[] DEFAULT NULL::jsonb[]) RETURNS TABLE(ord integer, id bigint, state jobq.job_state, deduplicated boolean, job jobq.jobs, refused_max_backlog integer, refused_backlog bigint, refused_new_jobs bigint)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    made jobq.jobs;
+BEGIN
+    IF cardinality(types) = 1 THEN
+        -- One job (a single enqueue): a plain INSERT, which PostgreSQL sets up for a
+        -- fraction of the batch's statement below (its CTEs and joins are set up afresh
+        -- on every execution). It makes the job if it fits and its key is free; else the
+        -- statement below answers, as for a batch (the job holding the key, the refusal).
+        INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at, max_attempts,
+                                    lease_seconds, idempotency_key, metadata,
+                                    concurrency_key, state, waiting_for, has_parents,
+                                    run_on_parent_failure, finished_at, last_error)
+        SELECT insert_jobs.queue, types[1], coalesce(payloads[1], 'null'::jsonb),
+               priorities[1],
+               coalesce(run_ats[1], now() + make_interval(secs => coalesce(delays[1], 0))),
+               coalesce(insert_jobs.max_attempts[1], q.max_attempts, default_max_attempts),
+               coalesce(insert_jobs.lease_seconds[1], q.lease_seconds, default_lease_seconds),
+               idempotency_keys[1], coalesce(metadatas[1], '{}'::jsonb), concurrency_keys[1],
+               CASE WHEN parent_failures[1] IS NOT NULL THEN 'cancelled'
+                    WHEN waiting_fors[1] > 0 THEN 'waiting'
+                    ELSE 'queued' END::jobq.job_state,
+               coalesce(waiting_fors[1], 0), waiting_fors[1] IS NOT NULL,
+               coalesce(runs_on_parent_failure[1], false),
+               CASE WHEN parent_failures[1] IS NOT NULL THEN now() END, parent_failures[1]
+          FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = insert_jobs.queue
+         WHERE q.max_backlog IS NULL
+            OR NOT EXISTS (SELECT FROM jobq.backlog_refusal(insert_jobs.queue, idempotency_keys))
+        ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        RETURNING j.* INTO made;
+        IF FOUND THEN
+            IF made.state = 'queued' THEN
+                PERFORM jobq.announce_due(made.queue, made.run_at, 1);
+            END IF;
+            ord := 1;
+            id := made.id;
+            state := made.state;
+            deduplicated := false;
+            job := made;
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
+
+    RETURN QUERY
+    WITH input AS MATERIALIZED (
+        SELECT nextval('jobq.jobs_id_seq') AS id, i.*
+          FROM unnest(types, payloads, priorities, run_ats, delays,
+                      insert_jobs.max_attempts, insert_jobs.lease_seconds, idempotency_keys,
+                      metadatas, concurrency_keys, waiting_fors, runs_on_parent_failure,
+                      parent_failures)
+               WITH ORDINALITY AS i(type, payload, priority, run_at, delay, max_attempts,
+                                    lease_seconds, idempotency_key, metadata,
+                                    concurrency_key, waiting_for, run_on_parent_failure,
+                                    parent_failure, ord)
+    ),
+    policy AS MATERIALIZED (
+        -- the queue's own defaults, where its settings have them
+        SELECT q.max_attempts, q.lease_seconds
+          FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = insert_jobs.queue
+    ),
+    refused AS MATERIALIZED (
+        SELECT * FROM jobq.backlog_refusal(insert_jobs.queue, idempotency_keys)
+    ),
+    inserted AS (
+        INSERT INTO jobq.jobs AS j (id, queue, type, payload, priority, run_at, max_attempts,
+                                    lease_seconds, idempotency_key, metadata,
+                                    concurrency_key, state, waiting_for, has_parents,
+                                    run_on_parent_failure, finished_at, last_error)
+        SELECT i.id, insert_jobs.queue, i.type, coalesce(i.payload, 'null'::jsonb),
+               i.priority,
+               coalesce(i.run_at, now() + make_interval(secs => coalesce(i.delay, 0))),
+               coalesce(i.max_attempts, policy.max_attempts, default_max_attempts),
+               coalesce(i.lease_seconds, policy.lease_seconds, default_lease_seconds),
+               i.idempotency_key, coalesce(i.metadata, '{}'::jsonb), i.concurrency_key,
+               CASE WHEN i.parent_failure IS NOT NULL THEN 'cancelled'
+                    WHEN i.waiting_for > 0 THEN 'waiting'
+                    ELSE 'queued' END::jobq.job_state,
+               coalesce(i.waiting_for, 0), i.waiting_for IS NOT NULL,
+               coalesce(i.run_on_parent_failure, false),
+               CASE WHEN i.parent_failure IS NOT NULL THEN now() END, i.parent_failure
+          FROM input i CROSS JOIN policy
+         WHERE NOT EXISTS (SELECT FROM refused)
+         ORDER BY i.ord
+        ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL
+            DO NOTHING
+        -- a batch is answered by each job's id and state: the whole row only for one job
+        RETURNING j.id, j.queue, j.idempotency_key, j.state, j.run_at,
+                  CASE WHEN cardinality(types) = 1 THEN j END AS whole
+    ),
+    announced AS MATERIALIZED (
+        SELECT jobq.announce_due(n.queue, min(n.run_at), count(*))
+          FROM inserted n
+         WHERE n.state = 'queued'
+         GROUP BY n.queue
+    )
+    SELECT i.ord::integer,
+           coalesce(mine.id, sibling.id, earlier.id),
+           coalesce(mine.state, sibling.state, earlier.state),
+           mine.id IS NULL,
+           CASE WHEN cardinality(types) = 1 THEN coalesce(mine.whole, earlier) END,
+           refused.max_backlog, refused.backlog, refused.new_jobs
+      FROM input i
+      LEFT JOIN refused ON true
+      LEFT JOIN inserted mine ON mine.id = i.id
+      LEFT JOIN inserted sibling
+             ON mine.id IS NULL AND sibling.idempotency_key = i.idempotency_key
+      LEFT JOIN jobq.jobs earlier
+             ON mine.id IS NULL AND sibling.id IS NULL
+            AND earlier.queue = insert_jobs.queue AND earlier.idempotency_key = i.idempotency_key
+     CROSS JOIN (SELECT count(*) FROM announced) AS announcements
+     ORDER BY i.ord;
 END
 $$;
 
@@ -1215,10 +1422,22 @@ REVOKE ALL ON FUNCTION jobq.attempt_record(attempt integer, lease_id uuid, worke
 REVOKE ALL ON FUNCTION jobq.attempts_of(job jobq.jobs) FROM PUBLIC;
 
 --
+-- Name: FUNCTION backlog_refusal(queue text, keys text[]); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.backlog_refusal(queue text, keys text[]) FROM PUBLIC;
+
+--
 -- Name: FUNCTION blocking_parent(child bigint); Type: ACL; Schema: jobq; Owner: -
 --
 
 REVOKE ALL ON FUNCTION jobq.blocking_parent(child bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION check_job(limits jobq.enqueue_limits, queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, on_parent_failure text, concurrency_key text, parents integer); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.check_job(limits jobq.enqueue_limits, queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, on_parent_failure text, concurrency_key text, parents integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION check_new_dependencies(); Type: ACL; Schema: jobq; Owner: -
@@ -1245,6 +1464,12 @@ REVOKE ALL ON FUNCTION jobq.enqueue_limits_for(queue text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION jobq.enqueue_many(queue text, jobs jsonb, parent_queues text[], parent_queue_patterns text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION jobq.enqueue_many(queue text, jobs jsonb, parent_queues text[], parent_queue_patterns text[]) TO jobq_producer;
+
+--
+-- Name: FUNCTION insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[]); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION json_depth(doc jsonb, stop_after integer); Type: ACL; Schema: jobq; Owner: -

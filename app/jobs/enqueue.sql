@@ -1,136 +1,41 @@
--- Enqueue: the statements that make jobs (one, a batch, a workflow through the SQL
--- functions producers call too) and record the limits those functions apply.
--- A statement that makes jobs `queued` announces them (jobq.announce_due) in its
--- RETURNING, or in a CTE that the final SELECT reads, so that it runs; the NOTIFY is
--- delivered on commit. `:key_id` is the caller's API key (NULL: authentication is off).
+-- Enqueue: the statements that make jobs (one, a batch, a workflow) through the SQL
+-- functions producers call too, and record the limits those functions apply. Every job
+-- is made by jobq.insert_jobs (migration 0023): defaults, admission, idempotency and
+-- the wake-up (delivered on commit) are its rules; the service checks the fields first.
 
 
 -- name: enqueue_one
--- Insert one job unless its queue is full or its idempotency key is held; no row: ask
--- enqueue_held_or_refused why.
--- One node between the parameters and the table: each CTE, join or subquery around an
--- INSERT is set up afresh by every execution, and carrying the whole job row through
--- them cost more than the insert (627k of PostgreSQL's instructions a call, now 378k:
--- bench.pg_calls).
-INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at, max_attempts,
-                            lease_seconds, idempotency_key, metadata, concurrency_key)
-SELECT CAST(:queue AS text), CAST(:type AS text), CAST(:payload AS jsonb),
-       CAST(:priority AS smallint),
-       coalesce(CAST(:run_at AS timestamptz),
-                now() + make_interval(secs => CAST(:delay_seconds AS double precision))),
-       -- the queue's own defaults, where its settings have them
-       coalesce(CAST(:max_attempts AS integer), q.max_attempts,
-                CAST(:default_max_attempts AS integer)),
-       coalesce(CAST(:lease_seconds AS integer), q.lease_seconds,
-                CAST(:default_lease_seconds AS integer)),
-       CAST(:idempotency_key AS text), CAST(:metadata AS jsonb),
-       CAST(:concurrency_key AS text)
-  FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = :queue
- -- Admission control: only a queue with a max_backlog pays for counting.
- WHERE q.max_backlog IS NULL OR jobq.queue_backlog(:queue, q.max_backlog) < q.max_backlog
-ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL
-    DO NOTHING
--- A job inserted here is queued (one with parents goes through jobq.enqueue).
-RETURNING j.*, jobq.announce_due(j.queue, j.run_at, 1) AS announced;
-
-
--- name: enqueue_held_or_refused
--- Why enqueue_one inserted nothing: the job holding the key (a replay is answered even
--- when the queue is full), else the queue's backlog if it is full. One row: that job,
--- or NULLs (neither holds any more: try again), and the backlog if it is full.
-WITH held AS (
-    SELECT j.* FROM jobq.jobs j
-     WHERE j.queue = :queue AND j.idempotency_key = :idempotency_key
-),
-refused AS (
-    SELECT * FROM (
-        SELECT q.max_backlog, jobq.queue_backlog(:queue, q.max_backlog) AS backlog
-          FROM jobq.queues q
-         WHERE q.name = :queue AND q.max_backlog IS NOT NULL
-           AND NOT EXISTS (SELECT FROM held)
-    ) AS admission
-     WHERE backlog >= max_backlog
-)
-SELECT held.*, refused.max_backlog AS refused_max_backlog, refused.backlog AS refused_backlog
-  FROM (SELECT) AS one
-  LEFT JOIN held ON true
-  LEFT JOIN refused ON true;
+-- Make one job through jobq.insert_jobs, the enqueue's rules (jobq.enqueue runs them
+-- too): the job, new or holding the key; or the queue's refusal; or neither (the job
+-- holding the key went between the insert and the look: try again).
+SELECT (f.job).*, f.deduplicated, f.refused_max_backlog, f.refused_backlog
+  FROM jobq.insert_jobs(
+           CAST(:queue AS text), ARRAY[CAST(:type AS text)], ARRAY[CAST(:payload AS jsonb)],
+           ARRAY[CAST(:priority AS integer)], ARRAY[CAST(:run_at AS timestamptz)],
+           ARRAY[CAST(:delay_seconds AS double precision)],
+           ARRAY[CAST(:max_attempts AS integer)], ARRAY[CAST(:lease_seconds AS integer)],
+           ARRAY[CAST(:idempotency_key AS text)], ARRAY[CAST(:metadata AS jsonb)],
+           ARRAY[CAST(:concurrency_key AS text)], CAST(:default_max_attempts AS integer),
+           CAST(:default_lease_seconds AS integer),
+           runs_on_parent_failure => ARRAY[CAST(:runs_on_parent_failure AS boolean)]
+       ) AS f;
 
 
 -- name: enqueue_many
--- Insert a batch into one queue if it fits; rows in request order, duplicates resolved.
-WITH input AS MATERIALIZED (
-    SELECT nextval('jobq.jobs_id_seq') AS id, i.*
-      FROM unnest(CAST(:types AS text[]), CAST(:payloads AS jsonb[]),
-                  CAST(:priorities AS smallint[]), CAST(:run_ats AS timestamptz[]),
-                  CAST(:delays AS double precision[]), CAST(:max_attempts AS integer[]),
-                  CAST(:lease_seconds AS integer[]), CAST(:idempotency_keys AS text[]),
-                  CAST(:metadatas AS jsonb[]), CAST(:concurrency_keys AS text[]))
-           WITH ORDINALITY AS i(type, payload, priority, run_at, delay, max_attempts,
-                                lease_seconds, idempotency_key, metadata, concurrency_key,
-                                ord)
-),
-policy AS MATERIALIZED (
-    -- the queue's own defaults, where its settings have them
-    SELECT q.max_attempts, q.lease_seconds
-      FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = :queue
-),
-refused AS MATERIALIZED (
-    -- Admission control, all or nothing: the batch's new jobs (keys not yet in the
-    -- queue, each counted once) must fit under the queue's max_backlog, if it has one.
-    SELECT * FROM (
-        SELECT q.max_backlog, jobq.queue_backlog(:queue, q.max_backlog) AS backlog,
-               (SELECT count(DISTINCT i.idempotency_key)
-                       + count(*) FILTER (WHERE i.idempotency_key IS NULL)
-                  FROM input i
-                 WHERE NOT EXISTS (SELECT FROM jobq.jobs e
-                                    WHERE e.queue = :queue
-                                      AND e.idempotency_key = i.idempotency_key)
-               ) AS new_jobs
-          FROM jobq.queues q
-         WHERE q.name = :queue AND q.max_backlog IS NOT NULL
-    ) AS admission
-     WHERE new_jobs > 0 AND backlog + new_jobs > max_backlog
-),
-inserted AS (
-    INSERT INTO jobq.jobs (id, queue, type, payload, priority, run_at, max_attempts,
-                           lease_seconds, idempotency_key, metadata, concurrency_key)
-    SELECT i.id, :queue, i.type, i.payload, i.priority,
-           coalesce(i.run_at, now() + make_interval(secs => i.delay)),
-           coalesce(i.max_attempts, policy.max_attempts,
-                    CAST(:default_max_attempts AS integer)),
-           coalesce(i.lease_seconds, policy.lease_seconds,
-                    CAST(:default_lease_seconds AS integer)),
-           i.idempotency_key, i.metadata, i.concurrency_key
-      FROM input i CROSS JOIN policy
-     WHERE NOT EXISTS (SELECT FROM refused)
-     ORDER BY ord
-    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL
-        DO NOTHING
-    RETURNING id, queue, idempotency_key, state, run_at
-),
-announced AS MATERIALIZED (
-    SELECT jobq.announce_due(queue, min(run_at), count(*))
-      FROM inserted
-     WHERE state = 'queued'
-     GROUP BY queue
-)
-SELECT i.ord,
-       coalesce(mine.id, sibling.id, earlier.id) AS id,
-       coalesce(mine.state, sibling.state, earlier.state) AS state,
-       mine.id IS NULL AS deduplicated,
-       refused.max_backlog AS refused_max_backlog, refused.backlog AS refused_backlog,
-       refused.new_jobs AS refused_new_jobs
-  FROM input i
-  LEFT JOIN refused ON true
-  LEFT JOIN inserted mine ON mine.id = i.id
-  LEFT JOIN inserted sibling
-         ON mine.id IS NULL AND sibling.idempotency_key = i.idempotency_key
-  LEFT JOIN jobq.jobs earlier
-         ON mine.id IS NULL AND sibling.id IS NULL
-        AND earlier.queue = :queue AND earlier.idempotency_key = i.idempotency_key
- CROSS JOIN (SELECT count(*) FROM announced) AS announcements
- ORDER BY i.ord;
+-- Make a batch of jobs in one queue through jobq.insert_jobs, if it fits: one row a
+-- job, in order (no id: its key changed hands meanwhile), or the refusal on every row.
+SELECT f.ord, f.id, f.state, f.deduplicated,
+       f.refused_max_backlog, f.refused_backlog, f.refused_new_jobs
+  FROM jobq.insert_jobs(
+           CAST(:queue AS text), CAST(:types AS text[]), CAST(:payloads AS jsonb[]),
+           CAST(:priorities AS integer[]), CAST(:run_ats AS timestamptz[]),
+           CAST(:delays AS double precision[]), CAST(:max_attempts AS integer[]),
+           CAST(:lease_seconds AS integer[]), CAST(:idempotency_keys AS text[]),
+           CAST(:metadatas AS jsonb[]), CAST(:concurrency_keys AS text[]),
+           CAST(:default_max_attempts AS integer), CAST(:default_lease_seconds AS integer),
+           runs_on_parent_failure => CAST(:runs_on_parent_failure AS boolean[])
+       ) AS f
+ ORDER BY f.ord;
 
 
 -- name: enqueue_with_dependencies

@@ -19,40 +19,40 @@ from app.jobs.rows import JobState
 
 
 class EnqueueOneParams(NamedTuple):
+    """One job: the queue, then `NewJob`'s fields, then `Defaults`' (in their order)."""
+
     queue: str
     type: str
     payload: str
     priority: int
     run_at: datetime | None
-    delay_seconds: float
+    delay_seconds: float | None
     max_attempts: int | None  # None: the queue's default, else `default_max_attempts`
-    default_max_attempts: int
     lease_seconds: int | None  # None: the queue's default, else `default_lease_seconds`
-    default_lease_seconds: int
     idempotency_key: str | None
     metadata: str
     concurrency_key: str | None
-
-
-class EnqueueHeldOrRefusedParams(NamedTuple):
-    queue: str
-    idempotency_key: str | None
+    runs_on_parent_failure: bool
+    default_max_attempts: int
+    default_lease_seconds: int
 
 
 class EnqueueManyParams(NamedTuple):
-    """A batch as columns: the i-th of each list is the i-th job's."""
+    """A batch as columns, one for each of `NewJob`'s fields in its order (the i-th of
+    each list is the i-th job's), then `Defaults`' fields."""
 
     queue: str
     types: list[str]
     payloads: list[str]
     priorities: list[int]
     run_ats: list[datetime | None]
-    delays: list[float]
+    delays: list[float | None]
     max_attempts: list[int | None]
     lease_seconds: list[int | None]
     idempotency_keys: list[str | None]
     metadatas: list[str]
     concurrency_keys: list[str | None]
+    runs_on_parent_failure: list[bool]
     default_max_attempts: int
     default_lease_seconds: int
 

@@ -4,16 +4,17 @@ and hands back typed rows. Knows no rules."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 import asyncpg
 
 from app.core.config import DEFAULT_MAX_LEASE_BATCH
 from app.core.retry import Backoff
 from app.db.database import Database, fetch_in
-from app.db.statement import NO_PARAMS, NoParams, P, Queries, Statement, fields_of
+from app.db.statement import NO_PARAMS, NoParams, P, Queries, Statement
 from app.jobs.params import (
     AckColumns,
     AckParams,
@@ -24,7 +25,6 @@ from app.jobs.params import (
     CompleteManyParams,
     CompleteOneParams,
     DependenciesOfParams,
-    EnqueueHeldOrRefusedParams,
     EnqueueManyParams,
     EnqueueOneParams,
     EnqueueWithDependenciesParams,
@@ -61,7 +61,6 @@ QUERIES = Queries(
     *(Path(__file__).with_name(f"{part}.sql") for part in ("enqueue", "lease", "finish", "jobs"))
 )
 ENQUEUE_ONE = QUERIES.bind("enqueue_one", EnqueueOneParams)
-ENQUEUE_HELD_OR_REFUSED = QUERIES.bind("enqueue_held_or_refused", EnqueueHeldOrRefusedParams)
 ENQUEUE_MANY = QUERIES.bind("enqueue_many", EnqueueManyParams)
 LEASE = QUERIES.bind("lease", LeaseParams)
 LEASE_QUEUE = QUERIES.bind("lease_queue", LeaseQueueParams)
@@ -97,12 +96,6 @@ RECORD_LEASED_TYPES = QUERIES.bind("record_leased_types", RecordLeasedTypesParam
 Allowed = tuple[list[str], list[str]] | None
 
 
-def allowed_params(allowed: Allowed) -> dict[str, list[str] | None]:
-    """The `:allowed_names`, `:allowed_patterns` parameters of a statement limited to them."""
-    names, patterns = _allowed(allowed)
-    return {"allowed_names": names, "allowed_patterns": patterns}
-
-
 def _allowed(allowed: Allowed) -> tuple[list[str] | None, list[str] | None]:
     """(names, patterns); (None, None): every queue."""
     return allowed if allowed is not None else (None, None)
@@ -111,12 +104,6 @@ def _allowed(allowed: Allowed) -> tuple[list[str] | None, list[str] | None]:
 def _retry_policy(backoff: Backoff) -> tuple[float, float, float]:
     """The `:backoff_base`, `:backoff_cap` and `:backoff_jitter` parameters, in order."""
     return backoff.base_seconds, backoff.cap_seconds, backoff.jitter
-
-
-def _picked(params: type[P], values: dict[str, Any]) -> P:
-    """`params` from the entries of `values` named as its fields (the enqueue methods'
-    dicts: the services build those)."""
-    return params(**{name: values[name] for name in fields_of(params)})
 
 
 def lease_statement(max_jobs: int) -> Statement[LeaseQueueParams]:
@@ -134,6 +121,30 @@ def numbered_lease(max_jobs: int) -> Statement[LeaseQueueParams]:
     (docs/performance/postgres.md); with the number it keeps one plan. One statement per size asked
     (at most DEFAULT_MAX_LEASE_BATCH), prepared on the pooled connections that run it."""
     return LEASE_QUEUE.with_number("max_jobs", max_jobs)
+
+
+class NewJob(NamedTuple):
+    """A job to make (`jobq.insert_jobs`), its fields checked: JSON as text; None where
+    it says nothing (the queue's settings or the service's defaults apply)."""
+
+    type: str
+    payload: str
+    priority: int
+    run_at: datetime | None
+    delay_seconds: float | None
+    max_attempts: int | None
+    lease_seconds: int | None
+    idempotency_key: str | None
+    metadata: str
+    concurrency_key: str | None
+    runs_on_parent_failure: bool
+
+
+class Defaults(NamedTuple):
+    """What a job gets that says nothing, and whose queue's settings say nothing either."""
+
+    default_max_attempts: int
+    default_lease_seconds: int
 
 
 # What the SQL enqueue functions raise, and the HTTP status each stands for.
@@ -159,25 +170,28 @@ class JobsRepository:
 
     # ---- producers ---------------------------------------------------------------
 
-    async def enqueue_one(self, params: dict[str, Any]) -> Enqueued | Refused | None:
-        """The job (new or holding the key), the refusal, or None: the key changed hands,
-        or the queue made room, between the two statements (try again)."""
-        record = await self._db.fetch_one(ENQUEUE_ONE, EnqueueOneParams(**params))
-        if record is not None:
-            return Enqueued(job_at(record, 0), deduplicated=False)
-        held = EnqueueHeldOrRefusedParams(params["queue"], params["idempotency_key"])
-        record = await self._db.fetch_one(ENQUEUE_HELD_OR_REFUSED, held)
-        assert record is not None  # the statement always answers one row
-        if record["id"] is not None:  # a replay is answered even when the queue is full
-            return Enqueued(job_at(record, 0), deduplicated=True)
+    async def enqueue_one(
+        self, queue: str, job: NewJob, defaults: Defaults
+    ) -> Enqueued | Refused | None:
+        """The job (new or holding the key), the refusal, or None: the job holding the
+        key went between the insert and the look (try again)."""
+        record = await self._db.fetch_one(ENQUEUE_ONE, EnqueueOneParams(queue, *job, *defaults))
+        assert record is not None  # the statement answers one row a job
         if record["refused_max_backlog"] is not None:
             return Refused(record["refused_max_backlog"], record["refused_backlog"])
-        return None
+        if record["id"] is None:
+            return None
+        return Enqueued(job_at(record, 0), deduplicated=record["deduplicated"])
 
-    async def enqueue_many(self, queue: str, columns: dict[str, Any]) -> list[BatchItem] | Refused:
-        """One item per input row (`columns`: the statement's arrays and the service's
-        defaults), in order; or the refusal of the whole batch."""
-        records = await self._db.fetch(ENQUEUE_MANY, EnqueueManyParams(queue=queue, **columns))
+    async def enqueue_many(
+        self, queue: str, jobs: Sequence[NewJob], defaults: Defaults
+    ) -> list[BatchItem] | Refused:
+        """One item per job, in order; or the refusal of the whole batch."""
+        if not jobs:
+            return []
+        columns = (list(column) for column in zip(*jobs, strict=True))  # NewJob's order
+        params = EnqueueManyParams._make((queue, *columns, *defaults))
+        records = await self._db.fetch(ENQUEUE_MANY, params)
         if records and records[0]["refused_max_backlog"] is not None:
             first = records[0]
             return Refused(
@@ -358,9 +372,16 @@ class JobsRepository:
             field = getattr(exc, "detail", None) or ""
             raise FunctionRefused(status, field, str(getattr(exc, "message", exc))) from None
 
-    async def enqueue_with_dependencies(self, params: dict[str, Any]) -> tuple[int, bool]:
-        """(the job's id, whether it already held its key); `FunctionRefused` if refused."""
-        call = _picked(EnqueueWithDependenciesParams, params)
+    async def enqueue_with_dependencies(
+        self, queue: str, job: NewJob, parents: list[int], on_parent_failure: str, allowed: Allowed
+    ) -> tuple[int, bool]:
+        """(the job's id, whether it already held its key), its `parents` of the `allowed`
+        queues; `FunctionRefused` if refused."""
+        call = EnqueueWithDependenciesParams(
+            queue, job.type, job.payload, job.priority, job.run_at, job.delay_seconds,
+            job.max_attempts, job.lease_seconds, job.idempotency_key, job.metadata, parents,
+            on_parent_failure, job.concurrency_key, *_allowed(allowed),
+        )  # fmt: skip
         (record,) = await self._refusable(ENQUEUE_WITH_DEPENDENCIES, call)
         return record["id"], record["deduplicated"]
 

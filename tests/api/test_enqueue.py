@@ -83,7 +83,8 @@ async def test_producers_racing_with_one_key_make_one_job(
     client: httpx.AsyncClient, db: asyncpg.Connection
 ) -> None:
     # Each insert waits for the one holding the key to commit, inserts nothing, and
-    # then reads the job that holds it (enqueue_held_or_refused).
+    # answers the job that holds it (the service asks again if that job committed after
+    # its statement began).
     body = {"type": "task", "idempotency_key": "order-18"}
     answers = await asyncio.gather(
         *(client.post("/v1/queues/q/jobs", json=body) for _ in range(10))

@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -158,6 +159,9 @@ async def test_the_producer_role_may_execute_the_two_functions_and_no_other(
         "SELECT jobq.announce_due('q', now(), 1)",
         "SELECT jobq.queue_backlog('q', 10)",
         "SELECT jobq.blocking_parent(1)",
+        "SELECT * FROM jobq.backlog_refusal('q', ARRAY[NULL::text])",
+        "SELECT * FROM jobq.insert_jobs('q', ARRAY['t'], NULL, ARRAY[0], NULL, NULL, NULL,"
+        " NULL, NULL, NULL, NULL, 5, 60)",
     ):
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await producer.execute(sql)
@@ -238,3 +242,45 @@ async def test_the_limits_on_what_a_call_builds_hold_in_sql(
             await producer.execute(sql, arg)
         assert (caught.value.sqlstate, caught.value.detail) == ("JQ422", field), sql
     assert await db.fetchval("SELECT count(*) FROM jobq.jobs") == 4
+
+
+async def test_a_batch_is_made_alike_at_once_and_job_by_job(
+    producer: asyncpg.Connection, db: asyncpg.Connection
+) -> None:
+    """jobq.enqueue_many makes a batch that names no parent in one statement, and any
+    other job by job (through jobq.enqueue): the same items leave the same rows (but
+    for their ids: a held key takes a number of the sequence in each statement)."""
+    items: list[dict[str, Any]] = [  # four: an earlier test may leave max_batch_jobs at 4
+        {"type": "a", "idempotency_key": "k", "priority": 2},
+        {"type": "b", "idempotency_key": "k"},
+        {"type": "c", "delay_seconds": 5, "metadata": {"m": 1}, "on_parent_failure": "run"},
+        {
+            "type": "d",
+            "run_at": "2031-01-02T03:04:05Z",
+            "payload": [1, {"x": None}],
+            "max_attempts": 2,
+            "lease_seconds": 7,
+            "concurrency_key": "c",
+        },
+    ]
+    made = {}
+    for way, batch in (
+        ("at once", items),
+        ("job by job", [{**item, "depends_on": []} for item in items]),
+    ):
+        await db.execute("TRUNCATE jobq.jobs RESTART IDENTITY")
+        answers = await producer.fetch(
+            "SELECT ord, id = min(id) OVER () AS first, state::text, deduplicated"
+            " FROM jobq.enqueue_many('q', $1::jsonb)",
+            json.dumps(batch),
+        )
+        jobs = await db.fetch(
+            "SELECT type, payload, priority, state::text, max_attempts, lease_seconds,"
+            " idempotency_key, metadata, concurrency_key, run_on_parent_failure, has_parents,"
+            " CASE WHEN run_at > now() + interval '1 year' THEN run_at::text"
+            " ELSE (run_at - created_at)::text END AS run_at"
+            " FROM jobq.jobs ORDER BY id"
+        )
+        made[way] = ([tuple(row) for row in answers], [tuple(row) for row in jobs])
+    assert made["at once"] == made["job by job"]
+    assert [answer[3] for answer in made["at once"][0]] == [False, True, False, False]

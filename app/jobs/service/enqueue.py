@@ -3,31 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from app.core.config import Settings
 from app.core.errors import Conflict, QueueFull, ValidationFailed
 from app.jobs import payloads, telemetry
-from app.jobs.repository import Allowed, JobsRepository
+from app.jobs.repository import Allowed, Defaults, JobsRepository, NewJob
 from app.jobs.rows import BatchItem, Enqueued, Refused
 from app.jobs.schemas import JobIn
 from app.jobs.service import checks
 from app.jobs.service.workflows import Workflows
 
 ENQUEUE_RACE_RETRIES = 3
-# ENQUEUE_MANY's array parameters, and the single-job parameter each is made of.
-_BATCH_ARRAYS = {
-    "types": "type",
-    "payloads": "payload",
-    "priorities": "priority",
-    "run_ats": "run_at",
-    "delays": "delay_seconds",
-    "max_attempts": "max_attempts",
-    "lease_seconds": "lease_seconds",
-    "idempotency_keys": "idempotency_key",
-    "metadatas": "metadata",
-    "concurrency_keys": "concurrency_key",
-}
 
 
 class Enqueuer:
@@ -37,34 +23,31 @@ class Enqueuer:
         self._repo = repo
         self._settings = settings
         self._workflows = Workflows(repo, settings)
-        # what a job gets that says nothing and whose queue's settings say nothing either
-        self._defaults = {
-            "default_max_attempts": settings.default_max_attempts,
-            "default_lease_seconds": settings.default_lease_seconds,
-        }
+        self._defaults = Defaults(settings.default_max_attempts, settings.default_lease_seconds)
 
-    def _insert_params(self, job: JobIn, loc: checks.Loc) -> dict[str, Any]:
+    def _checked(self, job: JobIn, loc: checks.Loc) -> NewJob:
+        """`job` within this service's limits (its shape the schema checked)."""
         limit = self._settings.max_payload_bytes
         depth = self._settings.max_json_depth
-        lease = checks.lease_seconds(
-            job.lease_seconds, self._settings.max_lease_seconds, (*loc, "lease_seconds")
-        )
-        return {
-            "type": job.type,
-            "payload": payloads.encode(
+        return NewJob(
+            type=job.type,
+            payload=payloads.encode(
                 job.payload, field=(*loc, "payload"), max_bytes=limit, max_depth=depth
             ),
-            "priority": job.priority,
-            "run_at": job.run_at,
-            "delay_seconds": job.delay_seconds or 0.0,
-            "max_attempts": job.max_attempts,  # else the queue's default, else the service's
-            "lease_seconds": lease,
-            "idempotency_key": job.idempotency_key,
-            "metadata": payloads.encode(
+            priority=job.priority,
+            run_at=job.run_at,
+            delay_seconds=job.delay_seconds,
+            max_attempts=job.max_attempts,
+            lease_seconds=checks.lease_seconds(
+                job.lease_seconds, self._settings.max_lease_seconds, (*loc, "lease_seconds")
+            ),
+            idempotency_key=job.idempotency_key,
+            metadata=payloads.encode(
                 job.metadata, field=(*loc, "metadata"), max_bytes=limit, max_depth=depth
             ),
-            "concurrency_key": job.concurrency_key,
-        }
+            concurrency_key=job.concurrency_key,
+            runs_on_parent_failure=job.on_parent_failure == "run",
+        )
 
     async def one(
         self, queue: str, job: JobIn, idempotency_key: str | None, allowed: Allowed = None
@@ -79,19 +62,19 @@ class Enqueuer:
                     "value_error",
                 )
             job = job.model_copy(update={"idempotency_key": idempotency_key})
-        params = {"queue": queue, **self._defaults, **self._insert_params(job, ())}
+        new = self._checked(job, ())
         if job.depends_on:
-            return await self._workflows.one(queue, job, params, allowed)
+            return await self._workflows.one(queue, job, new, allowed)
         for _ in range(ENQUEUE_RACE_RETRIES):
-            found = await self._repo.enqueue_one(params)
+            found = await self._repo.enqueue_one(queue, new, self._defaults)
             if isinstance(found, Refused):
                 raise self._queue_full(queue, found)
             if found is not None:
                 if not found.deduplicated:
                     telemetry.enqueued(queue, 1)
                 return found
-            # Between the insert and the look at why it inserted nothing, the job holding
-            # the key went (retention, an operator) or the full queue made room: go again.
+            # Between the insert and the look at the job holding the key, it went
+            # (retention, an operator): go again.
         raise Conflict(
             "the idempotency key or the queue's backlog is changing too fast; retry the request"
         )
@@ -102,16 +85,13 @@ class Enqueuer:
         """Create many jobs in one round trip; the answer is in request order. The
         parents they name must be in the `allowed` queues (None: any)."""
         checks.at_most(len(jobs), self._settings.max_enqueue_batch, ("jobs",), "jobs per batch")
-        params = [self._insert_params(job, ("jobs", i)) for i, job in enumerate(jobs)]
+        new = [self._checked(job, ("jobs", i)) for i, job in enumerate(jobs)]
         if any(job.depends_on for job in jobs):
             return await self._workflows.batch(queue, jobs, allowed)
         answers: list[BatchItem | None] = [None] * len(jobs)
         pending = list(range(len(jobs)))
         for _ in range(ENQUEUE_RACE_RETRIES):
-            columns = {
-                array: [params[i][field] for i in pending] for array, field in _BATCH_ARRAYS.items()
-            }
-            items = await self._repo.enqueue_many(queue, {**columns, **self._defaults})
+            items = await self._repo.enqueue_many(queue, [new[i] for i in pending], self._defaults)
             if isinstance(items, Refused):
                 raise self._queue_full(queue, items)
             telemetry.enqueued(

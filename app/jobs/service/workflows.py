@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from app.core.config import Settings
 from app.core.errors import JobqError, PayloadTooLarge, QueueFull, ValidationFailed
 from app.jobs import telemetry
-from app.jobs.repository import Allowed, FunctionRefused, JobsRepository, allowed_params
+from app.jobs.repository import Allowed, FunctionRefused, JobsRepository, NewJob
 from app.jobs.rows import BatchItem, Enqueued
 from app.jobs.schemas import JobIn, Ref
 from app.jobs.service import checks
@@ -44,10 +43,8 @@ class Workflows:
         self._repo = repo
         self._settings = settings
 
-    async def one(
-        self, queue: str, job: JobIn, params: dict[str, Any], allowed: Allowed
-    ) -> Enqueued:
-        """`job` (already checked into `params`), waiting for its parents (of the
+    async def one(self, queue: str, job: JobIn, new: NewJob, allowed: Allowed) -> Enqueued:
+        """`job` (already checked into `new`), waiting for its parents (of the
         `allowed` queues)."""
         for index, parent in enumerate(job.depends_on or []):
             if isinstance(parent, Ref):
@@ -56,18 +53,10 @@ class Workflows:
                     "a ref names an item of the same batch: enqueue a batch for that",
                     "value_error",
                 )
-        call = {
-            **params,
-            "queue": queue,
-            "delay_seconds": job.delay_seconds,
-            "max_attempts": job.max_attempts,
-            "lease_seconds": job.lease_seconds,
-            "depends_on": _parents(job),
-            "on_parent_failure": job.on_parent_failure,
-            **allowed_params(allowed),
-        }
         try:
-            job_id, deduplicated = await self._repo.enqueue_with_dependencies(call)
+            job_id, deduplicated = await self._repo.enqueue_with_dependencies(
+                queue, new, _parents(job), job.on_parent_failure, allowed
+            )
         except FunctionRefused as error:
             raise refused(error, self._settings, queue) from None
         row = await self._repo.get(job_id)
