@@ -7,7 +7,9 @@ without the right key would learn from a 400 that its body was malformed. A rout
 with `route_class=KeyedRoute` judges the rule first, in the route's handler (FastAPI's
 documented extension point, `APIRoute.get_route_handler`): a refused caller gets its 401
 or 403 before any 400 or 422. The dependency then finds the caller the rule already
-judged (`app.keys.access` keeps the verdict in the request's scope).
+judged (`app.keys.access` keeps the verdict in the request's scope). A route whose
+endpoint is simple has its common requests read by `app.api.lean` instead of FastAPI's
+handler, which still answers everything else.
 """
 
 from __future__ import annotations
