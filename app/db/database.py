@@ -8,13 +8,15 @@ from the records; nothing above them reads a record.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import asyncpg
 from sqlalchemy.exc import DBAPIError, InterfaceError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 
 from app.core.errors import DatabaseUnavailable
 from app.db.statement import P, Statement
@@ -91,30 +93,47 @@ class Database:
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
         """A pooled connection, as the asyncpg connection under SQLAlchemy's adapter
-        (`AsyncConnection.get_raw_connection().driver_connection`): every statement
-        goes to the driver. A connection that broke under a statement is invalidated
-        (the pool opens a new one); an unreachable database becomes `DatabaseUnavailable`.
+        (`AsyncEngine.raw_connection()`, its `driver_connection`): every statement goes
+        to the driver. A connection that broke under a statement is invalidated (the
+        pool opens a new one); an unreachable database becomes `DatabaseUnavailable`.
         """
         try:
-            pooled = await self.engine.connect()
+            pooled = await self.engine.raw_connection()
         except Exception as exc:
             if unavailable(exc):
                 raise DatabaseUnavailable() from exc
             raise
         try:
-            driver = (await pooled.get_raw_connection()).driver_connection
+            driver = pooled.driver_connection
             assert isinstance(driver, asyncpg.Connection)
             try:
                 yield driver
             except Exception as exc:
                 if _broke(driver, exc):
-                    await pooled.invalidate(exc)
+                    await self._in_adapter(functools.partial(pooled.invalidate, exc))
                     raise DatabaseUnavailable() from exc
                 raise
         finally:
-            # Given back at once: the pool's reset on return is off (statements go to
-            # the driver, transactions are asyncpg's own, ended by their block).
-            await pooled.close()
+            await self._give_back(pooled)
+
+    async def _give_back(self, pooled: PoolProxiedConnection) -> None:
+        """Return `pooled` to the pool. With a free place in the pool's queue (nearly
+        always) that is a plain call, which does no I/O: the pool's reset on return is
+        off (statements go to the driver, transactions are asyncpg's own, ended by their
+        block), so nothing waits, not even on a cancellation. An overflow connection
+        the pool closes instead is closed where SQLAlchemy's adapter can wait."""
+        pool = self.engine.pool
+        if isinstance(pool, QueuePool) and pool.checkedin() < pool.size():
+            pooled.close()
+        else:
+            await self._in_adapter(pooled.close)
+
+    async def _in_adapter(self, call: Callable[[], object]) -> None:
+        """Run `call` (a pool operation that may close a driver connection) where
+        SQLAlchemy's async adapter may wait on the driver: `AsyncSession.run_sync`,
+        which takes no connection of its own for it."""
+        async with AsyncSession(self.engine) as session:
+            await session.run_sync(lambda _session: call())
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:

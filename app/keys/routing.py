@@ -7,7 +7,9 @@ without the right key would learn from a 400 that its body was malformed. A rout
 with `route_class=KeyedRoute` judges the rule first, in the route's handler (FastAPI's
 documented extension point, `APIRoute.get_route_handler`): a refused caller gets its 401
 or 403 before any 400 or 422. The dependency then finds the caller the rule already
-judged (`app.keys.access` keeps the verdict in the request's scope).
+judged (`app.keys.access` keeps the verdict in the request's scope). A route whose
+endpoint is simple has its common requests read by `app.api.lean` instead of FastAPI's
+handler, which still answers everything else.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Annotated, Any, get_args, get_origin
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
+from app.api.lean import lean_reader
 from app.keys.access import Access
 
 Endpoint = Callable[..., Awaitable[Any]]
@@ -35,11 +38,13 @@ def _rule(annotation: Any) -> Access | None:
     return None
 
 
-def declared_rule(endpoint: Endpoint) -> Access | None:
-    """The one access rule `endpoint` declares; None for none or several (left to
-    FastAPI and to the route-table test, which fails for either)."""
+def declared_rule(endpoint: Endpoint) -> tuple[str, Access] | None:
+    """The parameter declaring `endpoint`'s one access rule, and the rule; None for none
+    or several (left to FastAPI and to the route-table test, which fails for either)."""
     signature = inspect.signature(endpoint, eval_str=True)
-    rules = [rule for p in signature.parameters.values() if (rule := _rule(p.annotation))]
+    rules = [
+        (name, rule) for name, p in signature.parameters.items() if (rule := _rule(p.annotation))
+    ]
     return rules[0] if len(rules) == 1 else None
 
 
@@ -47,17 +52,22 @@ class KeyedRoute(APIRoute):
     """An `APIRoute` whose access rule is judged before its parameters and body."""
 
     def __init__(self, path: str, endpoint: Endpoint, **options: Any) -> None:
-        self.first_rule = declared_rule(endpoint)
+        declared = declared_rule(endpoint)
+        self.first_rule = declared[1] if declared else None
+        self.lean = lean_reader(endpoint, path, declared[0] if declared else None)
         super().__init__(path, endpoint, **options)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
-        rule = self.first_rule
+        rule, lean, endpoint = self.first_rule, self.lean, self.endpoint
         if rule is None:
             return handler
 
         async def checked(request: Request) -> Response:
-            await rule(request)  # raises for a refused caller
+            verdict = await rule(request)  # raises for a refused caller
+            if lean is not None and (arguments := await lean(request, verdict)) is not None:
+                response: Response = await endpoint(**arguments)
+                return response
             return await handler(request)
 
         return checked

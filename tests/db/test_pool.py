@@ -70,6 +70,27 @@ async def test_a_cancelled_statement_leaves_the_pool_whole(database: Database) -
         assert await conn.fetchval("SELECT 1") == 1
 
 
+async def test_overflow_connections_are_closed_when_they_go_back(database: Database) -> None:
+    # the pool keeps 2: of 4 held at once, the 2 overflow ones are closed on their return
+    # (where the adapter may wait), the others go back to the pool's queue
+    held = asyncio.Event()
+    drivers: list[asyncpg.Connection] = []
+
+    async def hold() -> None:
+        async with database.connection() as conn:
+            drivers.append(conn)
+            await conn.fetchval("SELECT 1")
+            if len(drivers) == 4:
+                held.set()
+            await held.wait()
+
+    await asyncio.wait_for(asyncio.gather(*(hold() for _ in range(4))), timeout=10)
+    assert _checked_out(database) == 0
+    assert database.engine.pool.checkedin() == 2  # type: ignore[attr-defined]
+    assert sorted(d.is_closed() for d in drivers) == [False, False, True, True]
+    assert await _backend(database)  # the kept ones still answer
+
+
 async def test_a_broken_connection_is_replaced(database: Database, db: asyncpg.Connection) -> None:
     victim = await _backend(database)
     await db.execute("SELECT pg_terminate_backend($1)", victim)
