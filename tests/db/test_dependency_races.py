@@ -90,9 +90,10 @@ async def test_a_failure_racing_a_child_enqueue_cancels_the_child(
 
 
 async def _seq_scans(conn: asyncpg.Connection) -> dict[str, int]:
-    await conn.execute("SELECT pg_stat_clear_snapshot()")
+    """The sequential scans of the jobs and their dependencies in `conn`'s transaction so
+    far (no other session's: the test database's own service may be reading too)."""
     rows = await conn.fetch(
-        "SELECT relname, seq_scan FROM pg_stat_user_tables"
+        "SELECT relname, seq_scan FROM pg_stat_xact_user_tables"
         " WHERE schemaname = 'jobq' AND relname IN ('jobs', 'job_dependencies')"
     )
     return {r["relname"]: r["seq_scan"] for r in rows}
@@ -116,17 +117,14 @@ async def test_fan_in_and_chains_work_and_finishes_read_through_indexes(
         chain.append(await _enqueue(db, "chain", chain[-1]))
     await db.execute("ANALYZE jobq.jobs")
     await db.execute("ANALYZE jobq.job_dependencies")
-    await db.execute("SELECT pg_stat_force_next_flush()")
-    before = await _seq_scans(db)
-
-    await db.executemany(FINISH, [(parent,) for parent in parents])  # one by one, as acks do
-    for job_id in chain:  # each link finishes, which releases the next
-        assert await db.fetchval("SELECT state::text FROM jobq.jobs WHERE id = $1", job_id) in (
-            "queued",
-        ), job_id
-        await db.execute(FINISH, job_id)
-    await db.execute("SELECT pg_stat_force_next_flush()")
-    after = await _seq_scans(db)
+    async with db.transaction():
+        before = await _seq_scans(db)
+        await db.executemany(FINISH, [(parent,) for parent in parents])  # one by one
+        for job_id in chain:  # each link finishes, which releases the next
+            state = await db.fetchval("SELECT state::text FROM jobq.jobs WHERE id = $1", job_id)
+            assert state == "queued", job_id
+            await db.execute(FINISH, job_id)
+        after = await _seq_scans(db)
 
     assert await db.fetchval("SELECT state::text FROM jobq.jobs WHERE id = $1", child) == "queued"
     assert (
