@@ -1,8 +1,7 @@
 """The queue core's services, as its routes reach them: `services(request)`.
 
 Not a FastAPI dependency: each dependency level costs a request a solve of its own
-(3 % of the instructions of a call on the single-job path, measured), while FastAPI
-hands any route its `Request` for free.
+(docs/performance/service.md), while FastAPI hands any route its `Request` for free.
 """
 
 from __future__ import annotations
