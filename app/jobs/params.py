@@ -18,6 +18,30 @@ from app.jobs.rows import JobState
 # ---- enqueue.sql ---------------------------------------------------------------------
 
 
+class NewJob(NamedTuple):
+    """A job to make (`jobq.insert_jobs`), its fields checked: JSON as text; None where
+    it says nothing (the queue's settings or the service's defaults apply)."""
+
+    type: str
+    payload: str
+    priority: int
+    run_at: datetime | None
+    delay_seconds: float | None
+    max_attempts: int | None
+    lease_seconds: int | None
+    idempotency_key: str | None
+    metadata: str
+    concurrency_key: str | None
+    runs_on_parent_failure: bool
+
+
+class Defaults(NamedTuple):
+    """What a job gets that says nothing, and whose queue's settings say nothing either."""
+
+    default_max_attempts: int
+    default_lease_seconds: int
+
+
 class EnqueueOneParams(NamedTuple):
     """One job: the queue, then `NewJob`'s fields, then `Defaults`' (in their order)."""
 

@@ -7,7 +7,6 @@ import functools
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import NamedTuple
 
 import asyncpg
 
@@ -24,6 +23,7 @@ from app.jobs.params import (
     ByQueues,
     CompleteManyParams,
     CompleteOneParams,
+    Defaults,
     DependenciesOfParams,
     EnqueueManyParams,
     EnqueueOneParams,
@@ -35,6 +35,7 @@ from app.jobs.params import (
     LeaseParams,
     LeaseQueueParams,
     ListJobsParams,
+    NewJob,
     ParentsOfParams,
     RecordEnqueueLimitsParams,
     RecordLeasedTypesParams,
@@ -121,30 +122,6 @@ def numbered_lease(max_jobs: int) -> Statement[LeaseQueueParams]:
     (docs/performance/postgres.md); with the number it keeps one plan. One statement per size asked
     (at most DEFAULT_MAX_LEASE_BATCH), prepared on the pooled connections that run it."""
     return LEASE_QUEUE.with_number("max_jobs", max_jobs)
-
-
-class NewJob(NamedTuple):
-    """A job to make (`jobq.insert_jobs`), its fields checked: JSON as text; None where
-    it says nothing (the queue's settings or the service's defaults apply)."""
-
-    type: str
-    payload: str
-    priority: int
-    run_at: datetime | None
-    delay_seconds: float | None
-    max_attempts: int | None
-    lease_seconds: int | None
-    idempotency_key: str | None
-    metadata: str
-    concurrency_key: str | None
-    runs_on_parent_failure: bool
-
-
-class Defaults(NamedTuple):
-    """What a job gets that says nothing, and whose queue's settings say nothing either."""
-
-    default_max_attempts: int
-    default_lease_seconds: int
 
 
 # What the SQL enqueue functions raise, and the HTTP status each stands for.

@@ -12,8 +12,7 @@ import asyncpg
 import httpx
 import pytest
 
-from app.jobs import repository
-from app.jobs.params import EnqueueManyParams, EnqueueOneParams
+from app.jobs.params import Defaults, EnqueueManyParams, EnqueueOneParams, NewJob
 from tests.conftest import EMPTY_TABLES
 
 Job = dict[str, Any]
@@ -275,7 +274,7 @@ BATCH_COLUMN_OF = {
 
 def test_the_statements_parameters_are_the_queue_a_new_job_and_the_defaults() -> None:
     """The repository builds them by position: `(queue, *job, *defaults)`."""
-    job, defaults = repository.NewJob._fields, repository.Defaults._fields
+    job, defaults = NewJob._fields, Defaults._fields
     assert EnqueueOneParams._fields == ("queue", *job, *defaults)
     columns = tuple(BATCH_COLUMN_OF[field] for field in job)
     assert EnqueueManyParams._fields == ("queue", *columns, *defaults)

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from app.core.config import Settings
 from app.core.errors import Conflict, QueueFull, ValidationFailed
 from app.jobs import payloads, telemetry
-from app.jobs.repository import Allowed, Defaults, JobsRepository, NewJob
+from app.jobs.params import Defaults, NewJob
+from app.jobs.repository import Allowed, JobsRepository
 from app.jobs.rows import BatchItem, Enqueued, Refused
 from app.jobs.schemas import JobIn
 from app.jobs.service import checks

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from app.core.config import Settings
 from app.core.errors import JobqError, PayloadTooLarge, QueueFull, ValidationFailed
 from app.jobs import telemetry
-from app.jobs.repository import Allowed, FunctionRefused, JobsRepository, NewJob
+from app.jobs.params import NewJob
+from app.jobs.repository import Allowed, FunctionRefused, JobsRepository
 from app.jobs.rows import BatchItem, Enqueued
 from app.jobs.schemas import JobIn, Ref
 from app.jobs.service import checks
