@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0023, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0024, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -1058,6 +1058,21 @@ CREATE VIEW jobq.dead_job_counts AS
   GROUP BY queue;
 
 --
+-- Name: delivery_breakers; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.delivery_breakers (
+    target text NOT NULL,
+    failures integer DEFAULT 0 NOT NULL,
+    trips integer DEFAULT 0 NOT NULL,
+    open_until timestamp with time zone,
+    failed_at timestamp with time zone,
+    last_error text,
+    CONSTRAINT delivery_breakers_failures_check CHECK ((failures >= 0)),
+    CONSTRAINT delivery_breakers_trips_check CHECK ((trips >= 0))
+);
+
+--
 -- Name: job_dependencies; Type: TABLE; Schema: jobq; Owner: -
 --
 
@@ -1250,6 +1265,13 @@ ALTER TABLE ONLY jobq.api_keys
 
 ALTER TABLE ONLY jobq.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
+
+--
+-- Name: delivery_breakers delivery_breakers_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.delivery_breakers
+    ADD CONSTRAINT delivery_breakers_pkey PRIMARY KEY (target);
 
 --
 -- Name: enqueue_limits enqueue_limits_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -

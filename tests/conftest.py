@@ -110,7 +110,8 @@ DO $$
 DECLARE
     tables text[] := ARRAY['jobq.jobs', 'jobq.queues', 'jobq.job_dependencies',
                            'jobq.schedules', 'jobq.maintenance_runs', 'jobq.queue_rate_log',
-                           'jobq.schedule_runs', 'jobq.queue_types'];
+                           'jobq.schedule_runs', 'jobq.queue_types',
+                           'jobq.delivery_breakers'];
     used text[] := ARRAY(
         SELECT d.refobjid::regclass::text
           FROM pg_sequences s

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Final, Literal, Self
+from typing import Annotated, Final, Literal, Self
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -69,6 +69,14 @@ DEFAULT_SHUTDOWN_GRACE_SECONDS = 30.0
 DEFAULT_LOG_FORMAT: Final = "auto"  # JSON lines, or plain text when stderr is a terminal
 DEFAULT_LOG_LEVEL: Final = "INFO"
 DEFAULT_METRICS_REFRESH_SECONDS = 5.0
+
+# Push delivery (`app.delivery`): where jobq may send requests, and when it stops trying a
+# target for a while. By default any public HTTPS host (`*`); a private, loopback or
+# link-local address only when a pattern names its host.
+DEFAULT_PUSH_ALLOWED_TARGETS: Final = ("https://*",)
+DEFAULT_PUSH_BREAKER_FAILURES = 5  # consecutive failed deliveries that open a breaker
+DEFAULT_PUSH_BREAKER_PAUSE_SECONDS = 5.0  # its first pause; each further one doubles
+DEFAULT_PUSH_BREAKER_MAX_PAUSE_SECONDS = 600.0
 
 # `auto`: API keys are required once one exists; with none, jobq serves openly on
 # loopback only and refuses to start on any other address. `disabled`: open everywhere.
@@ -221,6 +229,34 @@ class Settings(BaseSettings):
         ge=0,
         description="How long a verified API key is trusted without the database; 0: never.",
     )
+
+    push_allowed_targets: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=DEFAULT_PUSH_ALLOWED_TARGETS,
+        description="Comma-separated `scheme://host[:port]` patterns (`*`, `*.example.com`,"
+        " `:*`) a push target or subscription URL must match.",
+    )
+    push_breaker_failures: int = Field(
+        default=DEFAULT_PUSH_BREAKER_FAILURES,
+        ge=1,
+        description="Consecutive failed deliveries to a target that pause its deliveries.",
+    )
+    push_breaker_pause_seconds: float = Field(
+        default=DEFAULT_PUSH_BREAKER_PAUSE_SECONDS,
+        gt=0,
+        description="A target's first pause; each one after it, without a success, doubles.",
+    )
+    push_breaker_max_pause_seconds: float = Field(
+        default=DEFAULT_PUSH_BREAKER_MAX_PAUSE_SECONDS,
+        gt=0,
+        description="The longest pause of a target's deliveries.",
+    )
+
+    @field_validator("push_allowed_targets", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
 
     def service_url(self) -> str:
         """The service a client of this configuration calls: `url`, else this host's."""

@@ -26,7 +26,8 @@ places it in the request (`within("body")`).
     │   └── JobRunning
     ├── PayloadTooLarge (413)
     ├── ValidationFailed (422)
-    │   └── ConfirmationMismatch
+    │   ├── ConfirmationMismatch
+    │   └── TargetNotAllowed
     ├── TooManyRequests (429, with Retry-After)
     │   └── QueueFull
     └── Unavailable (503)
@@ -324,6 +325,13 @@ class ConfirmationMismatch(ValidationFailed):
 
     code = "confirmation_mismatch"
     title = "Confirmation mismatch"
+
+
+class TargetNotAllowed(ValidationFailed):
+    """The URL is not a target jobq may deliver to (JOBQ_PUSH_ALLOWED_TARGETS)."""
+
+    code = "target_not_allowed"
+    title = "Target not allowed"
 
 
 class TooManyRequests(JobqError):

@@ -106,6 +106,8 @@ def _default_cell(value: Any) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, float):
         return f"`{value:g}`"
+    if isinstance(value, tuple):  # a comma-separated list, as its variable is written
+        return f"`{','.join(value)}`"
     return f"`{value}`"
 
 

@@ -23,6 +23,7 @@ def test_public_names_are_pinned() -> None:
             "Unauthorized", "Unavailable", "UnsupportedMediaType", "ValidationError", "Worker",
             "ConfirmationMismatch", "InternalError", "KeyExists", "KeyNotFound", "LeaseForbidden",
             "MethodNotAllowed", "ReaperStalled", "ScheduleNotFound", "TooManyRequests",
+            "TargetNotAllowed",
             "Dependencies", "ErrorInfo", "Parent", "ParentEnded", "QueueSettings", "QueueStats",
             "RateLimit", "Stats",
             "Ref", "Related", "Retry", "Schedule", "ScheduleRun",

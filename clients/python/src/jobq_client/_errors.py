@@ -27,7 +27,8 @@ status, or else `JobqError` itself. Catch by class, not by message.
     ├── PayloadTooLarge (413)
     ├── UnsupportedMediaType (415)
     ├── ValidationError (422)  errors: [{loc, msg, type}]
-    │   └── ConfirmationMismatch
+    │   ├── ConfirmationMismatch
+    │   └── TargetNotAllowed   a push target the service's allowlist refuses
     ├── TooManyRequests (429)  retry_after: seconds the answer asked to wait
     │   └── QueueFull          the queue is at its backlog limit
     ├── InternalError (500)
@@ -234,6 +235,12 @@ class ConfirmationMismatch(ValidationError):
     """The confirmation does not name the queue the action is for."""
 
     default_code = "confirmation_mismatch"
+
+
+class TargetNotAllowed(ValidationError):
+    """The URL is not a target the service may deliver to (its allowlist refuses it)."""
+
+    default_code = "target_not_allowed"
 
 
 class TooManyRequests(JobqError):

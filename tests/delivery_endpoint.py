@@ -1,0 +1,127 @@
+"""A real HTTP endpoint on loopback for the delivery tests: each path answers in its own
+way (`/ok`, `/accepted`, `/busy`, `/error`, `/hang`, `/close`, `/redirect`, `/verify`),
+and every request it got is kept (`requests`), headers and body, for the test to read.
+
+Plain asyncio streams, HTTP/1.1 with keep-alive: nothing between the client and what
+the test wants the endpoint to do (hang without answering, close the connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from standardwebhooks import Webhook, WebhookVerificationError
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> dict[str, object]:
+        value = json.loads(self.body)
+        assert isinstance(value, dict)
+        return value
+
+
+Answer = tuple[int, dict[str, str], bytes] | None  # None: close without answering
+
+
+@dataclass
+class Endpoint:
+    """The endpoint's behaviour per path, and what it received."""
+
+    secrets: list[str] = field(default_factory=list)  # what /verify accepts
+    retry_after: str = "1"
+    hang_seconds: float = 30.0
+    requests: list[Received] = field(default_factory=list)
+    port: int = 0
+    extra: dict[str, Callable[[Received], Answer]] = field(default_factory=dict)
+    _handlers: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def received(self, path: str) -> list[Received]:
+        return [r for r in self.requests if r.path == path]
+
+    async def answer(self, got: Received) -> Answer:
+        if got.path in self.extra:
+            return self.extra[got.path](got)
+        if got.path == "/ok":
+            return 200, {"content-type": "application/json"}, b'{"echo": true}'
+        if got.path == "/accepted":
+            return 202, {}, b""
+        if got.path == "/busy":
+            return 429, {"retry-after": self.retry_after}, b"slow down"
+        if got.path == "/unavailable":
+            return 503, {"retry-after": self.retry_after}, b"later"
+        if got.path == "/error":
+            return 500, {}, b"boom " * 400
+        if got.path == "/redirect":
+            return 307, {"location": f"{self.base}/ok"}, b""
+        if got.path == "/hang":
+            await asyncio.sleep(self.hang_seconds)
+            return 200, {}, b"{}"
+        if got.path == "/close":
+            return None
+        if got.path == "/verify":
+            for secret in self.secrets:
+                with contextlib.suppress(WebhookVerificationError):
+                    Webhook(secret).verify(got.body, got.headers)
+                    return 200, {"content-type": "application/json"}, b'{"verified": true}'
+            return 401, {}, b"bad signature"
+        return 404, {}, b"no such path"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                _method, path, _version = line.decode().split(" ", 2)
+                headers: dict[str, str] = {}
+                while (header := await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    name, _, value = header.decode().partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                got = Received(path, headers, body)
+                self.requests.append(got)
+                answer = await self.answer(got)
+                if answer is None:
+                    return
+                status, extra, content = answer
+                head = [f"HTTP/1.1 {status} X", f"content-length: {len(content)}"]
+                head += [f"{k}: {v}" for k, v in extra.items()]
+                writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + content)
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        finally:
+            self._handlers.discard(task)
+            writer.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(endpoint: Endpoint | None = None) -> AsyncIterator[Endpoint]:
+    """`endpoint` (a default one) listening on a free loopback port for the block."""
+    endpoint = endpoint or Endpoint()
+    server = await asyncio.start_server(endpoint._serve, "127.0.0.1", 0)
+    endpoint.port = server.sockets[0].getsockname()[1]
+    try:
+        yield endpoint
+    finally:
+        server.close()
+        for handler in list(endpoint._handlers):
+            handler.cancel()
+        await asyncio.gather(*endpoint._handlers, return_exceptions=True)
+        await server.wait_closed()
