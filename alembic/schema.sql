@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0024, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0025, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -21,6 +21,26 @@ CREATE TYPE jobq.job_state AS ENUM (
     'failed',
     'cancelled'
 );
+
+--
+-- Name: add_buckets(jsonb, jsonb); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.add_buckets(a jsonb, b jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce(jsonb_object_agg(key, jobs) FILTER (WHERE jobs <> 0), '{}')
+      FROM (SELECT key, sum(CAST(value AS bigint)) AS jobs
+              FROM (SELECT * FROM jsonb_each_text(a) UNION ALL SELECT * FROM jsonb_each_text(b))
+                   AS e
+             GROUP BY key) AS s
+$$;
+
+--
+-- Name: FUNCTION add_buckets(a jsonb, b jsonb); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.add_buckets(a jsonb, b jsonb) IS 'Two histograms ({"bucket": jobs}) added up.';
 
 --
 -- Name: after_job_delete(); Type: FUNCTION; Schema: jobq; Owner: -
@@ -211,6 +231,23 @@ CREATE FUNCTION jobq.blocking_parent(child bigint) RETURNS text
 $$;
 
 --
+-- Name: bucket_seconds(smallint); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.bucket_seconds(bucket smallint) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    -- the bucket's geometric middle: within 2^(1/4) (19 %) of every duration in it
+    SELECT CASE WHEN bucket = 0 THEN 0.0005 ELSE 0.001 * power(2, (bucket - 0.5) / 2) END
+$$;
+
+--
+-- Name: FUNCTION bucket_seconds(bucket smallint); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.bucket_seconds(bucket smallint) IS 'The duration a histogram bucket stands for (its geometric middle).';
+
+--
 -- Name: enqueue_limits; Type: TABLE; Schema: jobq; Owner: -
 --
 
@@ -352,6 +389,70 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+--
+-- Name: count_job_changes(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.count_job_changes() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    -- one row per statistic the statement moved (its net change), none when it moved
+    -- nothing counted (a heartbeat, progress)
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO jobq.job_stat_deltas (queue, kind, state, minute, bucket, n)
+        SELECT s.queue, s.kind, s.state, s.minute, s.bucket, sum(s.n)
+          FROM new_jobs j
+         CROSS JOIN LATERAL jobq.job_stats_of(j.queue, j.state, j.created_at, j.started_at,
+                                              j.attempted_at, j.finished_at, 1, true) s
+         GROUP BY 1, 2, 3, 4, 5;
+    ELSIF TG_OP = 'UPDATE' THEN
+        INSERT INTO jobq.job_stat_deltas (queue, kind, state, minute, bucket, n)
+        SELECT s.queue, s.kind, s.state, s.minute, s.bucket, sum(s.n)
+          FROM (SELECT j.queue, j.state, j.created_at, j.started_at, j.attempted_at,
+                       j.finished_at, 1 AS sign
+                  FROM new_jobs j
+                UNION ALL
+                SELECT j.queue, j.state, j.created_at, j.started_at, j.attempted_at,
+                       j.finished_at, -1
+                  FROM old_jobs j) AS j
+         CROSS JOIN LATERAL jobq.job_stats_of(j.queue, j.state, j.created_at, j.started_at,
+                                              j.attempted_at, j.finished_at, j.sign, true) s
+         GROUP BY 1, 2, 3, 4, 5
+        HAVING sum(s.n) <> 0;
+    ELSE
+        INSERT INTO jobq.job_stat_deltas (queue, kind, state, n)
+        SELECT j.queue, 'jobs', j.state, -count(*) FROM old_jobs j GROUP BY 1, 3;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: FUNCTION count_job_changes(); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.count_job_changes() IS 'After each statement on jobq.jobs: what it changed in the statistics, as deltas.';
+
+--
+-- Name: duration_bucket(double precision); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.duration_bucket(seconds double precision) RETURNS smallint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    -- 0: under a millisecond; k: [2^((k-1)/2), 2^(k/2)) ms; 60 holds everything longer
+    SELECT CAST(CASE WHEN seconds < 0.001 THEN 0
+                     ELSE least(60, 1 + floor(2 * ln(seconds * 1000) / ln(2))) END
+                AS smallint)
+$$;
+
+--
+-- Name: FUNCTION duration_bucket(seconds double precision); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.duration_bucket(seconds double precision) IS 'The histogram bucket of a duration: half powers of two from a millisecond.';
 
 --
 -- Name: enqueue(text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, bigint[], text, text, text[], text[]); Type: FUNCTION; Schema: jobq; Owner: -
@@ -643,6 +744,26 @@ END
 $$;
 
 --
+-- Name: forget_job_counts(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.forget_job_counts() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM jobq.job_counts;
+    DELETE FROM jobq.job_stat_deltas WHERE kind = 'jobs';
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: FUNCTION forget_job_counts(); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.forget_job_counts() IS 'After jobq.jobs is truncated: no job is counted (the minutes keep their history).';
+
+--
 -- Name: insert_jobs(text, text[], jsonb[], integer[], timestamp with time zone[], double precision[], integer[], integer[], text[], jsonb[], text[], integer, integer, integer[], boolean[], jsonb[]); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
@@ -765,6 +886,40 @@ END
 $$;
 
 --
+-- Name: job_stats_of(text, jobq.job_state, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, integer, boolean); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.job_stats_of(queue text, state jobq.job_state, created_at timestamp with time zone, started_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, sign integer, history boolean) RETURNS TABLE(queue text, kind text, state jobq.job_state, minute timestamp with time zone, bucket smallint, n bigint)
+    LANGUAGE sql STABLE
+    AS $$
+    -- what one job adds to the statistics (sign -1: takes away); `history` false (a
+    -- deletion): its count only, the minutes it made keep it
+    SELECT job_stats_of.queue, s.kind, s.state, s.minute, s.bucket, CAST(s.n AS bigint)
+      FROM (VALUES
+        ('jobs', job_stats_of.state, NULL::timestamptz, NULL::smallint, sign),
+        ('enqueued', NULL, date_trunc('minute', created_at), NULL,
+         CASE WHEN history THEN sign END),
+        ('wait', NULL, date_trunc('minute', started_at),
+         jobq.duration_bucket(extract(epoch FROM started_at - created_at)::double precision),
+         CASE WHEN history AND started_at IS NOT NULL THEN sign END),
+        (CAST(job_stats_of.state AS text), NULL, date_trunc('minute', finished_at), NULL,
+         CASE WHEN history AND job_stats_of.state IN ('succeeded', 'failed')
+                   AND finished_at IS NOT NULL THEN sign END),
+        ('run', NULL, date_trunc('minute', finished_at),
+         jobq.duration_bucket(extract(epoch FROM finished_at - attempted_at)::double precision),
+         CASE WHEN history AND job_stats_of.state IN ('succeeded', 'failed')
+                   AND finished_at IS NOT NULL AND attempted_at IS NOT NULL THEN sign END)
+      ) AS s(kind, state, minute, bucket, n)
+     WHERE s.n IS NOT NULL
+$$;
+
+--
+-- Name: FUNCTION job_stats_of(queue text, state jobq.job_state, created_at timestamp with time zone, started_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, sign integer, history boolean); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.job_stats_of(queue text, state jobq.job_state, created_at timestamp with time zone, started_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, sign integer, history boolean) IS 'What one job adds to the statistics: its count by state, its enqueue, first lease (wait time) and end (outcome, run time), each in its minute.';
+
+--
 -- Name: json_depth(jsonb, integer); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
@@ -832,6 +987,132 @@ CREATE FUNCTION jobq.queue_backlog(queue_name text, up_to integer) RETURNS bigin
         $$;
 
 --
+-- Name: queue_job_counts(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.queue_job_counts() RETURNS TABLE(queue text, waiting bigint, queued bigint, running bigint, succeeded bigint, failed bigint, cancelled bigint)
+    LANGUAGE sql STABLE
+    AS $$
+SELECT c.queue,
+       CAST(coalesce(sum(jobs) FILTER (WHERE state = 'waiting'), 0) AS bigint) AS waiting,
+       CAST(coalesce(sum(jobs) FILTER (WHERE state = 'queued'), 0) AS bigint) AS queued,
+       CAST(coalesce(sum(jobs) FILTER (WHERE state = 'running'), 0) AS bigint) AS running,
+       CAST(coalesce(sum(jobs) FILTER (WHERE state = 'succeeded'), 0) AS bigint) AS succeeded,
+       CAST(coalesce(sum(jobs) FILTER (WHERE state = 'failed'), 0) AS bigint) AS failed,
+       CAST(coalesce(sum(jobs) FILTER (WHERE state = 'cancelled'), 0) AS bigint) AS cancelled
+  FROM (SELECT queue, state, jobs FROM jobq.job_counts
+        UNION ALL
+        SELECT queue, state, n FROM jobq.job_stat_deltas WHERE kind = 'jobs') AS c
+ GROUP BY c.queue
+$$;
+
+--
+-- Name: FUNCTION queue_job_counts(); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.queue_job_counts() IS 'Each queue''s jobs by state, exact: the folded counts plus the deltas not folded yet.';
+
+--
+-- Name: queue_minute_stats(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.queue_minute_stats() RETURNS TABLE(queue text, minute timestamp with time zone, enqueued bigint, succeeded bigint, failed bigint, wait_buckets jsonb, run_buckets jsonb)
+    LANGUAGE sql STABLE
+    AS $$
+SELECT m.queue, m.minute, m.enqueued, m.succeeded, m.failed, m.wait_buckets, m.run_buckets
+  FROM jobq.queue_minutes m
+UNION ALL
+SELECT d.queue, d.minute,
+       coalesce(sum(n) FILTER (WHERE kind = 'enqueued'), 0),
+       coalesce(sum(n) FILTER (WHERE kind = 'succeeded'), 0),
+       coalesce(sum(n) FILTER (WHERE kind = 'failed'), 0),
+       coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE kind = 'wait'), '{}'),
+       coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE kind = 'run'), '{}')
+  FROM (SELECT queue, minute, kind, bucket, sum(n) AS n
+          FROM jobq.job_stat_deltas
+         WHERE kind <> 'jobs'
+         GROUP BY queue, minute, kind, bucket) AS d
+ GROUP BY d.queue, d.minute
+$$;
+
+--
+-- Name: FUNCTION queue_minute_stats(); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.queue_minute_stats() IS 'The per-minute rollups and the deltas not folded yet (a minute may have a row of each: add them up).';
+
+--
+-- Name: queue_overview(text); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.queue_overview(one text) RETURNS TABLE(queue text, queued bigint, due bigint, running bigint, waiting bigint, failed bigint, cancelled bigint, oldest_due_age_seconds double precision, paused boolean, paused_at timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$
+    -- counts from the counters; of the queued jobs, those not due yet and the oldest due
+    -- one read along the claim index, a probe per priority in use
+    WITH counts AS (
+        SELECT * FROM jobq.queue_job_counts() c WHERE one IS NULL OR c.queue = one
+    ),
+    heads AS (
+        SELECT c.queue, h.first_due, h.later
+          FROM counts c
+         CROSS JOIN LATERAL (
+            WITH RECURSIVE p(priority) AS (
+                SELECT (SELECT max(j.priority) FROM jobq.jobs j
+                         WHERE j.state = 'queued' AND j.queue = c.queue)
+                UNION ALL
+                SELECT (SELECT max(j.priority) FROM jobq.jobs j
+                         WHERE j.state = 'queued' AND j.queue = c.queue
+                           AND j.priority < p.priority)
+                  FROM p
+                 WHERE p.priority IS NOT NULL
+            )
+            SELECT min(f.first_run_at) FILTER (WHERE f.first_run_at <= now()) AS first_due,
+                   coalesce(sum(f.later), 0) AS later
+              FROM p
+             CROSS JOIN LATERAL (
+                SELECT (SELECT j.run_at FROM jobq.jobs j
+                         WHERE j.state = 'queued' AND j.queue = c.queue
+                           AND j.priority = p.priority
+                         ORDER BY j.run_at LIMIT 1) AS first_run_at,
+                       (SELECT count(*) FROM jobq.jobs j
+                         WHERE j.state = 'queued' AND j.queue = c.queue
+                           AND j.priority = p.priority AND j.run_at > now()) AS later
+             ) AS f
+             WHERE p.priority IS NOT NULL
+         ) AS h
+         WHERE c.queued > 0
+    ),
+    settings AS (
+        SELECT s.name AS queue, s.paused, s.paused_at
+          FROM jobq.queues s
+         WHERE one IS NULL OR s.name = one
+    )
+    SELECT queue,
+           coalesce(c.queued, 0),
+           coalesce(c.queued - h.later, 0),
+           coalesce(c.running, 0),
+           coalesce(c.waiting, 0),
+           coalesce(c.failed, 0),
+           coalesce(c.cancelled, 0),
+           CAST(extract(epoch FROM now() - h.first_due) AS double precision),
+           coalesce(s.paused, false),
+           s.paused_at
+      FROM (SELECT * FROM counts
+             WHERE queued <> 0 OR running <> 0 OR waiting <> 0 OR failed <> 0
+                OR cancelled <> 0) AS c
+      LEFT JOIN heads h USING (queue)
+      FULL JOIN settings s USING (queue)
+     ORDER BY queue
+$$;
+
+--
+-- Name: FUNCTION queue_overview(one text); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.queue_overview(one text) IS 'Per queue (one, or NULL: all): jobs queued, due, running, waiting, failed, cancelled; the oldest due job''s age; paused.';
+
+--
 -- Name: queue_retry_at(text, integer, double precision, double precision, double precision, double precision); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
@@ -847,6 +1128,35 @@ CREATE FUNCTION jobq.queue_retry_at(queue text, attempt integer, retry_after dou
               FROM (SELECT) AS one
               LEFT JOIN jobq.queues q ON q.name = queue_retry_at.queue
         $$;
+
+--
+-- Name: recount_statistics(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.recount_statistics() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    -- the statistics of the jobs stored, as deltas (reads count them at once; the
+    -- maintenance leader folds them), for a table filled with the triggers off
+    LOCK TABLE jobq.jobs IN SHARE MODE;
+    DELETE FROM jobq.job_counts;
+    DELETE FROM jobq.job_stat_deltas;
+    DELETE FROM jobq.queue_minutes;
+    INSERT INTO jobq.job_stat_deltas (queue, kind, state, minute, bucket, n)
+    SELECT s.queue, s.kind, s.state, s.minute, s.bucket, sum(s.n)
+      FROM jobq.jobs j
+     CROSS JOIN LATERAL jobq.job_stats_of(j.queue, j.state, j.created_at, j.started_at,
+                                          j.attempted_at, j.finished_at, 1, true) s
+     GROUP BY 1, 2, 3, 4, 5;
+END
+$$;
+
+--
+-- Name: FUNCTION recount_statistics(); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.recount_statistics() IS 'Counts and rollups made again from the jobs stored (the history of pruned jobs is lost).';
 
 --
 -- Name: retry_at(integer, double precision, double precision, double precision, double precision); Type: FUNCTION; Schema: jobq; Owner: -
@@ -1073,6 +1383,16 @@ CREATE TABLE jobq.delivery_breakers (
 );
 
 --
+-- Name: job_counts; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.job_counts (
+    queue text NOT NULL,
+    state jobq.job_state NOT NULL,
+    jobs bigint NOT NULL
+);
+
+--
 -- Name: job_dependencies; Type: TABLE; Schema: jobq; Owner: -
 --
 
@@ -1082,6 +1402,27 @@ CREATE TABLE jobq.job_dependencies (
     resolved boolean DEFAULT false NOT NULL,
     depth integer DEFAULT 1 NOT NULL
 );
+
+--
+-- Name: job_stat_deltas; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.job_stat_deltas (
+    queue text NOT NULL,
+    kind text NOT NULL,
+    state jobq.job_state,
+    minute timestamp with time zone,
+    bucket smallint,
+    n bigint NOT NULL,
+    CONSTRAINT job_stat_deltas_kind_check CHECK ((kind = ANY (ARRAY['jobs'::text, 'enqueued'::text, 'succeeded'::text, 'failed'::text, 'wait'::text, 'run'::text])))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='5000', autovacuum_vacuum_cost_delay='0');
+
+--
+-- Name: TABLE job_stat_deltas; Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON TABLE jobq.job_stat_deltas IS 'Changes to the statistics not yet folded into jobq.job_counts and jobq.queue_minutes: kind ''jobs'' moves a count by state; the others add to a minute (''wait'', ''run'': to a duration bucket).';
 
 --
 -- Name: jobs_id_seq; Type: SEQUENCE; Schema: jobq; Owner: -
@@ -1139,6 +1480,20 @@ CREATE TABLE jobq.maintenance_runs (
     task text NOT NULL,
     finished_at timestamp with time zone NOT NULL,
     jobs integer NOT NULL
+);
+
+--
+-- Name: queue_minutes; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.queue_minutes (
+    queue text NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    enqueued bigint DEFAULT 0 NOT NULL,
+    succeeded bigint DEFAULT 0 NOT NULL,
+    failed bigint DEFAULT 0 NOT NULL,
+    wait_buckets jsonb DEFAULT '{}'::jsonb NOT NULL,
+    run_buckets jsonb DEFAULT '{}'::jsonb NOT NULL
 );
 
 --
@@ -1281,6 +1636,13 @@ ALTER TABLE ONLY jobq.enqueue_limits
     ADD CONSTRAINT enqueue_limits_pkey PRIMARY KEY (one);
 
 --
+-- Name: job_counts job_counts_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.job_counts
+    ADD CONSTRAINT job_counts_pkey PRIMARY KEY (queue, state);
+
+--
 -- Name: job_dependencies job_dependencies_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
 --
 
@@ -1300,6 +1662,13 @@ ALTER TABLE ONLY jobq.jobs
 
 ALTER TABLE ONLY jobq.maintenance_runs
     ADD CONSTRAINT maintenance_runs_pkey PRIMARY KEY (task);
+
+--
+-- Name: queue_minutes queue_minutes_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.queue_minutes
+    ADD CONSTRAINT queue_minutes_pkey PRIMARY KEY (queue, minute);
 
 --
 -- Name: queue_types queue_types_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
@@ -1378,6 +1747,12 @@ CREATE INDEX jobs_running_idx ON jobq.jobs USING btree (queue, concurrency_key) 
 CREATE INDEX jobs_waiting_idx ON jobq.jobs USING btree (queue) WHERE (state = 'waiting'::jobq.job_state);
 
 --
+-- Name: queue_minutes_minute_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX queue_minutes_minute_idx ON jobq.queue_minutes USING btree (minute);
+
+--
 -- Name: queue_rate_log_idx; Type: INDEX; Schema: jobq; Owner: -
 --
 
@@ -1394,6 +1769,30 @@ CREATE INDEX schedules_due_idx ON jobq.schedules USING btree (next_tick) WHERE (
 --
 
 CREATE CONSTRAINT TRIGGER job_dependencies_checked_at_commit AFTER INSERT ON jobq.job_dependencies DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION jobq.check_new_dependencies();
+
+--
+-- Name: jobs jobs_count_deletes; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE TRIGGER jobs_count_deletes AFTER DELETE ON jobq.jobs REFERENCING OLD TABLE AS old_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobq.count_job_changes();
+
+--
+-- Name: jobs jobs_count_inserts; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE TRIGGER jobs_count_inserts AFTER INSERT ON jobq.jobs REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobq.count_job_changes();
+
+--
+-- Name: jobs jobs_count_updates; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE TRIGGER jobs_count_updates AFTER UPDATE ON jobq.jobs REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobq.count_job_changes();
+
+--
+-- Name: jobs jobs_forget_counts; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE TRIGGER jobs_forget_counts AFTER TRUNCATE ON jobq.jobs FOR EACH STATEMENT EXECUTE FUNCTION jobq.forget_job_counts();
 
 --
 -- Name: jobs jobs_forget_dependencies; Type: TRIGGER; Schema: jobq; Owner: -

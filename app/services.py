@@ -28,7 +28,14 @@ from app.db.database import Database
 from app.db.engine import direct_url
 from app.db.listener import DueListener
 from app.jobs import Finishes, JobServices, JobsRepository, LimitedQueues, Wakeups, enqueue_limits
-from app.maintenance import MaintenanceRepository, Pruner, Reaper, Vacuumer, run_periodically
+from app.maintenance import (
+    MaintenanceRepository,
+    Pruner,
+    Reaper,
+    StatisticsKeeper,
+    Vacuumer,
+    run_periodically,
+)
 from app.queues import QueueServices, QueuesRepository
 from app.schedules import Scheduler, Schedules, SchedulesRepository
 
@@ -51,6 +58,7 @@ class Services:
     reaper: Reaper
     pruner: Pruner
     vacuumer: Vacuumer
+    statistics: StatisticsKeeper
     scheduler: Scheduler
     background: tuple[Background, ...]
     background_reaper: Reaper | None  # the reaper, when this process runs its loop
@@ -125,6 +133,12 @@ def build(
         batch_size=settings.prune_batch_size,
     )
     vacuumer = Vacuumer(maintenance, interval_seconds=settings.vacuum_interval_seconds)
+    statistics = StatisticsKeeper(
+        maintenance,
+        interval_seconds=settings.stats_fold_interval_seconds,
+        batch_size=settings.stats_fold_batch_size,
+        retention_days=settings.stats_retention_days,
+    )
     schedules_repo = SchedulesRepository(db)
     scheduler = Scheduler(schedules_repo, interval_seconds=settings.scheduler_interval_seconds)
 
@@ -148,6 +162,7 @@ def build(
                 ("pruner", pruner),
                 ("scheduler", scheduler),
                 ("vacuum", vacuumer),
+                ("statistics", statistics),
             )
             if part.interval_seconds  # 0: turned off (the vacuum's)
         )
@@ -167,6 +182,7 @@ def build(
         reaper=reaper,
         pruner=pruner,
         vacuumer=vacuumer,
+        statistics=statistics,
         scheduler=scheduler,
         background=(
             Step("process metrics", stop=process_exited),

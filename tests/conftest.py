@@ -103,7 +103,7 @@ def database_url(server_url: str) -> Iterator[str]:
 
 
 # Emptied before each test: the tables that hold rows, or whose ids moved (their owned
-# sequences used), in one TRUNCATE. Not all eight each time: a TRUNCATE gives each table
+# sequences used), in one TRUNCATE. Not all of them each time: a TRUNCATE gives each table
 # new files, 10 ms a test for the seven, most of them empty (4 ms for jobs alone).
 EMPTY_TABLES = """
 DO $$
@@ -111,7 +111,8 @@ DECLARE
     tables text[] := ARRAY['jobq.jobs', 'jobq.queues', 'jobq.job_dependencies',
                            'jobq.schedules', 'jobq.maintenance_runs', 'jobq.queue_rate_log',
                            'jobq.schedule_runs', 'jobq.queue_types',
-                           'jobq.delivery_breakers'];
+                           'jobq.delivery_breakers', 'jobq.job_counts',
+                           'jobq.job_stat_deltas', 'jobq.queue_minutes'];
     used text[] := ARRAY(
         SELECT d.refobjid::regclass::text
           FROM pg_sequences s

@@ -26,6 +26,9 @@ DEFAULT_PRUNE_INTERVAL_SECONDS = 60.0
 DEFAULT_VACUUM_INTERVAL_SECONDS = 30.0
 DEFAULT_SCHEDULER_INTERVAL_SECONDS = 1.0
 DEFAULT_PRUNE_BATCH_SIZE = 1000
+DEFAULT_STATS_FOLD_INTERVAL_SECONDS = 1.0
+DEFAULT_STATS_FOLD_BATCH_SIZE = 10_000
+DEFAULT_STATS_RETENTION_DAYS = 30.0
 
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_LEASE_SECONDS = 60
@@ -141,6 +144,23 @@ class Settings(BaseSettings):
         description="How often the maintenance leader looks for due schedule ticks.",
     )
     prune_batch_size: int = Field(default=DEFAULT_PRUNE_BATCH_SIZE, ge=1)
+    stats_fold_interval_seconds: float = Field(
+        default=DEFAULT_STATS_FOLD_INTERVAL_SECONDS,
+        gt=0,
+        description="How often the maintenance leader folds the statistics' deltas into "
+        "the per-queue counts and per-minute rollups (reads add the rest).",
+    )
+    stats_fold_batch_size: int = Field(
+        default=DEFAULT_STATS_FOLD_BATCH_SIZE,
+        ge=1,
+        description="Statistics deltas folded per transaction.",
+    )
+    stats_retention_days: float = Field(
+        default=DEFAULT_STATS_RETENTION_DAYS,
+        gt=0,
+        le=3660,
+        description="Days the per-minute rollups (the queue charts' history) are kept.",
+    )
     vacuum_interval_seconds: float = Field(
         default=DEFAULT_VACUUM_INTERVAL_SECONDS,
         ge=0,

@@ -29,3 +29,12 @@ class PruneFinishedParams(NamedTuple):
 class TablesToVacuumParams(NamedTuple):
     min_dead: int
     fraction: float  # of the live rows, dead on top of `min_dead`
+
+
+class FoldStatDeltasParams(NamedTuple):
+    batch_size: int
+
+
+class PruneQueueMinutesParams(NamedTuple):
+    batch_size: int
+    retain_seconds: float  # how long a minute's rollup is kept

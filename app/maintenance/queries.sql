@@ -128,3 +128,61 @@ SELECT format('%I.%I', s.schemaname, s.relname) AS name, s.n_dead_tup AS dead
                     WHERE o.option IN ('autovacuum_enabled=false', 'autovacuum_enabled=off')))
    AND s.n_dead_tup > :min_dead + :fraction * s.n_live_tup
  ORDER BY s.n_dead_tup DESC;
+
+
+-- name: fold_stat_deltas
+-- Fold up to `batch_size` statistics deltas (migration 0025) into the counts by state
+-- and the per-minute rollups they add to; how many were folded.
+WITH slice AS (
+    DELETE FROM jobq.job_stat_deltas
+     WHERE ctid = ANY(ARRAY(SELECT ctid FROM jobq.job_stat_deltas LIMIT :batch_size))
+    RETURNING queue, kind, state, minute, bucket, n
+),
+counted AS (
+    INSERT INTO jobq.job_counts AS c (queue, state, jobs)
+    SELECT queue, state, sum(n) FROM slice WHERE kind = 'jobs' GROUP BY queue, state
+    ON CONFLICT (queue, state) DO UPDATE SET jobs = c.jobs + excluded.jobs
+    RETURNING 1
+),
+buckets AS (
+    SELECT queue, minute, kind, bucket, sum(n) AS n
+      FROM slice
+     WHERE kind <> 'jobs'
+     GROUP BY queue, minute, kind, bucket
+),
+rolled AS (
+    INSERT INTO jobq.queue_minutes AS m (queue, minute, enqueued, succeeded, failed,
+                                         wait_buckets, run_buckets)
+    SELECT queue, minute,
+           coalesce(sum(n) FILTER (WHERE kind = 'enqueued'), 0),
+           coalesce(sum(n) FILTER (WHERE kind = 'succeeded'), 0),
+           coalesce(sum(n) FILTER (WHERE kind = 'failed'), 0),
+           coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE kind = 'wait'), '{}'),
+           coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE kind = 'run'), '{}')
+      FROM buckets
+     GROUP BY queue, minute
+    ON CONFLICT (queue, minute) DO UPDATE
+       SET enqueued = m.enqueued + excluded.enqueued,
+           succeeded = m.succeeded + excluded.succeeded,
+           failed = m.failed + excluded.failed,
+           wait_buckets = jobq.add_buckets(m.wait_buckets, excluded.wait_buckets),
+           run_buckets = jobq.add_buckets(m.run_buckets, excluded.run_buckets)
+    RETURNING 1
+)
+SELECT count(*) AS folded
+  FROM slice
+ CROSS JOIN (SELECT count(*) FROM counted) AS counts
+ CROSS JOIN (SELECT count(*) FROM rolled) AS minutes;
+
+
+-- name: prune_queue_minutes
+-- Delete up to `batch_size` per-minute rollups older than `retain_seconds`; how many.
+WITH pruned AS (
+    DELETE FROM jobq.queue_minutes
+     WHERE ctid = ANY(ARRAY(
+            SELECT ctid FROM jobq.queue_minutes
+             WHERE minute < now() - make_interval(secs => :retain_seconds)
+             LIMIT :batch_size))
+    RETURNING 1
+)
+SELECT count(*) AS pruned FROM pruned;

@@ -15,7 +15,9 @@ from app.db.statement import P, Queries, Statement
 from app.jobs import JobState
 from app.maintenance.params import (
     ExpiredLeasesParams,
+    FoldStatDeltasParams,
     PruneFinishedParams,
+    PruneQueueMinutesParams,
     ReapExpiredParams,
     TablesToVacuumParams,
 )
@@ -26,6 +28,8 @@ REAP_EXPIRED = QUERIES.bind("reap_expired", ReapExpiredParams)
 EXPIRED_LEASES = QUERIES.bind("expired_leases", ExpiredLeasesParams)
 PRUNE_FINISHED = QUERIES.bind("prune_finished", PruneFinishedParams)
 TABLES_TO_VACUUM = QUERIES.bind("tables_to_vacuum", TablesToVacuumParams)
+FOLD_STAT_DELTAS = QUERIES.bind("fold_stat_deltas", FoldStatDeltasParams)
+PRUNE_QUEUE_MINUTES = QUERIES.bind("prune_queue_minutes", PruneQueueMinutesParams)
 
 T = TypeVar("T")
 
@@ -33,6 +37,13 @@ T = TypeVar("T")
 def _state(record: asyncpg.Record) -> JobState:
     state: JobState = record["state"]  # the enum's label, as text
     return state
+
+
+def _count(column: str) -> Callable[[asyncpg.Record], int]:
+    def read(record: asyncpg.Record) -> int:
+        return int(record[column])
+
+    return read
 
 
 class MaintenanceRepository:
@@ -93,6 +104,21 @@ class MaintenanceRepository:
             PruneFinishedParams(batch_size, succeeded_age, failed_age),
             _state,
         )
+
+    async def fold_stat_deltas(self, batch_size: int) -> int | None:
+        """How many statistics deltas one slice folded; None when another replica is
+        maintaining."""
+        batch = await self._as_leader(
+            FOLD_STAT_DELTAS, FoldStatDeltasParams(batch_size), _count("folded")
+        )
+        return None if batch is None else batch.rows[0]
+
+    async def prune_queue_minutes(self, batch_size: int, retain_seconds: float) -> int | None:
+        """How many per-minute rollups past retention one batch deleted; None when
+        another replica is maintaining."""
+        params = PruneQueueMinutesParams(batch_size, retain_seconds)
+        batch = await self._as_leader(PRUNE_QUEUE_MINUTES, params, _count("pruned"))
+        return None if batch is None else batch.rows[0]
 
     async def tables_to_vacuum(
         self, min_dead: int, fraction: float

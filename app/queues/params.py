@@ -61,6 +61,7 @@ class FailedGroupsParams(NamedTuple):
 class QueueSeriesParams(NamedTuple):
     queue: str
     minutes: int
+    step_minutes: int
 
 
 class RunningJobsParams(NamedTuple):

@@ -155,115 +155,100 @@ told AS MATERIALIZED (
 SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) FROM told) AS notices;
 
 
--- Statistics: exact figures without reading the whole table. A job enqueued, first
--- leased or finished in the last hour is now queued, running, or finished in the last
--- hour, so those three sets (the claim, lease-expiry and finished indexes) hold every
--- window's rows. Queued, running and waiting jobs come from the view jobq.live_jobs
--- (migration 0010), failed and
--- cancelled ones are counted per queue by jobq.dead_job_counts (migration 0008);
--- succeeded jobs are counted only within the windows, as retention may keep millions.
+-- Statistics: read from the counters and per-minute rollups kept as jobs move (migration
+-- 0025), never from a scan of the jobs: counts by state are exact, the last minute's and
+-- hour's activity is summed from whole minutes (the oldest one weighted by its part in
+-- the window), and wait and run percentiles come from duration buckets (within 19 %).
 
 -- name: queue_overview
 -- Per queue: jobs queued (and due), running, waiting, failed, cancelled; oldest due
 -- job's age; paused. What /metrics shows, without the windows' cost.
-WITH live AS (
-    SELECT queue,
-           count(*) FILTER (WHERE state = 'queued') AS queued,
-           count(*) FILTER (WHERE state = 'queued' AND run_at <= now()) AS due,
-           count(*) FILTER (WHERE state = 'running') AS running,
-           count(*) FILTER (WHERE state = 'waiting') AS waiting,
-           CAST(extract(epoch FROM now() - min(run_at) FILTER (
-               WHERE state = 'queued' AND run_at <= now())) AS double precision)
-               AS oldest_due_age_seconds
-      FROM jobq.live_jobs
-     GROUP BY queue
-)
-SELECT queue,
-       coalesce(live.queued, 0) AS queued,
-       coalesce(live.due, 0) AS due,
-       coalesce(live.running, 0) AS running,
-       coalesce(live.waiting, 0) AS waiting,
-       coalesce(dead.failed, 0) AS failed,
-       coalesce(dead.cancelled, 0) AS cancelled,
-       live.oldest_due_age_seconds,
-       coalesce(settings.paused, false) AS paused,
-       settings.paused_at
-  FROM live
-  FULL JOIN jobq.dead_job_counts AS dead USING (queue)
-  FULL JOIN (SELECT name AS queue, paused, paused_at FROM jobq.queues) AS settings USING (queue)
- ORDER BY queue;
+SELECT queue, queued, due, running, waiting, failed, cancelled, oldest_due_age_seconds,
+       paused, paused_at
+  FROM jobq.queue_overview(NULL);
 
 
 -- name: queue_stats
 -- queue_overview's figures for one queue (NULL: every queue), plus the last minute's
--- and hour's activity and the wait and run time percentiles.
-WITH recent AS (
-    SELECT * FROM jobq.live_jobs
-     WHERE CAST(:queue AS text) IS NULL OR queue = :queue
-    UNION ALL
-    SELECT queue, state, run_at, created_at, started_at, attempted_at, finished_at
-      FROM jobq.jobs
-     WHERE finished_at > now() - interval '1 hour'
-       AND state NOT IN ('queued', 'running')
-       AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+-- and hour's activity and the wait and run time percentiles (from the rollups).
+WITH minutes AS (
+    SELECT m.queue, m.enqueued, m.succeeded, m.failed, m.wait_buckets, m.run_buckets,
+           -- how much of the minute lies in the last hour, and in the last minute
+           least(1.0, extract(epoch FROM m.minute - now() + interval '61 minutes') / 60)
+               AS in_hour,
+           greatest(0.0, least(1.0, extract(epoch FROM m.minute - now()
+                                                       + interval '2 minutes') / 60))
+               AS in_minute
+      FROM jobq.queue_minute_stats() m
+     WHERE m.minute > now() - interval '61 minutes'
+       AND (CAST(:queue AS text) IS NULL OR m.queue = :queue)
 ),
-live AS (
+activity AS (
     SELECT queue,
-           count(*) FILTER (WHERE state = 'queued') AS queued,
-           count(*) FILTER (WHERE state = 'queued' AND run_at <= now()) AS due,
-           count(*) FILTER (WHERE state = 'running') AS running,
-           count(*) FILTER (WHERE state = 'waiting') AS waiting,
-           CAST(extract(epoch FROM now() - min(run_at) FILTER (
-               WHERE state = 'queued' AND run_at <= now())) AS double precision)
-               AS oldest_due_age_seconds,
-           count(*) FILTER (WHERE created_at > now() - interval '1 minute') AS enqueued_1m,
-           count(*) FILTER (WHERE created_at > now() - interval '1 hour') AS enqueued_1h,
-           count(*) FILTER (
-               WHERE state = 'succeeded' AND finished_at > now() - interval '1 minute'
-           ) AS succeeded_1m,
-           count(*) FILTER (WHERE state = 'succeeded') AS succeeded_1h,
-           count(*) FILTER (
-               WHERE state = 'failed' AND finished_at > now() - interval '1 minute'
-           ) AS failed_1m,
-           count(*) FILTER (WHERE state = 'failed') AS failed_1h,
-           percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (
-               ORDER BY extract(epoch FROM started_at - created_at)
-           ) FILTER (WHERE started_at > now() - interval '1 hour') AS wait_seconds,
-           percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (
-               ORDER BY extract(epoch FROM finished_at - attempted_at)
-           ) FILTER (WHERE state IN ('succeeded', 'failed')) AS run_seconds
-      FROM recent
+           CAST(round(sum(enqueued * in_minute)) AS bigint) AS enqueued_1m,
+           CAST(round(sum(enqueued * in_hour)) AS bigint) AS enqueued_1h,
+           CAST(round(sum(succeeded * in_minute)) AS bigint) AS succeeded_1m,
+           CAST(round(sum(succeeded * in_hour)) AS bigint) AS succeeded_1h,
+           CAST(round(sum(failed * in_minute)) AS bigint) AS failed_1m,
+           CAST(round(sum(failed * in_hour)) AS bigint) AS failed_1h
+      FROM minutes
      GROUP BY queue
 ),
-dead AS (
-    SELECT * FROM jobq.dead_job_counts WHERE CAST(:queue AS text) IS NULL OR queue = :queue
+buckets AS (
+    SELECT m.queue, b.kind, CAST(b.key AS smallint) AS bucket,
+           sum(CAST(b.value AS bigint)) AS jobs
+      FROM minutes m
+     CROSS JOIN LATERAL (SELECT 'wait' AS kind, key, value
+                           FROM jsonb_each_text(m.wait_buckets)
+                         UNION ALL
+                         SELECT 'run', key, value FROM jsonb_each_text(m.run_buckets)) AS b
+     GROUP BY 1, 2, 3
 ),
-settings AS (
-    SELECT name AS queue, paused, paused_at
-      FROM jobq.queues
-     WHERE CAST(:queue AS text) IS NULL OR name = :queue
+ranked AS (
+    SELECT queue, kind, bucket,
+           sum(jobs) OVER (PARTITION BY queue, kind ORDER BY bucket) AS up_to,
+           sum(jobs) OVER (PARTITION BY queue, kind) AS total
+      FROM buckets
+     WHERE jobs > 0
+),
+percentiles AS (
+    SELECT queue,
+           CASE WHEN bool_or(kind = 'wait') THEN ARRAY[
+               jobq.bucket_seconds(min(bucket) FILTER (
+                   WHERE kind = 'wait' AND up_to >= 0.5 * total)),
+               jobq.bucket_seconds(min(bucket) FILTER (
+                   WHERE kind = 'wait' AND up_to >= 0.95 * total))] END AS wait_seconds,
+           CASE WHEN bool_or(kind = 'run') THEN ARRAY[
+               jobq.bucket_seconds(min(bucket) FILTER (
+                   WHERE kind = 'run' AND up_to >= 0.5 * total)),
+               jobq.bucket_seconds(min(bucket) FILTER (
+                   WHERE kind = 'run' AND up_to >= 0.95 * total))] END AS run_seconds
+      FROM ranked
+     GROUP BY queue
 )
 SELECT queue,
-       coalesce(live.queued, 0) AS queued,
-       coalesce(live.due, 0) AS due,
-       coalesce(live.running, 0) AS running,
-       coalesce(live.waiting, 0) AS waiting,
-       coalesce(dead.failed, 0) AS failed,
-       coalesce(dead.cancelled, 0) AS cancelled,
-       live.oldest_due_age_seconds,
-       coalesce(settings.paused, false) AS paused,
-       settings.paused_at,
-       coalesce(live.enqueued_1m, 0) AS enqueued_1m,
-       coalesce(live.enqueued_1h, 0) AS enqueued_1h,
-       coalesce(live.succeeded_1m, 0) AS succeeded_1m,
-       coalesce(live.succeeded_1h, 0) AS succeeded_1h,
-       coalesce(live.failed_1m, 0) AS failed_1m,
-       coalesce(live.failed_1h, 0) AS failed_1h,
-       live.wait_seconds,
-       live.run_seconds
-  FROM live
-  FULL JOIN dead USING (queue)
-  FULL JOIN settings USING (queue)
+       coalesce(o.queued, 0) AS queued,
+       coalesce(o.due, 0) AS due,
+       coalesce(o.running, 0) AS running,
+       coalesce(o.waiting, 0) AS waiting,
+       coalesce(o.failed, 0) AS failed,
+       coalesce(o.cancelled, 0) AS cancelled,
+       o.oldest_due_age_seconds,
+       coalesce(o.paused, false) AS paused,
+       o.paused_at,
+       coalesce(a.enqueued_1m, 0) AS enqueued_1m,
+       coalesce(a.enqueued_1h, 0) AS enqueued_1h,
+       coalesce(a.succeeded_1m, 0) AS succeeded_1m,
+       coalesce(a.succeeded_1h, 0) AS succeeded_1h,
+       coalesce(a.failed_1m, 0) AS failed_1m,
+       coalesce(a.failed_1h, 0) AS failed_1h,
+       p.wait_seconds,
+       p.run_seconds
+  FROM jobq.queue_overview(:queue) AS o
+  FULL JOIN (SELECT * FROM activity
+              WHERE enqueued_1h <> 0 OR succeeded_1h <> 0 OR failed_1h <> 0) AS a
+       USING (queue)
+  LEFT JOIN percentiles AS p USING (queue)
  ORDER BY queue;
 
 
@@ -312,39 +297,32 @@ SELECT type, last_error->>'type' AS error_type, count(*) AS jobs,
 
 
 -- name: queue_series
--- A queue's last `minutes` minutes, minute by minute: jobs enqueued, succeeded and failed
--- for good (from the jobs still stored; read along the finished and live-jobs indexes).
-WITH minutes AS (
-    SELECT generate_series(date_trunc('minute', now()) - make_interval(mins => :minutes - 1),
-                           date_trunc('minute', now()), interval '1 minute') AS minute
+-- A queue's last `minutes` minutes in steps of `step_minutes`: jobs enqueued, succeeded
+-- and failed for good in each (from the rollups: jobs deleted since still count).
+WITH bounds AS (
+    SELECT date_bin(make_interval(mins => :step_minutes), now(),
+                    TIMESTAMPTZ '2000-01-01 00:00:00+00') AS last,
+           make_interval(mins => :step_minutes) AS step,
+           CAST(ceil(CAST(:minutes AS numeric) / :step_minutes) AS integer) AS steps
 ),
-finished AS (
-    SELECT date_trunc('minute', finished_at) AS minute,
-           count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
-           count(*) FILTER (WHERE state = 'failed') AS failed
-      FROM jobq.jobs
-     WHERE queue = :queue AND finished_at >= now() - make_interval(mins => :minutes)
-     GROUP BY 1
+steps AS (
+    SELECT generate_series(last - step * (steps - 1), last, step) AS minute FROM bounds
 ),
-created AS (
-    -- a job created in the window is unfinished, or finished in the window: two index
-    -- reads, never the whole queue
-    SELECT date_trunc('minute', c.created_at) AS minute, count(*) AS enqueued
-      FROM (SELECT created_at FROM jobq.jobs
-             WHERE queue = :queue AND state IN ('waiting', 'queued', 'running')
-            UNION ALL
-            SELECT created_at FROM jobq.jobs
-             WHERE queue = :queue
-               AND finished_at >= now() - make_interval(mins => :minutes)) AS c
-     WHERE c.created_at >= now() - make_interval(mins => :minutes)
+rolled AS (
+    SELECT date_bin(b.step, m.minute, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS minute,
+           sum(m.enqueued) AS enqueued, sum(m.succeeded) AS succeeded,
+           sum(m.failed) AS failed
+      FROM jobq.queue_minute_stats() m
+     CROSS JOIN bounds b
+     WHERE m.queue = :queue AND m.minute >= b.last - b.step * (b.steps - 1)
      GROUP BY 1
 )
-SELECT m.minute, coalesce(c.enqueued, 0) AS enqueued, coalesce(f.succeeded, 0) AS succeeded,
-       coalesce(f.failed, 0) AS failed
-  FROM minutes m
-  LEFT JOIN created c USING (minute)
-  LEFT JOIN finished f USING (minute)
- ORDER BY m.minute;
+SELECT s.minute, CAST(coalesce(r.enqueued, 0) AS bigint) AS enqueued,
+       CAST(coalesce(r.succeeded, 0) AS bigint) AS succeeded,
+       CAST(coalesce(r.failed, 0) AS bigint) AS failed
+  FROM steps s
+  LEFT JOIN rolled r USING (minute)
+ ORDER BY s.minute;
 
 
 -- name: running_jobs

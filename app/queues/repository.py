@@ -134,8 +134,9 @@ class QueuesRepository:
         records = await self._db.fetch(FAILED_GROUPS, FailedGroupsParams(queue, limit))
         return [FailedGroup._make(record) for record in records]
 
-    async def series(self, queue: str, minutes: int) -> list[Minute]:
-        records = await self._db.fetch(QUEUE_SERIES, QueueSeriesParams(queue, minutes))
+    async def series(self, queue: str, minutes: int, step_minutes: int) -> list[Minute]:
+        params = QueueSeriesParams(queue, minutes, step_minutes)
+        records = await self._db.fetch(QUEUE_SERIES, params)
         return [Minute._make(record) for record in records]
 
     async def ever_leased(self, queue: str) -> bool:

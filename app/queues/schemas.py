@@ -322,6 +322,8 @@ class FailedGroupsOut(BaseModel):
 
 
 class MinuteOut(BaseModel):
+    """One step of the series: the jobs of the `step_minutes` from `minute` on."""
+
     minute: datetime
     enqueued: int
     succeeded: int
@@ -330,4 +332,8 @@ class MinuteOut(BaseModel):
 
 class QueueSeriesOut(BaseModel):
     queue: str
+    step_minutes: int = Field(
+        description="Minutes per step: 1 up to 6 hours, then more, so that a series has "
+        "at most 360 steps (5 for a day, 30 for a week)."
+    )
     minutes: list[MinuteOut]

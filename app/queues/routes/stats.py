@@ -13,7 +13,7 @@ from app.queues import views
 from app.queues.routes.deps import services
 from app.queues.schemas import FailedGroupsOut, QueueDetail, QueueSeriesOut, QueuesStats
 
-MAX_SERIES_MINUTES = 1440
+MAX_SERIES_MINUTES = 30 * 1440  # the rollups' default retention
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["queues"])
 
@@ -75,9 +75,9 @@ async def queue_series(
     request: Request,
     minutes: Annotated[int, Query(ge=1, le=MAX_SERIES_MINUTES)] = 60,
 ) -> dict[str, Any]:
-    """The queue's last `minutes` minutes, minute by minute: jobs enqueued, succeeded and
-    failed (counted from the jobs still stored)."""
+    """The queue's last `minutes` minutes (up to 30 days), step by step: jobs enqueued,
+    succeeded and failed (from the per-minute rollups, which outlive the jobs)."""
     queues = services(request)
     caller.require_queues([queue])
-    rows = await queues.stats.series(queue, minutes)
-    return {"queue": queue, "minutes": [row._asdict() for row in rows]}
+    step, rows = await queues.stats.series(queue, minutes)
+    return {"queue": queue, "step_minutes": step, "minutes": [row._asdict() for row in rows]}

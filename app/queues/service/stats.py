@@ -34,6 +34,18 @@ FAILED_GROUPS_SHOWN = 50  # per queue: the longest-running ones
 # jobs that nobody leases gather.
 UNSERVED_AFTER_SECONDS = 300.0
 UNSERVED_HEAD_JOBS = 1000
+# A series has at most SERIES_MAX_STEPS steps, each the first of SERIES_STEP_MINUTES that
+# is long enough: an hour minute by minute, a day in 5 minutes, a week in 30.
+SERIES_MAX_STEPS = 360
+SERIES_STEP_MINUTES = (1, 5, 10, 15, 30, 60, 120, 240, 360, 720, 1440)
+
+
+def series_step(minutes: int) -> int:
+    """The step of a series of `minutes` minutes: at most SERIES_MAX_STEPS of them."""
+    for step in SERIES_STEP_MINUTES:
+        if -(-minutes // step) <= SERIES_MAX_STEPS:
+            return step
+    return SERIES_STEP_MINUTES[-1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +112,10 @@ class StatsService:
         """The queue's failed jobs by type and error type, biggest groups first."""
         return await self._repo.failed_groups(queue, FAILED_GROUPS_SHOWN)
 
-    async def series(self, queue: str, minutes: int) -> list[Minute]:
-        """The queue's last minutes, one row each."""
-        return await self._repo.series(queue, minutes)
+    async def series(self, queue: str, minutes: int) -> tuple[int, list[Minute]]:
+        """The queue's last `minutes` minutes: the step (minutes) and one row a step."""
+        step = series_step(minutes)
+        return step, await self._repo.series(queue, minutes, step)
 
     async def queues(self) -> QueuesReport:
         """Every known queue's figures, and the database's health."""

@@ -543,8 +543,8 @@ export interface paths {
         };
         /**
          * Queue Series
-         * @description The queue's last `minutes` minutes, minute by minute: jobs enqueued, succeeded and
-         *     failed (counted from the jobs still stored).
+         * @description The queue's last `minutes` minutes (up to 30 days), step by step: jobs enqueued,
+         *     succeeded and failed (from the per-minute rollups, which outlive the jobs).
          */
         get: operations["getQueueSeries"];
         put?: never;
@@ -1599,7 +1599,10 @@ export interface components {
             /** Leases */
             leases: components["schemas"]["LeaseOut"][];
         };
-        /** MinuteOut */
+        /**
+         * MinuteOut
+         * @description One step of the series: the jobs of the `step_minutes` from `minute` on.
+         */
         MinuteOut: {
             /**
              * Minute
@@ -1763,6 +1766,11 @@ export interface components {
         QueueSeriesOut: {
             /** Queue */
             queue: string;
+            /**
+             * Step Minutes
+             * @description Minutes per step: 1 up to 6 hours, then more, so that a series has at most 360 steps (5 for a day, 30 for a week).
+             */
+            step_minutes: number;
             /** Minutes */
             minutes: components["schemas"]["MinuteOut"][];
         };
