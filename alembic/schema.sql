@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0025, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0026, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -158,6 +158,7 @@ CREATE TABLE jobq.jobs (
     run_on_parent_failure boolean DEFAULT false NOT NULL,
     notify_finish boolean DEFAULT false NOT NULL,
     concurrency_key text,
+    fairness_key text,
     CONSTRAINT running_has_lease CHECK (((state <> 'running'::jobq.job_state) OR ((lease_id IS NOT NULL) AND (lease_expires_at IS NOT NULL))))
 )
 WITH (fillfactor='90', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_insert_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
@@ -246,6 +247,21 @@ $$;
 --
 
 COMMENT ON FUNCTION jobq.bucket_seconds(bucket smallint) IS 'The duration a histogram bucket stands for (its geometric middle).';
+
+--
+-- Name: check_fairness_key(text, text); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.check_fairness_key(fairness_key text, field text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+    IF fairness_key IS NOT NULL AND length(fairness_key) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'fairness_key must be 1 to 255 characters'
+            USING ERRCODE = 'JQ422', DETAIL = field;
+    END IF;
+END
+$$;
 
 --
 -- Name: enqueue_limits; Type: TABLE; Schema: jobq; Owner: -
@@ -455,10 +471,10 @@ $$;
 COMMENT ON FUNCTION jobq.duration_bucket(seconds double precision) IS 'The histogram bucket of a duration: half powers of two from a millisecond.';
 
 --
--- Name: enqueue(text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, bigint[], text, text, text[], text[]); Type: FUNCTION; Schema: jobq; Owner: -
+-- Name: enqueue(text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, bigint[], text, text, text[], text[], text); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
-CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, delay_seconds double precision DEFAULT NULL::double precision, max_attempts integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, metadata jsonb DEFAULT '{}'::jsonb, depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text, concurrency_key text DEFAULT NULL::text, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[]) RETURNS TABLE(id bigint, state jobq.job_state, deduplicated boolean)
+CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, delay_seconds double precision DEFAULT NULL::double precision, max_attempts integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, metadata jsonb DEFAULT '{}'::jsonb, depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text, concurrency_key text DEFAULT NULL::text, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[], fairness_key text DEFAULT NULL::text) RETURNS TABLE(id bigint, state jobq.job_state, deduplicated boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -479,6 +495,7 @@ BEGIN
     PERFORM jobq.check_job(limits, queue, type, payload, priority, run_at, delay_seconds,
                            max_attempts, lease_seconds, idempotency_key, metadata,
                            on_parent_failure, concurrency_key, cardinality(parents));
+    PERFORM jobq.check_fairness_key(fairness_key, 'fairness_key');
 
     IF cardinality(parents) > 0 THEN
         -- Before its parents are read: the job already holding the key, whatever its
@@ -543,7 +560,8 @@ BEGIN
                runs_on_parent_failure => ARRAY[on_parent_failure = 'run'],
                parent_failures => ARRAY[CASE WHEN failed_parent IS NOT NULL
                                              THEN jobq.parent_failed(failed_parent,
-                                                                     failed_state) END]
+                                                                     failed_state) END],
+               fairness_keys => ARRAY[fairness_key]
            ) AS f;
     IF made.refused_max_backlog IS NOT NULL THEN
         RAISE EXCEPTION 'queue % already holds its max_backlog of % unfinished jobs',
@@ -636,6 +654,7 @@ BEGIN
     IF NOT EXISTS (SELECT FROM jsonb_array_elements(jobs) AS i(job)
                     WHERE jsonb_typeof(i.job) <> 'object' OR i.job ? 'depends_on') THEN
         -- No job depends on another: each is checked, then all are made in one statement.
+        position := 0;
         FOR item IN SELECT value FROM jsonb_array_elements(jobs) LOOP
             PERFORM jobq.check_job(limits, enqueue_many.queue, item->>'type', item->'payload',
                                    coalesce((item->>'priority')::integer, 0),
@@ -646,6 +665,9 @@ BEGIN
                                    coalesce(item->'metadata', '{}'),
                                    coalesce(item->>'on_parent_failure', 'cancel'),
                                    item->>'concurrency_key', 0);
+            PERFORM jobq.check_fairness_key(item->>'fairness_key',
+                                            format('jobs.%s.fairness_key', position));
+            position := position + 1;
         END LOOP;
         FOR created IN
             SELECT f.ord, f.id AS job_id, f.state AS job_state, f.deduplicated,
@@ -665,14 +687,16 @@ BEGIN
                            array_agg(coalesce(i.job->'metadata', '{}') ORDER BY i.n) AS metadatas,
                            array_agg(i.job->>'concurrency_key' ORDER BY i.n) AS concurrency_keys,
                            array_agg(coalesce(i.job->>'on_parent_failure', 'cancel') = 'run'
-                                     ORDER BY i.n) AS runs_on_parent_failure
+                                     ORDER BY i.n) AS runs_on_parent_failure,
+                           array_agg(i.job->>'fairness_key' ORDER BY i.n) AS fairness_keys
                       FROM jsonb_array_elements(jobs) WITH ORDINALITY AS i(job, n)) AS a
              CROSS JOIN LATERAL jobq.insert_jobs(
                        enqueue_many.queue, a.types, a.payloads, a.priorities, a.run_ats,
                        a.delays, a.max_attempts, a.lease_seconds, a.keys, a.metadatas,
                        a.concurrency_keys, limits.default_max_attempts,
                        limits.default_lease_seconds,
-                       runs_on_parent_failure => a.runs_on_parent_failure) AS f
+                       runs_on_parent_failure => a.runs_on_parent_failure,
+                       fairness_keys => a.fairness_keys) AS f
              ORDER BY f.ord
         LOOP
             IF created.refused_new_jobs IS NOT NULL THEN
@@ -728,6 +752,7 @@ BEGIN
             depends_on => parents,
             on_parent_failure => coalesce(item->>'on_parent_failure', 'cancel'),
             concurrency_key => item->>'concurrency_key',
+            fairness_key => item->>'fairness_key',
             -- the batch's own items are the caller's, whatever their queue
             parent_queues => CASE WHEN parent_queues IS NULL THEN NULL
                                   ELSE parent_queues || enqueue_many.queue END,
@@ -740,6 +765,50 @@ BEGIN
         RETURN NEXT;
         position := position + 1;
     END LOOP;
+END
+$$;
+
+--
+-- Name: fair_key_queued(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.fair_key_queued() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtext(NEW.queue), hashtext(NEW.fairness_key));
+    IF NOT EXISTS (SELECT FROM jobq.fair_keys k
+                    WHERE k.queue = NEW.queue AND k.key = NEW.fairness_key) THEN
+        INSERT INTO jobq.fair_keys (queue, key, pass)
+        SELECT NEW.queue, NEW.fairness_key,
+               coalesce((SELECT min(k.pass) FROM jobq.fair_keys k WHERE k.queue = NEW.queue), 0)
+          FROM jobq.queues q
+         WHERE q.name = NEW.queue AND q.ordering = 'fair'
+            ON CONFLICT (queue, key) DO NOTHING;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: forget_fair_key(text, text); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.forget_fair_key(queue text, key text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtext(forget_fair_key.queue),
+                                     hashtext(forget_fair_key.key)) THEN
+        RETURN false;
+    END IF;
+    DELETE FROM jobq.fair_keys k
+     WHERE k.queue = forget_fair_key.queue AND k.key = forget_fair_key.key
+       AND NOT EXISTS (SELECT FROM jobq.jobs j
+                        WHERE j.queue = k.queue AND j.fairness_key = k.key
+                          AND j.state = 'queued');
+    RETURN FOUND;
 END
 $$;
 
@@ -764,10 +833,10 @@ $$;
 COMMENT ON FUNCTION jobq.forget_job_counts() IS 'After jobq.jobs is truncated: no job is counted (the minutes keep their history).';
 
 --
--- Name: insert_jobs(text, text[], jsonb[], integer[], timestamp with time zone[], double precision[], integer[], integer[], text[], jsonb[], text[], integer, integer, integer[], boolean[], jsonb[]); Type: FUNCTION; Schema: jobq; Owner: -
+-- Name: insert_jobs(text, text[], jsonb[], integer[], timestamp with time zone[], double precision[], integer[], integer[], text[], jsonb[], text[], integer, integer, integer[], boolean[], jsonb[], text[]); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
-CREATE FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[] DEFAULT NULL::integer[], runs_on_parent_failure boolean[] DEFAULT NULL::boolean[], parent_failures jsonb[] DEFAULT NULL::jsonb[]) RETURNS TABLE(ord integer, id bigint, state jobq.job_state, deduplicated boolean, job jobq.jobs, refused_max_backlog integer, refused_backlog bigint, refused_new_jobs bigint)
+CREATE FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[] DEFAULT NULL::integer[], runs_on_parent_failure boolean[] DEFAULT NULL::boolean[], parent_failures jsonb[] DEFAULT NULL::jsonb[], fairness_keys text[] DEFAULT NULL::text[]) RETURNS TABLE(ord integer, id bigint, state jobq.job_state, deduplicated boolean, job jobq.jobs, refused_max_backlog integer, refused_backlog bigint, refused_new_jobs bigint)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -782,7 +851,8 @@ BEGIN
         INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at, max_attempts,
                                     lease_seconds, idempotency_key, metadata,
                                     concurrency_key, state, waiting_for, has_parents,
-                                    run_on_parent_failure, finished_at, last_error)
+                                    run_on_parent_failure, finished_at, last_error,
+                                    fairness_key)
         SELECT insert_jobs.queue, types[1], coalesce(payloads[1], 'null'::jsonb),
                priorities[1],
                coalesce(run_ats[1], now() + make_interval(secs => coalesce(delays[1], 0))),
@@ -794,7 +864,9 @@ BEGIN
                     ELSE 'queued' END::jobq.job_state,
                coalesce(waiting_fors[1], 0), waiting_fors[1] IS NOT NULL,
                coalesce(runs_on_parent_failure[1], false),
-               CASE WHEN parent_failures[1] IS NOT NULL THEN now() END, parent_failures[1]
+               CASE WHEN parent_failures[1] IS NOT NULL THEN now() END, parent_failures[1],
+               CASE WHEN q.ordering = 'fair' THEN coalesce(fairness_keys[1], '')
+                    ELSE fairness_keys[1] END
           FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = insert_jobs.queue
          WHERE q.max_backlog IS NULL
             OR NOT EXISTS (SELECT FROM jobq.backlog_refusal(insert_jobs.queue, idempotency_keys))
@@ -820,15 +892,15 @@ BEGIN
           FROM unnest(types, payloads, priorities, run_ats, delays,
                       insert_jobs.max_attempts, insert_jobs.lease_seconds, idempotency_keys,
                       metadatas, concurrency_keys, waiting_fors, runs_on_parent_failure,
-                      parent_failures)
+                      parent_failures, fairness_keys)
                WITH ORDINALITY AS i(type, payload, priority, run_at, delay, max_attempts,
                                     lease_seconds, idempotency_key, metadata,
                                     concurrency_key, waiting_for, run_on_parent_failure,
-                                    parent_failure, ord)
+                                    parent_failure, fairness_key, ord)
     ),
     policy AS MATERIALIZED (
         -- the queue's own defaults, where its settings have them
-        SELECT q.max_attempts, q.lease_seconds
+        SELECT q.max_attempts, q.lease_seconds, q.ordering
           FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = insert_jobs.queue
     ),
     refused AS MATERIALIZED (
@@ -838,7 +910,8 @@ BEGIN
         INSERT INTO jobq.jobs AS j (id, queue, type, payload, priority, run_at, max_attempts,
                                     lease_seconds, idempotency_key, metadata,
                                     concurrency_key, state, waiting_for, has_parents,
-                                    run_on_parent_failure, finished_at, last_error)
+                                    run_on_parent_failure, finished_at, last_error,
+                                    fairness_key)
         SELECT i.id, insert_jobs.queue, i.type, coalesce(i.payload, 'null'::jsonb),
                i.priority,
                coalesce(i.run_at, now() + make_interval(secs => coalesce(i.delay, 0))),
@@ -850,7 +923,9 @@ BEGIN
                     ELSE 'queued' END::jobq.job_state,
                coalesce(i.waiting_for, 0), i.waiting_for IS NOT NULL,
                coalesce(i.run_on_parent_failure, false),
-               CASE WHEN i.parent_failure IS NOT NULL THEN now() END, i.parent_failure
+               CASE WHEN i.parent_failure IS NOT NULL THEN now() END, i.parent_failure,
+               CASE WHEN policy.ordering = 'fair' THEN coalesce(i.fairness_key, '')
+                    ELSE i.fairness_key END
           FROM input i CROSS JOIN policy
          WHERE NOT EXISTS (SELECT FROM refused)
          ORDER BY i.ord
@@ -1317,6 +1392,49 @@ END
 $$;
 
 --
+-- Name: sync_fair_keys(text); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.sync_fair_keys(queue text) RETURNS TABLE(keyless bigint, added bigint, dropped bigint)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+BEGIN
+    LOCK TABLE jobq.jobs IN SHARE MODE;
+    RETURN QUERY
+    WITH settings AS MATERIALIZED (
+        SELECT q.ordering = 'fair' AS fair FROM jobq.queues q WHERE q.name = sync_fair_keys.queue
+    ),
+    keyless AS (
+        UPDATE jobq.jobs j
+           SET fairness_key = ''
+         WHERE j.queue = sync_fair_keys.queue AND j.state = 'queued'
+           AND j.fairness_key IS NULL AND (SELECT fair FROM settings)
+        RETURNING 1
+    ),
+    added AS (
+        INSERT INTO jobq.fair_keys (queue, key, pass)
+        SELECT DISTINCT sync_fair_keys.queue, coalesce(j.fairness_key, ''),
+               coalesce((SELECT min(k.pass) FROM jobq.fair_keys k
+                          WHERE k.queue = sync_fair_keys.queue), 0)
+          FROM jobq.jobs j
+         WHERE j.queue = sync_fair_keys.queue AND j.state = 'queued'
+           AND (SELECT fair FROM settings)
+            ON CONFLICT (queue, key) DO NOTHING
+        RETURNING 1
+    ),
+    dropped AS (
+        DELETE FROM jobq.fair_keys k
+         WHERE k.queue = sync_fair_keys.queue
+           AND NOT coalesce((SELECT fair FROM settings), false)
+        RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM keyless), (SELECT count(*) FROM added),
+           (SELECT count(*) FROM dropped);
+END
+$$;
+
+--
 -- Name: alembic_version; Type: TABLE; Schema: jobq; Owner: -
 --
 
@@ -1380,6 +1498,28 @@ CREATE TABLE jobq.delivery_breakers (
     last_error text,
     CONSTRAINT delivery_breakers_failures_check CHECK ((failures >= 0)),
     CONSTRAINT delivery_breakers_trips_check CHECK ((trips >= 0))
+);
+
+--
+-- Name: fair_key_rate_log; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.fair_key_rate_log (
+    queue text NOT NULL,
+    key text NOT NULL,
+    at timestamp with time zone NOT NULL,
+    jobs integer NOT NULL,
+    CONSTRAINT fair_key_rate_log_jobs_check CHECK ((jobs >= 1))
+);
+
+--
+-- Name: fair_keys; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.fair_keys (
+    queue text NOT NULL,
+    key text NOT NULL,
+    pass double precision NOT NULL
 );
 
 --
@@ -1539,19 +1679,35 @@ CREATE TABLE jobq.queues (
     backoff_jitter double precision,
     retain_succeeded_seconds double precision,
     retain_failed_seconds double precision,
-    limited boolean GENERATED ALWAYS AS (((max_running IS NOT NULL) OR (max_running_per_key IS NOT NULL) OR (rate_limit_jobs IS NOT NULL))) STORED,
+    ordering text DEFAULT 'fifo'::text NOT NULL,
+    fair_weights jsonb,
+    rate_limit_per_key_jobs integer,
+    rate_limit_per_key_seconds double precision,
+    aging_seconds double precision,
+    aging_max integer,
+    limited boolean GENERATED ALWAYS AS (((max_running IS NOT NULL) OR (max_running_per_key IS NOT NULL) OR (rate_limit_jobs IS NOT NULL) OR (ordering = 'fair'::text))) STORED,
+    CONSTRAINT aging_whole CHECK (((aging_seconds IS NULL) = (aging_max IS NULL))),
+    CONSTRAINT fair_limits_need_fair_ordering CHECK (((ordering = 'fair'::text) OR ((rate_limit_per_key_jobs IS NULL) AND (aging_seconds IS NULL)))),
+    CONSTRAINT fair_ordering_without_max_running_per_key CHECK (((ordering = 'fifo'::text) OR (max_running_per_key IS NULL))),
+    CONSTRAINT queues_aging_max_check CHECK ((aging_max >= 1)),
+    CONSTRAINT queues_aging_seconds_check CHECK ((aging_seconds > (0)::double precision)),
     CONSTRAINT queues_backoff_base_seconds_check CHECK ((backoff_base_seconds >= (0)::double precision)),
     CONSTRAINT queues_backoff_cap_seconds_check CHECK ((backoff_cap_seconds >= (0)::double precision)),
     CONSTRAINT queues_backoff_jitter_check CHECK (((backoff_jitter >= (0)::double precision) AND (backoff_jitter < (1)::double precision))),
+    CONSTRAINT queues_fair_weights_check CHECK ((jsonb_typeof(fair_weights) = 'object'::text)),
     CONSTRAINT queues_lease_seconds_check CHECK ((lease_seconds >= 1)),
     CONSTRAINT queues_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 1000))),
     CONSTRAINT queues_max_backlog_check CHECK ((max_backlog >= 1)),
     CONSTRAINT queues_max_running_check CHECK ((max_running >= 1)),
     CONSTRAINT queues_max_running_per_key_check CHECK ((max_running_per_key >= 1)),
+    CONSTRAINT queues_ordering_check CHECK ((ordering = ANY (ARRAY['fifo'::text, 'fair'::text]))),
     CONSTRAINT queues_rate_limit_jobs_check CHECK ((rate_limit_jobs >= 1)),
+    CONSTRAINT queues_rate_limit_per_key_jobs_check CHECK ((rate_limit_per_key_jobs >= 1)),
+    CONSTRAINT queues_rate_limit_per_key_seconds_check CHECK ((rate_limit_per_key_seconds > (0)::double precision)),
     CONSTRAINT queues_rate_limit_seconds_check CHECK ((rate_limit_seconds > (0)::double precision)),
     CONSTRAINT queues_retain_failed_seconds_check CHECK ((retain_failed_seconds >= (0)::double precision)),
     CONSTRAINT queues_retain_succeeded_seconds_check CHECK ((retain_succeeded_seconds >= (0)::double precision)),
+    CONSTRAINT rate_limit_per_key_whole CHECK (((rate_limit_per_key_jobs IS NULL) = (rate_limit_per_key_seconds IS NULL))),
     CONSTRAINT rate_limit_whole CHECK (((rate_limit_jobs IS NULL) = (rate_limit_seconds IS NULL)))
 );
 
@@ -1636,6 +1792,13 @@ ALTER TABLE ONLY jobq.enqueue_limits
     ADD CONSTRAINT enqueue_limits_pkey PRIMARY KEY (one);
 
 --
+-- Name: fair_keys fair_keys_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.fair_keys
+    ADD CONSTRAINT fair_keys_pkey PRIMARY KEY (queue, key);
+
+--
 -- Name: job_counts job_counts_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
 --
 
@@ -1699,6 +1862,24 @@ ALTER TABLE ONLY jobq.schedules
     ADD CONSTRAINT schedules_pkey PRIMARY KEY (name);
 
 --
+-- Name: fair_key_rate_log_at_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX fair_key_rate_log_at_idx ON jobq.fair_key_rate_log USING btree (queue, at);
+
+--
+-- Name: fair_key_rate_log_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX fair_key_rate_log_idx ON jobq.fair_key_rate_log USING btree (queue, key, at);
+
+--
+-- Name: fair_keys_pass_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX fair_keys_pass_idx ON jobq.fair_keys USING btree (queue, pass, key);
+
+--
 -- Name: job_dependencies_parent_idx; Type: INDEX; Schema: jobq; Owner: -
 --
 
@@ -1715,6 +1896,12 @@ CREATE INDEX jobs_claim_idx ON jobq.jobs USING btree (queue, priority DESC, run_
 --
 
 CREATE INDEX jobs_dead_idx ON jobq.jobs USING btree (queue, state, finished_at) WHERE (state = ANY (ARRAY['failed'::jobq.job_state, 'cancelled'::jobq.job_state]));
+
+--
+-- Name: jobs_fair_claim_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX jobs_fair_claim_idx ON jobq.jobs USING btree (queue, fairness_key, priority DESC, run_at, id) WHERE ((state = 'queued'::jobq.job_state) AND (fairness_key IS NOT NULL));
 
 --
 -- Name: jobs_finished_idx; Type: INDEX; Schema: jobq; Owner: -
@@ -1789,6 +1976,18 @@ CREATE TRIGGER jobs_count_inserts AFTER INSERT ON jobq.jobs REFERENCING NEW TABL
 CREATE TRIGGER jobs_count_updates AFTER UPDATE ON jobq.jobs REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobq.count_job_changes();
 
 --
+-- Name: jobs jobs_fair_key_inserted; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE TRIGGER jobs_fair_key_inserted AFTER INSERT ON jobq.jobs FOR EACH ROW WHEN (((new.state = 'queued'::jobq.job_state) AND (new.fairness_key IS NOT NULL))) EXECUTE FUNCTION jobq.fair_key_queued();
+
+--
+-- Name: jobs jobs_fair_key_requeued; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE TRIGGER jobs_fair_key_requeued AFTER UPDATE OF state ON jobq.jobs FOR EACH ROW WHEN (((new.state = 'queued'::jobq.job_state) AND (old.state <> 'queued'::jobq.job_state) AND (new.fairness_key IS NOT NULL))) EXECUTE FUNCTION jobq.fair_key_queued();
+
+--
 -- Name: jobs jobs_forget_counts; Type: TRIGGER; Schema: jobq; Owner: -
 --
 
@@ -1811,6 +2010,12 @@ CREATE TRIGGER jobs_settle_dependents AFTER UPDATE OF state ON jobq.jobs FOR EAC
 --
 
 GRANT USAGE ON SCHEMA jobq TO jobq_producer;
+
+--
+-- Name: FUNCTION add_buckets(a jsonb, b jsonb); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.add_buckets(a jsonb, b jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION after_job_delete(); Type: ACL; Schema: jobq; Owner: -
@@ -1855,6 +2060,18 @@ REVOKE ALL ON FUNCTION jobq.backlog_refusal(queue text, keys text[]) FROM PUBLIC
 REVOKE ALL ON FUNCTION jobq.blocking_parent(child bigint) FROM PUBLIC;
 
 --
+-- Name: FUNCTION bucket_seconds(bucket smallint); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.bucket_seconds(bucket smallint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION check_fairness_key(fairness_key text, field text); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.check_fairness_key(fairness_key text, field text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION check_job(limits jobq.enqueue_limits, queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, on_parent_failure text, concurrency_key text, parents integer); Type: ACL; Schema: jobq; Owner: -
 --
 
@@ -1867,11 +2084,23 @@ REVOKE ALL ON FUNCTION jobq.check_job(limits jobq.enqueue_limits, queue text, ty
 REVOKE ALL ON FUNCTION jobq.check_new_dependencies() FROM PUBLIC;
 
 --
--- Name: FUNCTION enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[]); Type: ACL; Schema: jobq; Owner: -
+-- Name: FUNCTION count_job_changes(); Type: ACL; Schema: jobq; Owner: -
 --
 
-REVOKE ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[]) TO jobq_producer;
+REVOKE ALL ON FUNCTION jobq.count_job_changes() FROM PUBLIC;
+
+--
+-- Name: FUNCTION duration_bucket(seconds double precision); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.duration_bucket(seconds double precision) FROM PUBLIC;
+
+--
+-- Name: FUNCTION enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text) FROM PUBLIC;
+GRANT ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text) TO jobq_producer;
 
 --
 -- Name: FUNCTION enqueue_limits_for(queue text); Type: ACL; Schema: jobq; Owner: -
@@ -1887,10 +2116,34 @@ REVOKE ALL ON FUNCTION jobq.enqueue_many(queue text, jobs jsonb, parent_queues t
 GRANT ALL ON FUNCTION jobq.enqueue_many(queue text, jobs jsonb, parent_queues text[], parent_queue_patterns text[]) TO jobq_producer;
 
 --
--- Name: FUNCTION insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[]); Type: ACL; Schema: jobq; Owner: -
+-- Name: FUNCTION fair_key_queued(); Type: ACL; Schema: jobq; Owner: -
 --
 
-REVOKE ALL ON FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION jobq.fair_key_queued() FROM PUBLIC;
+
+--
+-- Name: FUNCTION forget_fair_key(queue text, key text); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.forget_fair_key(queue text, key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION forget_job_counts(); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.forget_job_counts() FROM PUBLIC;
+
+--
+-- Name: FUNCTION insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[]); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION job_stats_of(queue text, state jobq.job_state, created_at timestamp with time zone, started_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, sign integer, history boolean); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.job_stats_of(queue text, state jobq.job_state, created_at timestamp with time zone, started_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, sign integer, history boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION json_depth(doc jsonb, stop_after integer); Type: ACL; Schema: jobq; Owner: -
@@ -1911,10 +2164,34 @@ REVOKE ALL ON FUNCTION jobq.parent_failed(parent bigint, parent_state text) FROM
 REVOKE ALL ON FUNCTION jobq.queue_backlog(queue_name text, up_to integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION queue_job_counts(); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.queue_job_counts() FROM PUBLIC;
+
+--
+-- Name: FUNCTION queue_minute_stats(); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.queue_minute_stats() FROM PUBLIC;
+
+--
+-- Name: FUNCTION queue_overview(one text); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.queue_overview(one text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION queue_retry_at(queue text, attempt integer, retry_after double precision, backoff_base double precision, backoff_cap double precision, backoff_jitter double precision); Type: ACL; Schema: jobq; Owner: -
 --
 
 REVOKE ALL ON FUNCTION jobq.queue_retry_at(queue text, attempt integer, retry_after double precision, backoff_base double precision, backoff_cap double precision, backoff_jitter double precision) FROM PUBLIC;
+
+--
+-- Name: FUNCTION recount_statistics(); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.recount_statistics() FROM PUBLIC;
 
 --
 -- Name: FUNCTION retry_at(attempt integer, retry_after double precision, backoff_base double precision, backoff_cap double precision, backoff_jitter double precision); Type: ACL; Schema: jobq; Owner: -
@@ -1933,3 +2210,9 @@ REVOKE ALL ON FUNCTION jobq.revive_dependents(parent bigint) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION jobq.settle_dependents(parents bigint[], states text[], only_child bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION sync_fair_keys(queue text); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.sync_fair_keys(queue text) FROM PUBLIC;

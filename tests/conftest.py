@@ -112,7 +112,8 @@ DECLARE
                            'jobq.schedules', 'jobq.maintenance_runs', 'jobq.queue_rate_log',
                            'jobq.schedule_runs', 'jobq.queue_types',
                            'jobq.delivery_breakers', 'jobq.job_counts',
-                           'jobq.job_stat_deltas', 'jobq.queue_minutes'];
+                           'jobq.job_stat_deltas', 'jobq.queue_minutes', 'jobq.fair_keys',
+                           'jobq.fair_key_rate_log'];
     used text[] := ARRAY(
         SELECT d.refobjid::regclass::text
           FROM pg_sequences s

@@ -134,3 +134,22 @@ async def revoke_key(database_url: str, name: str) -> None:
         await Keys(KeysRepository(Database(engine))).revoke(name)
     finally:
         await engine.dispose()
+
+
+async def put_settings(client: httpx.AsyncClient, queue: str, **body: Any) -> dict[str, Any]:
+    """Change a queue's settings (200 expected); its settings as they now are."""
+    response = await client.put(f"/v1/queues/{queue}/settings", json=body)
+    assert response.status_code == 200, response.text
+    settings: dict[str, Any] = response.json()
+    return settings
+
+
+async def enqueue_batches(
+    client: httpx.AsyncClient, queue: str, jobs: list[dict[str, Any]], size: int = 500
+) -> None:
+    """Enqueue `jobs` in batches of `size`."""
+    for start in range(0, len(jobs), size):
+        response = await client.post(
+            f"/v1/queues/{queue}/jobs/batch", json={"jobs": jobs[start : start + size]}
+        )
+        assert response.status_code == 201, response.text

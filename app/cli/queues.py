@@ -13,7 +13,7 @@ from app.cli._output import command_group, console, count, print_json, seconds, 
 from app.cli._service import Operator, Session
 from app.cli.jobs import YesOption, rfc3339
 from app.cli.stats import show_queue
-from jobq_client import QueueSettings, RateLimit
+from jobq_client import Aging, QueueSettings, RateLimit
 
 queues_cli = command_group("Queues: list, show, pause, resume, purge, redrive, settings.")
 QueueArgument = Annotated[str, typer.Argument(help="The queue's name.")]
@@ -166,6 +166,37 @@ def _rate(value: str) -> RateLimit | None:
         raise typer.BadParameter("JOBS/SECONDS, such as 100/60, or 'none'") from None
 
 
+def _ordering(value: str) -> str | None:
+    """'fifo' or 'fair', or None for 'none' (fifo)."""
+    if _none(value):
+        return None
+    if value not in ("fifo", "fair"):
+        raise typer.BadParameter("fifo or fair, or 'none'")
+    return value
+
+
+def _weights(value: str) -> dict[str, float] | None:
+    """'gold=3,silver=2' (fairness key = weight), or None for 'none'."""
+    if _none(value):
+        return None
+    try:
+        pairs = (item.rpartition("=") for item in value.split(","))
+        return {key: float(weight) for key, eq, weight in pairs if eq and key}
+    except ValueError:
+        raise typer.BadParameter("KEY=WEIGHT,..., such as gold=3,silver=2, or 'none'") from None
+
+
+def _aging(value: str) -> Aging | None:
+    """'30/10' (+1 priority per 30 seconds waited, at most +10), or None for 'none'."""
+    if _none(value):
+        return None
+    per, _, most = value.partition("/")
+    try:
+        return Aging(float(per.removesuffix("s")), int(most))
+    except ValueError:
+        raise typer.BadParameter("SECONDS/MAX, such as 30/10, or 'none'") from None
+
+
 def _option(help_text: str) -> Any:
     return typer.Option(help=f"{help_text}; 'none' clears it.", show_default=False)
 
@@ -183,6 +214,10 @@ _SETTINGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "backoff_jitter": ("backoff_jitter", _number),
     "retain_succeeded": ("retain_succeeded_seconds", _number),
     "retain_failed": ("retain_failed_seconds", _number),
+    "ordering": ("ordering", _ordering),
+    "weights": ("fair_weights", _weights),
+    "rate_limit_per_key": ("rate_limit_per_key", _rate),
+    "aging": ("aging", _aging),
 }
 
 
@@ -191,6 +226,10 @@ def _shown(value: Any) -> str:
         return "none"
     if isinstance(value, RateLimit):
         return f"{value.jobs} per {value.per_seconds:g}s"
+    if isinstance(value, Aging):
+        return f"+1 per {value.per_seconds:g}s, at most +{value.max_boost}"
+    if isinstance(value, dict):
+        return ", ".join(f"{key}={weight:g}" for key, weight in value.items())
     return str(value)
 
 
@@ -217,6 +256,16 @@ def settings(
         str | None, _option("Keep succeeded jobs this many seconds")
     ] = None,
     retain_failed: Annotated[str | None, _option("Keep failed jobs this many seconds")] = None,
+    ordering: Annotated[
+        str | None, _option("fifo, or fair: take turns across fairness keys")
+    ] = None,
+    weights: Annotated[str | None, _option("A fair queue's shares, as KEY=WEIGHT,...")] = None,
+    rate_limit_per_key: Annotated[
+        str | None, _option("At most JOBS leases per fairness key per SECONDS")
+    ] = None,
+    aging: Annotated[
+        str | None, _option("+1 priority per SECONDS waited, at most MAX: SECONDS/MAX")
+    ] = None,
 ) -> None:
     """Show a queue's settings, or change those given (the others stay)."""
     given = {
@@ -231,6 +280,10 @@ def settings(
         "backoff_jitter": backoff_jitter,
         "retain_succeeded": retain_succeeded,
         "retain_failed": retain_failed,
+        "ordering": ordering,
+        "weights": weights,
+        "rate_limit_per_key": rate_limit_per_key,
+        "aging": aging,
     }
     changes = {}
     for option, value in given.items():

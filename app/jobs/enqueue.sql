@@ -17,7 +17,8 @@ SELECT (f.job).*, f.deduplicated, f.refused_max_backlog, f.refused_backlog
            ARRAY[CAST(:idempotency_key AS text)], ARRAY[CAST(:metadata AS jsonb)],
            ARRAY[CAST(:concurrency_key AS text)], CAST(:default_max_attempts AS integer),
            CAST(:default_lease_seconds AS integer),
-           runs_on_parent_failure => ARRAY[CAST(:runs_on_parent_failure AS boolean)]
+           runs_on_parent_failure => ARRAY[CAST(:runs_on_parent_failure AS boolean)],
+           fairness_keys => ARRAY[CAST(:fairness_key AS text)]
        ) AS f;
 
 
@@ -33,7 +34,8 @@ SELECT f.ord, f.id, f.state, f.deduplicated,
            CAST(:lease_seconds AS integer[]), CAST(:idempotency_keys AS text[]),
            CAST(:metadatas AS jsonb[]), CAST(:concurrency_keys AS text[]),
            CAST(:default_max_attempts AS integer), CAST(:default_lease_seconds AS integer),
-           runs_on_parent_failure => CAST(:runs_on_parent_failure AS boolean[])
+           runs_on_parent_failure => CAST(:runs_on_parent_failure AS boolean[]),
+           fairness_keys => CAST(:fairness_keys AS text[])
        ) AS f
  ORDER BY f.ord;
 
@@ -51,7 +53,8 @@ SELECT id, state, deduplicated
                     on_parent_failure => :on_parent_failure,
                     concurrency_key => :concurrency_key,
                     parent_queues => CAST(:allowed_names AS text[]),
-                    parent_queue_patterns => CAST(:allowed_patterns AS text[]));
+                    parent_queue_patterns => CAST(:allowed_patterns AS text[]),
+                    fairness_key => :fairness_key);
 
 
 -- name: enqueue_workflow

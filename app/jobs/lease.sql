@@ -95,8 +95,8 @@ RETURNING j.*;
 -- Take a limited queue's settings row for this lease's transaction: the leases of one
 -- limited queue take turns here, on every replica, so that each one's claim (the next
 -- statement, with a snapshot taken after the lock) counts what the one before leased.
--- No row: the queue is not limited (any more).
-SELECT paused
+-- No row: the queue is not limited (any more). A fair queue is leased by lease_fair.
+SELECT paused, ordering = 'fair' AS fair
   FROM jobq.queues
  WHERE name = :queue AND limited
    FOR UPDATE;
@@ -237,7 +237,8 @@ SELECT q.max_running,
             WHERE EXISTS (SELECT FROM jobq.jobs d
                            WHERE d.queue = q.name AND d.state = 'queued'
                              AND d.concurrency_key = full_keys.concurrency_key
-                             AND d.run_at <= now())) AS key_held
+                             AND d.run_at <= now())) AS key_held,
+       false AS key_rate_held  -- a fair queue's (fair_queue_state)
   FROM jobq.queues q
  CROSS JOIN LATERAL (
         SELECT coalesce(sum(r.jobs), 0) AS used, min(r.at) AS oldest
@@ -294,3 +295,245 @@ SELECT pair.queue, pair.type, now()
   FROM unnest(CAST(:queues AS text[]), CAST(:types AS text[])) AS pair(queue, type)
     ON CONFLICT (queue, type) DO UPDATE
    SET last_leased_at = greatest(t.last_leased_at, excluded.last_leased_at);
+
+
+-- ---- fair queues (round-robin across fairness keys) -----------------------------------
+
+
+-- name: lease_fair
+-- Claim up to `max_jobs` due jobs from one fair queue, its row locked by
+-- lock_limited_queue in this transaction, taking turns across its fairness keys by stride
+-- scheduling: each key has a pass (jobq.fair_keys) that a leased job advances by
+-- 1/weight, and the jobs picked are the keys' best with the lowest turns (a key's n-th
+-- job's turn is its pass + (n-1)/weight). The keys are walked by pass along
+-- fair_keys_pass_idx until `max_jobs` of them have due jobs: a key passed over (jobs not
+-- yet due, or at its `rate_limit_per_key`) moves behind the keys walked, and a key found
+-- idle is forgotten (jobq.forget_fair_key), so neither is walked on every lease. Within a
+-- key, best priority first: with aging, priority + 1 per `aging_seconds` waited since
+-- run_at, at most + `aging_max`, found by a loose scan of the key's priorities in use.
+-- Also within `max_running` and the queue's `rate_limit`, logged as in lease_limited.
+WITH RECURSIVE settings AS MATERIALIZED (
+    SELECT q.max_running, q.rate_limit_jobs, q.rate_limit_seconds, q.fair_weights,
+           q.rate_limit_per_key_jobs AS key_jobs, q.rate_limit_per_key_seconds AS key_seconds,
+           q.aging_seconds, q.aging_max
+      FROM jobq.queues q
+     WHERE q.name = :queue AND q.ordering = 'fair'
+),
+room AS MATERIALIZED (
+    SELECT greatest(0, least(
+               CAST(:max_jobs AS integer),
+               s.max_running - CASE WHEN s.max_running IS NOT NULL THEN (
+                   SELECT count(*) FROM jobq.jobs j
+                    WHERE j.state = 'running' AND j.queue = :queue) END,
+               s.rate_limit_jobs - (
+                   SELECT coalesce(sum(r.jobs), 0)
+                     FROM jobq.queue_rate_log r
+                    WHERE r.queue = :queue
+                      AND r.at > statement_timestamp()
+                                 - make_interval(secs => s.rate_limit_seconds)))) AS n
+      FROM settings s
+),
+walk(key, pass, weight, room, due, idle, found) AS (
+    -- before the first key: no key has a pass of -Infinity
+    SELECT '', CAST('-Infinity' AS double precision), CAST(1 AS double precision),
+           CAST(0 AS bigint), false, false, 0
+     WHERE (SELECT n FROM room) > 0
+    UNION ALL
+    SELECT nxt.key, nxt.pass, nxt.weight, p.room, p.room > 0 AND p.due,
+           NOT p.due AND NOT EXISTS (
+               SELECT FROM jobq.jobs j
+                WHERE j.queue = :queue AND j.fairness_key = nxt.key AND j.state = 'queued'),
+           w.found + CAST(p.room > 0 AND p.due AS integer)
+      FROM walk w
+     CROSS JOIN LATERAL (
+            SELECT k.key, k.pass,
+                   coalesce(CAST(s.fair_weights ->> k.key AS double precision), 1) AS weight
+              FROM jobq.fair_keys k CROSS JOIN settings s
+             WHERE k.queue = :queue AND (k.pass, k.key) > (w.pass, w.key)
+             ORDER BY k.pass, k.key
+             LIMIT 1
+           ) AS nxt
+     CROSS JOIN LATERAL (
+            SELECT CASE WHEN s.key_jobs IS NULL THEN (SELECT n FROM room)
+                        ELSE s.key_jobs - (
+                            SELECT coalesce(sum(r.jobs), 0)
+                              FROM jobq.fair_key_rate_log r
+                             WHERE r.queue = :queue AND r.key = nxt.key
+                               AND r.at > statement_timestamp()
+                                          - make_interval(secs => s.key_seconds)) END
+                       AS room,
+                   EXISTS (SELECT FROM jobq.jobs j
+                            WHERE j.queue = :queue AND j.fairness_key = nxt.key
+                              AND j.state = 'queued' AND j.run_at <= now()
+                              AND (cardinality(CAST(:types AS text[])) = 0
+                                   OR j.type = ANY(CAST(:types AS text[])))) AS due
+              FROM settings s
+           ) AS p
+     WHERE w.found < (SELECT n FROM room)
+),
+keys AS MATERIALIZED (
+    SELECT w.key, w.pass, w.weight, w.room FROM walk w WHERE w.due
+),
+horizon AS MATERIALIZED (
+    -- the pass of the last key walked with due jobs, when the walk found enough of them:
+    -- no job of a key takes a turn after it (the first job of each key walked is earlier)
+    SELECT CASE WHEN count(*) >= (SELECT n FROM room) THEN max(pass)
+                ELSE CAST('Infinity' AS double precision) END AS pass
+      FROM keys
+),
+candidates AS (
+    SELECT c.id, k.key, k.pass + (c.nth - 1) / k.weight AS turn
+      FROM keys k
+     CROSS JOIN settings s
+     CROSS JOIN LATERAL (
+            SELECT CAST(least(CAST(k.room AS double precision), (SELECT n FROM room),
+                              1 + floor(((SELECT pass FROM horizon) - k.pass) * k.weight))
+                        AS integer) AS n
+           ) AS wanted
+     CROSS JOIN LATERAL (
+            SELECT x.id, row_number() OVER (ORDER BY x.effective DESC, x.run_at, x.id) AS nth
+              FROM (
+                    -- without aging: the key's best due jobs along jobs_fair_claim_idx
+                    (SELECT j.id, j.priority AS effective, j.run_at
+                       FROM jobq.jobs j
+                      WHERE s.aging_seconds IS NULL
+                        AND j.queue = :queue AND j.fairness_key = k.key
+                        AND j.state = 'queued' AND j.run_at <= now()
+                        AND (cardinality(CAST(:types AS text[])) = 0
+                             OR j.type = ANY(CAST(:types AS text[])))
+                      ORDER BY j.priority DESC, j.run_at, j.id
+                      LIMIT wanted.n)
+                    UNION ALL
+                    -- with aging: the longest-waiting due jobs of each priority in use
+                    (WITH RECURSIVE levels(priority) AS (
+                         (SELECT j.priority FROM jobq.jobs j
+                           WHERE s.aging_seconds IS NOT NULL
+                             AND j.queue = :queue AND j.fairness_key = k.key
+                             AND j.state = 'queued'
+                           ORDER BY j.priority DESC LIMIT 1)
+                         UNION ALL
+                         SELECT (SELECT j.priority FROM jobq.jobs j
+                                  WHERE j.queue = :queue AND j.fairness_key = k.key
+                                    AND j.state = 'queued' AND j.priority < l.priority
+                                  ORDER BY j.priority DESC LIMIT 1)
+                           FROM levels l
+                          WHERE l.priority IS NOT NULL
+                     )
+                     SELECT o.id, o.effective, o.run_at
+                       FROM levels l
+                      CROSS JOIN LATERAL (
+                             SELECT j.id, j.run_at,
+                                    j.priority + least(s.aging_max, floor(
+                                        extract(epoch FROM now() - j.run_at)
+                                        / s.aging_seconds)) AS effective
+                               FROM jobq.jobs j
+                              WHERE j.queue = :queue AND j.fairness_key = k.key
+                                AND j.state = 'queued' AND j.priority = l.priority
+                                AND j.run_at <= now()
+                                AND (cardinality(CAST(:types AS text[])) = 0
+                                     OR j.type = ANY(CAST(:types AS text[])))
+                              ORDER BY j.run_at, j.id
+                              LIMIT wanted.n
+                            ) AS o
+                      WHERE l.priority IS NOT NULL
+                      ORDER BY o.effective DESC, o.run_at, o.id
+                      LIMIT wanted.n)
+                   ) AS x
+           ) AS c
+),
+picked AS (
+    SELECT id, key FROM candidates ORDER BY turn, key LIMIT (SELECT n FROM room)
+),
+leased AS (
+    UPDATE jobq.jobs j
+    {claim}
+     WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.state::text = 'queued'
+    RETURNING j.*
+),
+turns AS (
+    -- each key leased from takes its turns; each key passed over goes behind the walk
+    UPDATE jobq.fair_keys f
+       SET pass = CASE WHEN p.jobs IS NOT NULL THEN f.pass + p.jobs / w.weight
+                       ELSE greatest(f.pass + 1 / w.weight, (SELECT max(pass) FROM walk))
+                  END
+      FROM walk w
+      LEFT JOIN (SELECT key, count(*) AS jobs FROM picked GROUP BY key) AS p
+             ON p.key = w.key
+     WHERE f.queue = :queue AND f.key = w.key AND NOT w.idle
+       AND w.pass > CAST('-Infinity' AS double precision)
+       AND (p.jobs IS NOT NULL OR NOT w.due)
+    RETURNING 1
+),
+forgotten AS (
+    SELECT jobq.forget_fair_key(:queue, w.key) FROM walk w WHERE w.idle
+),
+logged AS (
+    INSERT INTO jobq.queue_rate_log (queue, at, jobs)
+    SELECT :queue, statement_timestamp(), count(*)
+      FROM leased
+    HAVING count(*) > 0 AND (SELECT rate_limit_jobs FROM settings) IS NOT NULL
+    RETURNING 1
+),
+key_logged AS (
+    INSERT INTO jobq.fair_key_rate_log (queue, key, at, jobs)
+    SELECT :queue, l.fairness_key, statement_timestamp(), count(*)
+      FROM leased l
+     WHERE (SELECT key_jobs FROM settings) IS NOT NULL
+     GROUP BY l.fairness_key
+    RETURNING 1
+),
+forgotten_leases AS (
+    DELETE FROM jobq.queue_rate_log r
+     USING settings s
+     WHERE r.queue = :queue AND s.rate_limit_jobs IS NOT NULL
+       AND r.at <= statement_timestamp() - make_interval(secs => s.rate_limit_seconds)
+    RETURNING 1
+),
+forgotten_key_leases AS (
+    DELETE FROM jobq.fair_key_rate_log r
+     USING settings s
+     WHERE r.queue = :queue AND s.key_jobs IS NOT NULL
+       AND r.at <= statement_timestamp() - make_interval(secs => s.key_seconds)
+    RETURNING 1
+)
+SELECT leased.*
+  FROM leased
+ -- a condition on no row: evaluated first, whether or not a job was leased
+ WHERE (SELECT count(*) FROM forgotten) >= 0;
+
+
+-- name: fair_queue_state
+-- limited_queue_state for a fair queue: running jobs against max_running, the queue's
+-- rate window, and whether a due job waits for its key's `rate_limit_per_key`; when
+-- the first window to free room ends (the queue's, or such a key's).
+WITH held AS (
+    -- keys at their rate limit with due jobs, and when their window's oldest lease leaves
+    SELECT min(r.at) + make_interval(secs => min(q.rate_limit_per_key_seconds)) AS frees
+      FROM jobq.fair_key_rate_log r
+      JOIN jobq.queues q ON q.name = r.queue
+     WHERE r.queue = :queue
+       AND r.at > clock_timestamp() - make_interval(secs => q.rate_limit_per_key_seconds)
+     GROUP BY r.key
+    HAVING sum(r.jobs) >= min(q.rate_limit_per_key_jobs)
+       AND EXISTS (SELECT FROM jobq.jobs d
+                    WHERE d.queue = :queue AND d.fairness_key = r.key
+                      AND d.state = 'queued' AND d.run_at <= now())
+)
+SELECT q.max_running,
+       (SELECT count(*) FROM jobq.jobs j
+         WHERE j.state = 'running' AND j.queue = q.name) AS running,
+       q.rate_limit_jobs,
+       w.used AS rate_used,
+       CAST(extract(epoch FROM least(
+           w.oldest + make_interval(secs => q.rate_limit_seconds),
+           (SELECT min(frees) FROM held))) AS double precision) AS rate_frees_at,
+       false AS key_held,
+       EXISTS (SELECT FROM held) AS key_rate_held
+  FROM jobq.queues q
+ CROSS JOIN LATERAL (
+        SELECT coalesce(sum(r.jobs), 0) AS used, min(r.at) AS oldest
+          FROM jobq.queue_rate_log r
+         WHERE r.queue = q.name
+           AND r.at > clock_timestamp() - make_interval(secs => q.rate_limit_seconds)
+       ) AS w
+ WHERE q.name = :queue;

@@ -33,6 +33,7 @@ class NewJob(NamedTuple):
     metadata: str
     concurrency_key: str | None
     runs_on_parent_failure: bool
+    fairness_key: str | None
 
 
 class Defaults(NamedTuple):
@@ -57,6 +58,7 @@ class EnqueueOneParams(NamedTuple):
     metadata: str
     concurrency_key: str | None
     runs_on_parent_failure: bool
+    fairness_key: str | None
     default_max_attempts: int
     default_lease_seconds: int
 
@@ -77,6 +79,7 @@ class EnqueueManyParams(NamedTuple):
     metadatas: list[str]
     concurrency_keys: list[str | None]
     runs_on_parent_failure: list[bool]
+    fairness_keys: list[str | None]
     default_max_attempts: int
     default_lease_seconds: int
 
@@ -97,6 +100,7 @@ class EnqueueWithDependenciesParams(NamedTuple):
     concurrency_key: str | None
     allowed_names: list[str] | None
     allowed_patterns: list[str] | None
+    fairness_key: str | None
 
 
 class EnqueueWorkflowParams(NamedTuple):

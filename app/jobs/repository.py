@@ -67,7 +67,9 @@ LEASE = QUERIES.bind("lease", LeaseParams)
 LEASE_QUEUE = QUERIES.bind("lease_queue", LeaseQueueParams)
 LOCK_LIMITED_QUEUE = QUERIES.bind("lock_limited_queue", ByQueue)
 LEASE_LIMITED = QUERIES.bind("lease_limited", LeaseQueueParams)
+LEASE_FAIR = QUERIES.bind("lease_fair", LeaseQueueParams)
 LIMITED_QUEUE_STATE = QUERIES.bind("limited_queue_state", ByQueue)
+FAIR_QUEUE_STATE = QUERIES.bind("fair_queue_state", ByQueue)
 LIMITED_QUEUES = QUERIES.bind("limited_queues", NoParams)
 ANNOUNCE_SLOTS = QUERIES.bind("announce_slots", ByQueues)
 NEXT_DUE = QUERIES.bind("next_due", ByQueues)
@@ -206,9 +208,10 @@ class JobsRepository:
         worker_id: str,
         key_id: int | None = None,
     ) -> tuple[list[JobRow], LimitedState | None] | None:
-        """Lease from one limited queue within its limits: the jobs, and what held the
-        lease back when it got fewer than `max_jobs` (None: nothing did). None: the queue
-        is not limited (any more). A paused queue gives nothing."""
+        """Lease from one limited queue within its limits (a fair queue by taking turns
+        across its fairness keys): the jobs, and what held the lease back when it got
+        fewer than `max_jobs` (None: nothing did). None: the queue is not limited (any
+        more). A paused queue gives nothing."""
         async with self._db.transaction() as conn:
             lock = await fetch_in(conn, LOCK_LIMITED_QUEUE, ByQueue(queue))
             if not lock:
@@ -216,10 +219,12 @@ class JobsRepository:
             if lock[0]["paused"]:
                 return [], None
             params = LeaseQueueParams(queue, types, max_jobs, lease_seconds, worker_id, key_id)
-            jobs = many(JobRow, await fetch_in(conn, LEASE_LIMITED, params))
+            fair = lock[0]["fair"]
+            jobs = many(JobRow, await fetch_in(conn, LEASE_FAIR if fair else LEASE_LIMITED, params))
             state = None
             if len(jobs) < max_jobs:
-                (row,) = await fetch_in(conn, LIMITED_QUEUE_STATE, ByQueue(queue))
+                held = FAIR_QUEUE_STATE if fair else LIMITED_QUEUE_STATE
+                (row,) = await fetch_in(conn, held, ByQueue(queue))
                 state = LimitedState._make(row)
             return jobs, state
 
@@ -357,7 +362,7 @@ class JobsRepository:
         call = EnqueueWithDependenciesParams(
             queue, job.type, job.payload, job.priority, job.run_at, job.delay_seconds,
             job.max_attempts, job.lease_seconds, job.idempotency_key, job.metadata, parents,
-            on_parent_failure, job.concurrency_key, *_allowed(allowed),
+            on_parent_failure, job.concurrency_key, *_allowed(allowed), job.fairness_key,
         )  # fmt: skip
         (record,) = await self._refusable(ENQUEUE_WITH_DEPENDENCIES, call)
         return record["id"], record["deduplicated"]

@@ -62,6 +62,7 @@ class JobRow(NamedTuple):
     run_on_parent_failure: bool
     notify_finish: bool
     concurrency_key: str | None
+    fairness_key: str | None
 
     @property
     def history(self) -> list[dict[str, Any]]:
@@ -144,6 +145,7 @@ class LimitedState(NamedTuple):
     rate_used: int
     rate_frees_at: float | None  # epoch seconds: the window's oldest lease leaves it
     key_held: bool  # a due job waits because its key is at max_running_per_key
+    key_rate_held: bool  # a due job waits because its fairness key is at its rate limit
 
     @property
     def reasons(self) -> list[str]:
@@ -155,6 +157,8 @@ class LimitedState(NamedTuple):
             found.append("rate_limit")
         if self.key_held:
             found.append("max_running_per_key")
+        if self.key_rate_held:
+            found.append("rate_limit_per_key")
         return found
 
 

@@ -50,6 +50,7 @@ DelaySeconds = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS), JsonNumber]
 
 
 ConcurrencyKey = ShortText
+FairnessKey = ShortText
 JobId = Annotated[int, Field(ge=1, le=MAX_BIGINT), JsonNumber]
 # What the docs' field tables (tests/docs_tables.py) and the reference say of sizes.
 _AT_MOST = f"at most {DEFAULT_MAX_PAYLOAD_BYTES // 1024} KiB serialised (`JOBQ_MAX_PAYLOAD_BYTES`)"
@@ -125,6 +126,12 @@ class JobIn(Strict):
         default=None,
         description="Jobs with the same key (a customer id, say) run at most the queue's "
         "`max_running_per_key` at once; other keys' jobs flow meanwhile.",
+    )
+    fairness_key: FairnessKey | None = Field(
+        default=None,
+        description="Who the job is for (a tenant, say). A `fair` queue's leases take turns "
+        "across its keys, each key's best job first; jobs without a key share one turn. "
+        "A fifo queue ignores it.",
     )
 
     @model_validator(mode="after")
@@ -334,6 +341,7 @@ JOB_EXAMPLE: dict[str, Any] = {
     "waiting_for": 0,
     "on_parent_failure": "cancel",
     "concurrency_key": None,
+    "fairness_key": None,
     "attempts": [
         {
             "attempt": 1,
@@ -397,6 +405,7 @@ class JobOut(BaseModel):
     )
     on_parent_failure: OnParentFailure
     concurrency_key: str | None
+    fairness_key: str | None
     attempts: list[AttemptOut]
 
 

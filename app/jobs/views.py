@@ -90,6 +90,8 @@ def job(row: JobRow) -> dict[str, Any]:
         "waiting_for": row.waiting_for,
         "on_parent_failure": ON_PARENT_FAILURE[row.run_on_parent_failure],
         "concurrency_key": row.concurrency_key,
+        # a fair queue's keyless jobs share the key '' (shown as none)
+        "fairness_key": row.fairness_key or None,
         "attempts": [_attempt(record) for record in row.history],
     }
 

@@ -35,7 +35,8 @@ class PurgeQueuedParams(NamedTuple):
 
 class SetQueueSettingsParams(NamedTuple):
     """A queue's settings: those named in `given` are set (to NULL: cleared), the others
-    kept (on a new row, NULL). `given` names the rate limit's two columns `rate_limit`."""
+    kept (on a new row, NULL). `given` names the rate limits' two columns `rate_limit`
+    and `rate_limit_per_key`, and aging's `aging`."""
 
     queue: str
     max_backlog: int | None
@@ -50,6 +51,12 @@ class SetQueueSettingsParams(NamedTuple):
     backoff_jitter: float | None
     retain_succeeded_seconds: float | None
     retain_failed_seconds: float | None
+    ordering: str | None
+    fair_weights: str | None  # a JSON object, as text
+    rate_limit_per_key_jobs: int | None
+    rate_limit_per_key_seconds: float | None
+    aging_seconds: float | None
+    aging_max: int | None
     given: list[str]
 
 

@@ -93,7 +93,9 @@ SELECT (SELECT count(*) FROM deleted) AS deleted, (SELECT up_to FROM bound) AS u
 -- A queue's settings row, if it was ever configured.
 SELECT name, max_backlog, max_running, max_running_per_key, rate_limit_jobs,
        rate_limit_seconds, max_attempts, lease_seconds, backoff_base_seconds,
-       backoff_cap_seconds, backoff_jitter, retain_succeeded_seconds, retain_failed_seconds
+       backoff_cap_seconds, backoff_jitter, retain_succeeded_seconds, retain_failed_seconds,
+       ordering, fair_weights, rate_limit_per_key_jobs, rate_limit_per_key_seconds,
+       aging_seconds, aging_max
   FROM jobq.queues
  WHERE name = :queue;
 
@@ -106,11 +108,14 @@ WITH changed AS (
     INSERT INTO jobq.queues AS q (
         name, max_backlog, max_running, max_running_per_key, rate_limit_jobs,
         rate_limit_seconds, max_attempts, lease_seconds, backoff_base_seconds,
-        backoff_cap_seconds, backoff_jitter, retain_succeeded_seconds, retain_failed_seconds)
+        backoff_cap_seconds, backoff_jitter, retain_succeeded_seconds, retain_failed_seconds,
+        ordering, fair_weights, rate_limit_per_key_jobs, rate_limit_per_key_seconds,
+        aging_seconds, aging_max)
     VALUES (:queue, :max_backlog, :max_running, :max_running_per_key, :rate_limit_jobs,
             :rate_limit_seconds, :max_attempts, :lease_seconds, :backoff_base_seconds,
             :backoff_cap_seconds, :backoff_jitter, :retain_succeeded_seconds,
-            :retain_failed_seconds)
+            :retain_failed_seconds, coalesce(:ordering, 'fifo'), CAST(:fair_weights AS jsonb),
+            :rate_limit_per_key_jobs, :rate_limit_per_key_seconds, :aging_seconds, :aging_max)
     ON CONFLICT (name) DO UPDATE SET
         max_backlog = CASE WHEN 'max_backlog' = ANY(CAST(:given AS text[]))
                            THEN excluded.max_backlog ELSE q.max_backlog END,
@@ -142,17 +147,39 @@ WITH changed AS (
         retain_failed_seconds = CASE
             WHEN 'retain_failed_seconds' = ANY(CAST(:given AS text[]))
             THEN excluded.retain_failed_seconds ELSE q.retain_failed_seconds END,
+        ordering = CASE WHEN 'ordering' = ANY(CAST(:given AS text[]))
+                        THEN excluded.ordering ELSE q.ordering END,
+        fair_weights = CASE WHEN 'fair_weights' = ANY(CAST(:given AS text[]))
+                            THEN excluded.fair_weights ELSE q.fair_weights END,
+        rate_limit_per_key_jobs = CASE WHEN 'rate_limit_per_key' = ANY(CAST(:given AS text[]))
+                                       THEN excluded.rate_limit_per_key_jobs
+                                       ELSE q.rate_limit_per_key_jobs END,
+        rate_limit_per_key_seconds = CASE
+            WHEN 'rate_limit_per_key' = ANY(CAST(:given AS text[]))
+            THEN excluded.rate_limit_per_key_seconds ELSE q.rate_limit_per_key_seconds END,
+        aging_seconds = CASE WHEN 'aging' = ANY(CAST(:given AS text[]))
+                             THEN excluded.aging_seconds ELSE q.aging_seconds END,
+        aging_max = CASE WHEN 'aging' = ANY(CAST(:given AS text[]))
+                         THEN excluded.aging_max ELSE q.aging_max END,
         updated_at = now()
     RETURNING q.name, q.max_backlog, q.max_running, q.max_running_per_key,
               q.rate_limit_jobs, q.rate_limit_seconds, q.max_attempts, q.lease_seconds,
               q.backoff_base_seconds, q.backoff_cap_seconds, q.backoff_jitter,
-              q.retain_succeeded_seconds, q.retain_failed_seconds
+              q.retain_succeeded_seconds, q.retain_failed_seconds, q.ordering,
+              q.fair_weights, q.rate_limit_per_key_jobs, q.rate_limit_per_key_seconds,
+              q.aging_seconds, q.aging_max
 ),
 told AS MATERIALIZED (
     SELECT pg_notify('jobq_settings', name), jobq.announce_due(name, now(), NULL)
       FROM changed
 )
 SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) FROM told) AS notices;
+
+
+-- name: sync_fair_keys
+-- After a queue's ordering was set, in the same transaction: its fairness keys' rows
+-- made (fair) or dropped (fifo) by jobq.sync_fair_keys.
+SELECT keyless, added, dropped FROM jobq.sync_fair_keys(:queue);
 
 
 -- Statistics: read from the counters and per-minute rollups kept as jobs move (migration

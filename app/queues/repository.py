@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from app.db.database import Database
+import asyncpg
+
+from app.core.errors import ValidationFailed
+from app.db.database import Database, fetch_in
 from app.db.statement import NO_PARAMS, NoParams, Queries
 from app.queues.params import (
     ByQueue,
@@ -33,12 +36,25 @@ from app.queues.rows import (
 )
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
+
+# The settings that do not go together (jobq.queues' checks): the field, and why.
+_CONFLICTS = {
+    "fair_limits_need_fair_ordering": (
+        "ordering",
+        "rate_limit_per_key and aging need the queue's ordering to be fair",
+    ),
+    "fair_ordering_without_max_running_per_key": (
+        "max_running_per_key",
+        "a fair queue takes no max_running_per_key (its turns go by fairness_key)",
+    ),
+}
 REDRIVE_FAILED = QUERIES.bind("redrive_failed", RedriveFailedParams)
 PAUSE_QUEUE = QUERIES.bind("pause_queue", ByQueue)
 RESUME_QUEUE = QUERIES.bind("resume_queue", ByQueue)
 PURGE_QUEUED = QUERIES.bind("purge_queued", PurgeQueuedParams)
 GET_QUEUE_SETTINGS = QUERIES.bind("get_queue_settings", ByQueue)
 SET_QUEUE_SETTINGS = QUERIES.bind("set_queue_settings", SetQueueSettingsParams)
+SYNC_FAIR_KEYS = QUERIES.bind("sync_fair_keys", ByQueue)
 QUEUE_OVERVIEW = QUERIES.bind("queue_overview", NoParams)
 QUEUE_STATS = QUERIES.bind("queue_stats", ByQueueOrAll)
 RUNNING_JOBS = QUERIES.bind("running_jobs", RunningJobsParams)
@@ -107,9 +123,17 @@ class QueuesRepository:
         return None if record is None else QueueSettingsRow._make(record)
 
     async def set_settings(self, params: SetQueueSettingsParams) -> QueueSettingsRow:
-        """Change the settings `params.given` names; the row as it now is."""
-        record = await self._db.fetch_one(SET_QUEUE_SETTINGS, params)
-        assert record is not None
+        """Change the settings `params.given` names; the row as it now is. A change of
+        ordering makes or drops the queue's fairness keys' rows in the same transaction.
+        Settings that do not go together: `ValidationFailed`."""
+        try:
+            async with self._db.transaction() as conn:
+                (record,) = await fetch_in(conn, SET_QUEUE_SETTINGS, params)
+                if "ordering" in params.given:
+                    await fetch_in(conn, SYNC_FAIR_KEYS, ByQueue(params.queue))
+        except asyncpg.CheckViolationError as exc:
+            field, message = _CONFLICTS[exc.constraint_name or ""]
+            raise ValidationFailed.field((field,), message, "value_error") from None
         return QueueSettingsRow._make(record)
 
     # ---- statistics --------------------------------------------------------------

@@ -30,6 +30,12 @@ class QueueSettingsRow(NamedTuple):
     backoff_jitter: float | None
     retain_succeeded_seconds: float | None
     retain_failed_seconds: float | None
+    ordering: str
+    fair_weights: dict[str, float] | None
+    rate_limit_per_key_jobs: int | None
+    rate_limit_per_key_seconds: float | None
+    aging_seconds: float | None
+    aging_max: int | None
 
 
 class QueueOverview(NamedTuple):

@@ -4,7 +4,7 @@ statistics (`GET /v1/queues`, `GET /v1/queues/{queue}`)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -31,6 +31,21 @@ class RateLimit(Strict):
     per_seconds: Annotated[float, Field(ge=0.001, le=MAX_RATE_SECONDS), JsonNumber]
 
 
+MAX_WEIGHT = 1000.0
+MAX_WEIGHTED_KEYS = 1000
+MAX_AGING_BOOST = 32767
+Ordering = Literal["fifo", "fair"]
+Weight = Annotated[float, Field(ge=0.001, le=MAX_WEIGHT), JsonNumber]
+
+
+class Aging(Strict):
+    """A queued job's priority rises by 1 for each `per_seconds` it has waited since its
+    `run_at`, by at most `max_boost` (a fair queue's claim orders each key's jobs so)."""
+
+    per_seconds: Annotated[float, Field(ge=0.001, le=MAX_RATE_SECONDS), JsonNumber]
+    max_boost: Annotated[int, Field(ge=1, le=MAX_AGING_BOOST), JsonNumber]
+
+
 class QueueSettingsIn(Strict):
     """A queue's settings. Only the fields sent change; `null` clears one (no limit, or
     the service's default)."""
@@ -41,6 +56,12 @@ class QueueSettingsIn(Strict):
                 {"max_backlog": 10000},
                 {"max_running": 5, "rate_limit": {"jobs": 100, "per_seconds": 60}},
                 {"max_running_per_key": 1, "max_attempts": 10, "backoff_cap_seconds": 600},
+                {
+                    "ordering": "fair",
+                    "fair_weights": {"enterprise": 3},
+                    "rate_limit_per_key": {"jobs": 10, "per_seconds": 1},
+                    "aging": {"per_seconds": 30, "max_boost": 10},
+                },
             ]
         }
     )
@@ -82,6 +103,30 @@ class QueueSettingsIn(Strict):
     retain_failed_seconds: Seconds | None = Field(
         default=None, description="Delete failed and cancelled jobs this long after."
     )
+    ordering: Ordering | None = Field(
+        default=None,
+        description="`fifo` (best priority, then oldest, across the queue) or `fair` "
+        "(leases take turns across the jobs' `fairness_key`s, each key's best job first); "
+        "`null`: `fifo`. A fair queue takes no `max_running_per_key`.",
+    )
+    fair_weights: Annotated[dict[ShortText, Weight], Field(max_length=MAX_WEIGHTED_KEYS)] | None = (
+        Field(
+            default=None,
+            description="A fair queue's share per fairness key (key → weight; unlisted keys "
+            "weigh 1): a key of weight 3 gets three turns to another's one while both have "
+            "due jobs.",
+        )
+    )
+    rate_limit_per_key: RateLimit | None = Field(
+        default=None,
+        description="At most `jobs` leases of each fairness key in any `per_seconds` "
+        "(a fair queue's); `null`: none.",
+    )
+    aging: Aging | None = Field(
+        default=None,
+        description="Raise a queued job's priority with its wait (a fair queue's), so a "
+        "steady stream of better jobs cannot starve it; `null`: none.",
+    )
 
     @model_validator(mode="after")
     def _names_one(self) -> QueueSettingsIn:
@@ -105,6 +150,10 @@ class QueueSettingsOut(BaseModel):
     backoff_jitter: float | None
     retain_succeeded_seconds: float | None
     retain_failed_seconds: float | None
+    ordering: Ordering
+    fair_weights: dict[str, float] | None
+    rate_limit_per_key: RateLimit | None
+    aging: Aging | None
 
 
 DEFAULT_REDRIVE_LIMIT = 1000

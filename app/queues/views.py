@@ -26,15 +26,12 @@ def state(row: QueueState) -> dict[str, Any]:
 
 def settings(current: QueueSettingsRow) -> dict[str, Any]:
     """`QueueSettingsOut`."""
-    rate = None
-    if current.rate_limit_jobs is not None:
-        rate = {"jobs": current.rate_limit_jobs, "per_seconds": current.rate_limit_seconds}
     return {
         "queue": current.name,
         "max_backlog": current.max_backlog,
         "max_running": current.max_running,
         "max_running_per_key": current.max_running_per_key,
-        "rate_limit": rate,
+        "rate_limit": _rate(current.rate_limit_jobs, current.rate_limit_seconds),
         "max_attempts": current.max_attempts,
         "lease_seconds": current.lease_seconds,
         "backoff_base_seconds": current.backoff_base_seconds,
@@ -42,7 +39,19 @@ def settings(current: QueueSettingsRow) -> dict[str, Any]:
         "backoff_jitter": current.backoff_jitter,
         "retain_succeeded_seconds": current.retain_succeeded_seconds,
         "retain_failed_seconds": current.retain_failed_seconds,
+        "ordering": current.ordering,
+        "fair_weights": current.fair_weights,
+        "rate_limit_per_key": _rate(
+            current.rate_limit_per_key_jobs, current.rate_limit_per_key_seconds
+        ),
+        "aging": None
+        if current.aging_seconds is None
+        else {"per_seconds": current.aging_seconds, "max_boost": current.aging_max},
     }
+
+
+def _rate(jobs: int | None, seconds: float | None) -> dict[str, Any] | None:
+    return None if jobs is None else {"jobs": jobs, "per_seconds": seconds}
 
 
 def _percentiles(values: list[float] | None) -> dict[str, float | None]:

@@ -17,24 +17,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.helpers import assert_problem, enqueue, lease
+from tests.helpers import assert_problem, enqueue, enqueue_batches, lease, put_settings
 
 pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
-
-
-async def _settings(client: httpx.AsyncClient, queue: str, **body: Any) -> dict[str, Any]:
-    response = await client.put(f"/v1/queues/{queue}/settings", json=body)
-    assert response.status_code == 200, response.text
-    settings: dict[str, Any] = response.json()
-    return settings
-
-
-async def _batch(client: httpx.AsyncClient, queue: str, jobs: list[dict[str, Any]]) -> None:
-    for start in range(0, len(jobs), 500):
-        response = await client.post(
-            f"/v1/queues/{queue}/jobs/batch", json={"jobs": jobs[start : start + 500]}
-        )
-        assert response.status_code == 201, response.text
 
 
 class Sampler:
@@ -138,9 +123,9 @@ async def test_max_running_holds_across_replicas_and_is_kept_full(
     db: asyncpg.Connection,
     database_url: str,
 ) -> None:
-    settings = await _settings(client, "encode", max_running=5)
+    settings = await put_settings(client, "encode", max_running=5)
     assert settings["max_running"] == 5 and settings["max_backlog"] is None
-    await _batch(client, "encode", [{"type": "video"} for _ in range(300)])
+    await enqueue_batches(client, "encode", [{"type": "video"} for _ in range(300)])
     sampler = await _drain_with_two_replicas(
         app_factory, client_factory, db, database_url, "encode", 300
     )
@@ -155,11 +140,11 @@ async def test_one_at_a_time_per_key_with_a_hot_key_and_many_cold_ones(
     db: asyncpg.Connection,
     database_url: str,
 ) -> None:
-    await _settings(client, "mail", max_running_per_key=1)
+    await put_settings(client, "mail", max_running_per_key=1)
     hot = [{"type": "send", "concurrency_key": "big-customer", "priority": 10}] * 200
     cold = [{"type": "send", "concurrency_key": f"customer-{i}"} for i in range(60)]
     unkeyed = [{"type": "send"} for _ in range(20)]
-    await _batch(client, "mail", hot + cold + unkeyed)
+    await enqueue_batches(client, "mail", hot + cold + unkeyed)
 
     # one lease: the hot key's best job, then every cold key's, then unkeyed ones
     first = await lease(client, "mail", max_jobs=100)
@@ -187,8 +172,8 @@ async def test_the_rate_limit_holds_in_every_window_and_a_waiting_lease_gets_the
     client: httpx.AsyncClient,
     db: asyncpg.Connection,
 ) -> None:
-    await _settings(client, "sms", rate_limit={"jobs": 10, "per_seconds": 1})
-    await _batch(client, "sms", [{"type": "text"} for _ in range(35)])
+    await put_settings(client, "sms", rate_limit={"jobs": 10, "per_seconds": 1})
+    await enqueue_batches(client, "sms", [{"type": "text"} for _ in range(35)])
     other = await client_factory(app_factory(longpoll_recheck_seconds=30))
 
     first = await client.post(
@@ -231,7 +216,7 @@ async def test_a_waiting_lease_wakes_when_a_running_job_of_a_full_queue_finishes
     client_factory: Callable[[FastAPI], Any],
     client: httpx.AsyncClient,
 ) -> None:
-    await _settings(client, "one", max_running=1)
+    await put_settings(client, "one", max_running=1)
     await enqueue(client, "one")
     await enqueue(client, "one")
     (running,) = await lease(client, "one", max_jobs=5)
@@ -252,7 +237,7 @@ async def test_limits_in_force_show_in_the_queue_and_survive_a_new_replica(
     client_factory: Callable[[FastAPI], Any],
     client: httpx.AsyncClient,
 ) -> None:
-    await _settings(client, "q", max_running=2, rate_limit={"jobs": 100, "per_seconds": 60})
+    await put_settings(client, "q", max_running=2, rate_limit={"jobs": 100, "per_seconds": 60})
     for _ in range(4):
         await enqueue(client, "q")
     assert len(await lease(client, "q", max_jobs=4)) == 2
@@ -268,7 +253,7 @@ async def test_limits_in_force_show_in_the_queue_and_survive_a_new_replica(
         "rate_limit": {"jobs": 100, "per_seconds": 60.0, "used": 2},
         "throttled": {"max_running": 2, "max_running_per_key": 0, "rate_limit": 0},
     }
-    cleared = await _settings(client, "q", max_running=None, rate_limit=None)
+    cleared = await put_settings(client, "q", max_running=None, rate_limit=None)
     assert cleared["max_running"] is None and cleared["rate_limit"] is None
     assert len(await lease(fresh, "q", max_jobs=4)) == 2  # no limit any more, at once
 
@@ -276,8 +261,8 @@ async def test_limits_in_force_show_in_the_queue_and_survive_a_new_replica(
 async def test_settings_change_only_what_is_sent_and_refuse_bad_values(
     client: httpx.AsyncClient,
 ) -> None:
-    await _settings(client, "s", max_backlog=100, max_running=3)
-    kept = await _settings(client, "s", max_attempts=7)
+    await put_settings(client, "s", max_backlog=100, max_running=3)
+    kept = await put_settings(client, "s", max_attempts=7)
     assert (kept["max_backlog"], kept["max_running"], kept["max_attempts"]) == (100, 3, 7)
     for body, field in [
         ({"max_running": 0}, "max_running"),
@@ -303,7 +288,7 @@ async def test_settings_change_only_what_is_sent_and_refuse_bad_values(
 async def test_the_queue_policy_fills_in_what_a_job_leaves_out(
     client: httpx.AsyncClient, db: asyncpg.Connection
 ) -> None:
-    await _settings(
+    await put_settings(
         client, "p", max_attempts=9, lease_seconds=17, backoff_base_seconds=100,
         backoff_cap_seconds=100, backoff_jitter=0,
     )  # fmt: skip
@@ -334,7 +319,7 @@ async def test_the_queue_policy_fills_in_what_a_job_leaves_out(
 async def test_retention_per_queue(
     client: httpx.AsyncClient, db: asyncpg.Connection, pruner: Any
 ) -> None:
-    await _settings(client, "short", retain_succeeded_seconds=0)
+    await put_settings(client, "short", retain_succeeded_seconds=0)
     for queue in ("short", "default"):
         await enqueue(client, queue)
         (leased,) = await lease(client, queue)

@@ -32,6 +32,7 @@ _SQL_TYPES = {
     "depends_on": "bigint[]",
     "on_parent_failure": "text",
     "concurrency_key": "text",
+    "fairness_key": "text",
 }
 # What each refusal stands for: HTTP's status, the SQL function's SQLSTATE.
 _REFUSALS = {"JQ422": 422, "JQ413": 413, "JQ429": 429}
@@ -39,7 +40,7 @@ _REFUSALS = {"JQ422": 422, "JQ413": 413, "JQ429": 429}
 AT = "2031-05-06T07:08:09.123456Z"
 
 # name: (queue settings, steps)
-CASES: dict[str, tuple[dict[str, int], list[Step]]] = {
+CASES: dict[str, tuple[dict[str, Any], list[Step]]] = {
     "defaults": ({}, [{"type": "t"}]),
     "every field": (
         {},
@@ -52,6 +53,7 @@ CASES: dict[str, tuple[dict[str, int], list[Step]]] = {
                 "lease_seconds": 30,
                 "metadata": {"tenant": "acme"},
                 "concurrency_key": "customer-1",
+                "fairness_key": "tenant-1",
                 "on_parent_failure": "run",
             }
         ],
@@ -99,6 +101,8 @@ CASES: dict[str, tuple[dict[str, int], list[Step]]] = {
             {"type": "t", "idempotency_key": "x" * 256},
             {"type": "t", "concurrency_key": "c" * 255},
             {"type": "t", "concurrency_key": "c" * 256},
+            {"type": "t", "fairness_key": "f" * 255},
+            {"type": "t", "fairness_key": "f" * 256},
             {"type": "n" * 128},
             {"type": "n" * 129},
         ],
@@ -120,6 +124,16 @@ CASES: dict[str, tuple[dict[str, int], list[Step]]] = {
             {"type": "child", "depends_on": [1]},
             {"type": "runs anyway", "depends_on": [1, 2], "on_parent_failure": "run"},
             {"type": "orphan", "depends_on": [99]},
+        ],
+    ),
+    "a fair queue": (  # a job without a key gets the key ''
+        {"ordering": "fair"},
+        [
+            {"type": "t"},
+            {"type": "t", "fairness_key": "A"},
+            [{"type": "a", "fairness_key": "B"}, {"type": "b"}],
+            {"type": "child", "depends_on": [1], "fairness_key": "C"},
+            [{"type": "c", "depends_on": [{"ref": 0}, 1]}, {"type": "d", "fairness_key": "D"}],
         ],
     ),
     "a batch": (
@@ -214,7 +228,7 @@ async def _state(db: asyncpg.Connection) -> tuple[list[dict[str, Any]], list[dic
     return jobs, [dict(row) for row in await db.fetch(EDGES)]
 
 
-async def _fresh(db: asyncpg.Connection, queue: str, settings: dict[str, int]) -> None:
+async def _fresh(db: asyncpg.Connection, queue: str, settings: dict[str, Any]) -> None:
     await db.execute(EMPTY_TABLES)
     if settings:
         columns = ", ".join(settings)
@@ -268,7 +282,7 @@ BATCH_COLUMN_OF = {
     "delay_seconds": "delays", "max_attempts": "max_attempts",
     "lease_seconds": "lease_seconds", "idempotency_key": "idempotency_keys",
     "metadata": "metadatas", "concurrency_key": "concurrency_keys",
-    "runs_on_parent_failure": "runs_on_parent_failure",
+    "runs_on_parent_failure": "runs_on_parent_failure", "fairness_key": "fairness_keys",
 }  # fmt: skip
 
 

@@ -62,6 +62,7 @@ async def test_typed_rows_hold_every_column_in_the_tables_order(
         (jobs_sql.LEASE, JobRow),
         (jobs_sql.LEASE_QUEUE, JobRow),
         (jobs_sql.LEASE_LIMITED, JobRow),
+        (jobs_sql.LEASE_FAIR, JobRow),
         (jobs_sql.COMPLETE_MANY, FinishedBrief),
         (jobs_sql.FINISH_MANY, FinishedBrief),
     ],
@@ -103,6 +104,7 @@ def test_a_statement_runs_in_psql_as_written(database_url: str) -> None:
         "default_max_attempts": "5",
         "default_lease_seconds": "60",
         "runs_on_parent_failure": "false",
+        "fairness_key": "NULL",
     }
     # psql puts a variable in as written, and reads `''` inside quotes as one quote:
     # `\set queue '''psql'''` is the SQL literal 'psql'.

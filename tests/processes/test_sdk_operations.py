@@ -56,9 +56,11 @@ def test_a_workflow_in_one_batch_with_parents_results(jobq: Client) -> None:
         ],
     )
     assert [i.state for i in items] == ["queued", "waiting", "waiting"]
-    later = jobq.enqueue("video", "notify", depends_on=[items[2].id], concurrency_key="ada")
+    later = jobq.enqueue(
+        "video", "notify", depends_on=[items[2].id], concurrency_key="ada", fairness_key="acme"
+    )
     assert later.job is not None and later.job.waiting_for == 1
-    assert later.job.concurrency_key == "ada"
+    assert (later.job.concurrency_key, later.job.fairness_key) == ("ada", "acme")
 
     (download,) = jobq.lease(["video"], worker_id="w")
     jobq.complete(download.lease_id, {"bytes": 10})

@@ -71,6 +71,7 @@ MIRRORS = [
     Mirror(_admin.ScheduleRun, "ScheduleRunOut"),
     Mirror(_admin.Schedule, "ScheduleOut"),
     Mirror(_admin.RateLimit, "RateLimit"),
+    Mirror(_admin.Aging, "Aging"),
     Mirror(_admin.QueueSettings, "QueueSettingsOut"),
     # The figures most callers want, and the whole answer in `raw`.
     Mirror(

@@ -25,7 +25,7 @@ def test_public_names_are_pinned() -> None:
             "MethodNotAllowed", "ReaperStalled", "ScheduleNotFound", "TooManyRequests",
             "TargetNotAllowed",
             "Dependencies", "ErrorInfo", "Parent", "ParentEnded", "QueueSettings", "QueueStats",
-            "RateLimit", "Stats",
+            "RateLimit", "Stats", "Aging",
             "Ref", "Related", "Retry", "Schedule", "ScheduleRun",
             "__version__",
         ]

@@ -43,6 +43,8 @@ SIMPLE: dict[Any, Any] = {
 
 
 R = TypeVar("R", bound=tuple[Any, ...])
+# a fair queue's settings: an ordering the schema names, weights that are numbers
+FAIR = {"ordering": "fair", "fair_weights": {"gold": 3.0}}
 
 
 def row(kind: type[R], **given: Any) -> R:
@@ -143,12 +145,14 @@ CASES: list[tuple[str, Callable[[], Any], type[BaseModel]]] = [
     ("queue state", lambda: queue_views.state(row(q.QueueState)), queue_schemas.QueueStateOut),
     (
         "queue settings",
-        lambda: queue_views.settings(row(q.QueueSettingsRow)),
+        lambda: queue_views.settings(row(q.QueueSettingsRow, **FAIR)),
         queue_schemas.QueueSettingsOut,
     ),
     (
         "unlimited queue settings",
-        lambda: queue_views.settings(row(q.QueueSettingsRow, rate_limit_jobs=None)),
+        lambda: queue_views.settings(
+            row(q.QueueSettingsRow, **FAIR, rate_limit_jobs=None, aging_seconds=None)
+        ),
         queue_schemas.QueueSettingsOut,
     ),
     ("queue", lambda: queue_views.queue(REPORT), queue_schemas.QueueStats),

@@ -48,6 +48,7 @@ class Enqueuer:
             ),
             concurrency_key=job.concurrency_key,
             runs_on_parent_failure=job.on_parent_failure == "run",
+            fairness_key=job.fairness_key,
         )
 
     async def one(

@@ -98,6 +98,7 @@ def _pairs(jobs: list[JobRow]) -> set[tuple[str, str]]:
 
 
 _PRIORITY = attrgetter("priority")
+_RATES = {"rate_limit", "rate_limit_per_key"}  # limits a window's end frees (a timer wakes)
 
 
 _NO_PARENTS: list[Parent] = []
@@ -262,7 +263,7 @@ class Leases:
             jobs += got
             if state is not None:
                 throttled += [r for r in state.reasons if r not in throttled]
-                if state.rate_frees_at is not None and "rate_limit" in state.reasons:
+                if state.rate_frees_at is not None and _RATES.intersection(state.reasons):
                     self._wakeups.announce(queue, state.rate_frees_at)  # a timer, no polling
         return jobs, throttled
 

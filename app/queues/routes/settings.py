@@ -16,19 +16,28 @@ from app.queues.service import SettingsChange
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["queues"])
 
-# the row's columns that `QueueSettingsIn` names alike (rate_limit is two columns)
-_PLAIN = [name for name in QueueSettingsIn.model_fields if name != "rate_limit"]
+# the settings of two columns each: the columns, and the fields of the setting for them
+_PAIRS = {
+    "rate_limit": ("rate_limit_jobs", "jobs", "rate_limit_seconds", "per_seconds"),
+    "rate_limit_per_key": (
+        "rate_limit_per_key_jobs", "jobs", "rate_limit_per_key_seconds", "per_seconds"
+    ),
+    "aging": ("aging_seconds", "per_seconds", "aging_max", "max_boost"),
+}  # fmt: skip
+# the row's columns that `QueueSettingsIn` names alike
+_PLAIN = [name for name in QueueSettingsIn.model_fields if name not in _PAIRS]
 
 
 def _change(sent: QueueSettingsIn) -> SettingsChange:
     """The settings sent, as the columns they change."""
-    values: dict[str, float | None] = {
+    values: dict[str, Any] = {
         name: getattr(sent, name) for name in _PLAIN if name in sent.model_fields_set
     }
-    if "rate_limit" in sent.model_fields_set:
-        rate = sent.rate_limit
-        values["rate_limit_jobs"] = rate.jobs if rate is not None else None
-        values["rate_limit_seconds"] = rate.per_seconds if rate is not None else None
+    for name, (first, first_field, second, second_field) in _PAIRS.items():
+        if name in sent.model_fields_set:
+            pair = getattr(sent, name)
+            values[first] = getattr(pair, first_field) if pair is not None else None
+            values[second] = getattr(pair, second_field) if pair is not None else None
     return values
 
 

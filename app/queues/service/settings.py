@@ -9,6 +9,7 @@ replica (each also drops its cached set of limited queues: `NOTIFY jobq_settings
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,15 +19,27 @@ from app.queues.rows import QueueSettingsRow
 
 # A change of settings: the columns of `QueueSettingsRow` it names, each with its new
 # value (None clears it: no limit, or the service's default).
-SettingsChange = Mapping[str, float | None]
+SettingsChange = Mapping[str, float | str | Mapping[str, float] | None]
 _COLUMNS = QueueSettingsRow._fields[1:]  # a row's settings, after the queue's name
+# The columns set together, by the setting's name.
+_GIVEN_AS = {
+    "rate_limit_jobs": "rate_limit",
+    "rate_limit_seconds": "rate_limit",
+    "rate_limit_per_key_jobs": "rate_limit_per_key",
+    "rate_limit_per_key_seconds": "rate_limit_per_key",
+    "aging_seconds": "aging",
+    "aging_max": "aging",
+}
 
 
 def _params(queue: str, change: SettingsChange) -> SetQueueSettingsParams:
     """The settings `change` names; None for the others (their columns are kept). The
-    rate limit's two columns are given as one, `rate_limit`."""
-    given = {"rate_limit" if name.startswith("rate_limit_") else name for name in change}
+    rate limits' and aging's two columns are given as one (`_GIVEN_AS`); the weights
+    go as JSON text."""
+    given = {_GIVEN_AS.get(name, name) for name in change}
     values: dict[str, Any] = {name: change.get(name) for name in _COLUMNS}
+    if values["fair_weights"] is not None:
+        values["fair_weights"] = json.dumps(values["fair_weights"])
     return SetQueueSettingsParams(queue=queue, **values, given=sorted(given))
 
 
@@ -40,7 +53,8 @@ class QueueSettingsService:
         """The queue's settings; the defaults if nobody configured it."""
         row = await self._repo.get_settings(queue)
         if row is None:
-            return QueueSettingsRow(queue, *([None] * (len(QueueSettingsRow._fields) - 1)))
+            unset = QueueSettingsRow._make([queue, *[None] * (len(QueueSettingsRow._fields) - 1)])
+            return unset._replace(ordering="fifo")
         return row
 
     async def change(self, queue: str, change: SettingsChange) -> QueueSettingsRow:

@@ -771,6 +771,17 @@ export interface components {
             results: components["schemas"]["AckResult"][];
         };
         /**
+         * Aging
+         * @description A queued job's priority rises by 1 for each `per_seconds` it has waited since its
+         *     `run_at`, by at most `max_boost` (a fair queue's claim orders each key's jobs so).
+         */
+        Aging: {
+            /** Per Seconds */
+            per_seconds: number;
+            /** Max Boost */
+            max_boost: number;
+        };
+        /**
          * AttemptOut
          * @description One finished attempt.
          */
@@ -964,6 +975,7 @@ export interface components {
          *       "waiting_for": 0,
          *       "on_parent_failure": "cancel",
          *       "concurrency_key": null,
+         *       "fairness_key": null,
          *       "attempts": [],
          *       "deduplicated": false
          *     }
@@ -1043,6 +1055,8 @@ export interface components {
             on_parent_failure: "cancel" | "run";
             /** Concurrency Key */
             concurrency_key: string | null;
+            /** Fairness Key */
+            fairness_key: string | null;
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
             /** Deduplicated */
@@ -1265,6 +1279,11 @@ export interface components {
              * @description Jobs with the same key (a customer id, say) run at most the queue's `max_running_per_key` at once; other keys' jobs flow meanwhile.
              */
             concurrency_key?: string | null;
+            /**
+             * Fairness Key
+             * @description Who the job is for (a tenant, say). A `fair` queue's leases take turns across its keys, each key's best job first; jobs without a key share one turn. A fifo queue ignores it.
+             */
+            fairness_key?: string | null;
         };
         /**
          * JobOut
@@ -1304,6 +1323,7 @@ export interface components {
          *       "waiting_for": 0,
          *       "on_parent_failure": "cancel",
          *       "concurrency_key": null,
+         *       "fairness_key": null,
          *       "attempts": [
          *         {
          *           "attempt": 1,
@@ -1391,6 +1411,8 @@ export interface components {
             on_parent_failure: "cancel" | "run";
             /** Concurrency Key */
             concurrency_key: string | null;
+            /** Fairness Key */
+            fairness_key: string | null;
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
         };
@@ -1574,6 +1596,7 @@ export interface components {
          *         "waiting_for": 0,
          *         "on_parent_failure": "cancel",
          *         "concurrency_key": null,
+         *         "fairness_key": null,
          *         "attempts": []
          *       },
          *       "parents": []
@@ -1793,6 +1816,20 @@ export interface components {
          *       "max_attempts": 10,
          *       "backoff_cap_seconds": 600
          *     }
+         * @example {
+         *       "ordering": "fair",
+         *       "fair_weights": {
+         *         "enterprise": 3
+         *       },
+         *       "rate_limit_per_key": {
+         *         "jobs": 10,
+         *         "per_seconds": 1
+         *       },
+         *       "aging": {
+         *         "per_seconds": 30,
+         *         "max_boost": 10
+         *       }
+         *     }
          */
         QueueSettingsIn: {
             /**
@@ -1847,6 +1884,22 @@ export interface components {
              * @description Delete failed and cancelled jobs this long after.
              */
             retain_failed_seconds?: number | null;
+            /**
+             * Ordering
+             * @description `fifo` (best priority, then oldest, across the queue) or `fair` (leases take turns across the jobs' `fairness_key`s, each key's best job first); `null`: `fifo`. A fair queue takes no `max_running_per_key`.
+             */
+            ordering?: ("fifo" | "fair") | null;
+            /**
+             * Fair Weights
+             * @description A fair queue's share per fairness key (key → weight; unlisted keys weigh 1): a key of weight 3 gets three turns to another's one while both have due jobs.
+             */
+            fair_weights?: {
+                [key: string]: number;
+            } | null;
+            /** @description At most `jobs` leases of each fairness key in any `per_seconds` (a fair queue's); `null`: none. */
+            rate_limit_per_key?: components["schemas"]["RateLimit"] | null;
+            /** @description Raise a queued job's priority with its wait (a fair queue's), so a steady stream of better jobs cannot starve it; `null`: none. */
+            aging?: components["schemas"]["Aging"] | null;
         };
         /**
          * QueueSettingsOut
@@ -1876,6 +1929,17 @@ export interface components {
             retain_succeeded_seconds: number | null;
             /** Retain Failed Seconds */
             retain_failed_seconds: number | null;
+            /**
+             * Ordering
+             * @enum {string}
+             */
+            ordering: "fifo" | "fair";
+            /** Fair Weights */
+            fair_weights: {
+                [key: string]: number;
+            } | null;
+            rate_limit_per_key: components["schemas"]["RateLimit"] | null;
+            aging: components["schemas"]["Aging"] | null;
         };
         /**
          * QueueStateOut

@@ -16,6 +16,7 @@ worker.run()
 """
 
 from jobq_client._admin import (
+    Aging,
     QueueSettings,
     QueueStats,
     RateLimit,
@@ -86,6 +87,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Ack",
     "AckResult",
+    "Aging",
     "AsyncClient",
     "Attempt",
     "BadRequest",

@@ -89,6 +89,20 @@ class RateLimit:
         return {"jobs": self.jobs, "per_seconds": self.per_seconds}
 
 
+Ordering = Literal["fifo", "fair"]
+
+
+@dataclass(frozen=True, slots=True)
+class Aging:
+    """A queued job's priority rises by 1 per `per_seconds` waited, by at most `max_boost`."""
+
+    per_seconds: float
+    max_boost: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"per_seconds": self.per_seconds, "max_boost": self.max_boost}
+
+
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
     """A queue's settings; None: no limit, or the service's default."""
@@ -105,10 +119,16 @@ class QueueSettings:
     backoff_jitter: float | None = None
     retain_succeeded_seconds: float | None = None
     retain_failed_seconds: float | None = None
+    ordering: Ordering = "fifo"  # or "fair": leases take turns across fairness keys
+    fair_weights: dict[str, float] | None = None
+    rate_limit_per_key: RateLimit | None = None
+    aging: Aging | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> QueueSettings:
         rate = data.get("rate_limit")
+        per_key = data.get("rate_limit_per_key")
+        aging = data.get("aging")
         return cls(
             queue=data["queue"],
             max_backlog=data.get("max_backlog"),
@@ -122,6 +142,12 @@ class QueueSettings:
             backoff_jitter=data.get("backoff_jitter"),
             retain_succeeded_seconds=data.get("retain_succeeded_seconds"),
             retain_failed_seconds=data.get("retain_failed_seconds"),
+            ordering=data.get("ordering") or "fifo",
+            fair_weights=data.get("fair_weights"),
+            rate_limit_per_key=RateLimit(per_key["jobs"], per_key["per_seconds"])
+            if per_key
+            else None,
+            aging=Aging(aging["per_seconds"], aging["max_boost"]) if aging else None,
         )
 
 

@@ -274,13 +274,15 @@ class Client(_Base, Operations):
         depends_on: list[int] | None = None,
         on_parent_failure: OnParentFailure | None = None,
         concurrency_key: str | None = None,
+        fairness_key: str | None = None,
     ) -> Enqueued:
         """Enqueue one job; a job that already had this idempotency key comes back as is.
         With `depends_on`, it waits until those jobs succeeded (`on_parent_failure`: what
-        their failure does to it)."""
+        their failure does to it). A fair queue takes turns across `fairness_key`s."""
         spec = JobSpec(
             type, payload, priority, run_at, delay_seconds, max_attempts, lease_seconds,
             idempotency_key, metadata, depends_on, on_parent_failure, concurrency_key,
+            fairness_key,
         )  # fmt: skip
         return self._call(_calls.enqueue(queue, spec))
 
@@ -499,13 +501,15 @@ class AsyncClient(_Base, AsyncOperations):
         depends_on: list[int] | None = None,
         on_parent_failure: OnParentFailure | None = None,
         concurrency_key: str | None = None,
+        fairness_key: str | None = None,
     ) -> Enqueued:
         """Enqueue one job; a job that already had this idempotency key comes back as is.
         With `depends_on`, it waits until those jobs succeeded (`on_parent_failure`: what
-        their failure does to it)."""
+        their failure does to it). A fair queue takes turns across `fairness_key`s."""
         spec = JobSpec(
             type, payload, priority, run_at, delay_seconds, max_attempts, lease_seconds,
             idempotency_key, metadata, depends_on, on_parent_failure, concurrency_key,
+            fairness_key,
         )  # fmt: skip
         return await self._call(_calls.enqueue(queue, spec))
 

@@ -114,6 +114,7 @@ class JobRecord:
     waiting_for: int = 0
     on_parent_failure: OnParentFailure = "cancel"
     concurrency_key: str | None = None
+    fairness_key: str | None = None
     attempts: list[Attempt] = field(default_factory=list)
 
     @property
@@ -150,6 +151,7 @@ class JobRecord:
             waiting_for=int(data.get("waiting_for") or 0),
             on_parent_failure=data.get("on_parent_failure") or "cancel",
             concurrency_key=data.get("concurrency_key"),
+            fairness_key=data.get("fairness_key"),
             attempts=[Attempt.from_json(a) for a in data.get("attempts") or []],
         )
 
@@ -344,6 +346,7 @@ class JobSpec:
     depends_on: Sequence[int | Ref] | None = None
     on_parent_failure: OnParentFailure | None = None
     concurrency_key: str | None = None
+    fairness_key: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"type": self.type, "payload": self.payload}
@@ -361,6 +364,7 @@ class JobSpec:
             "depends_on": parents,
             "on_parent_failure": self.on_parent_failure,
             "concurrency_key": self.concurrency_key,
+            "fairness_key": self.fairness_key,
         }
         body.update({key: value for key, value in optional.items() if value is not None})
         return body

@@ -51,11 +51,14 @@ test("enqueue sends a key of its own; the same key gives the same job", TEST, as
   assert.equal(first.deduplicated, false);
   assert.match(first.job?.idempotency_key ?? "", KEY);
   assert.deepEqual(first.job?.payload, { to: "ada" });
-  const options = { idempotency_key: `k-${run}`, priority: 5, concurrency_key: "ada" };
+  const options = {
+    idempotency_key: `k-${run}`, priority: 5, concurrency_key: "ada", fairness_key: "acme",
+  };
   const keyed = await jobq.enqueue(queue, "send", null, options);
   const again = await jobq.enqueue(queue, "send", { ignored: true }, options);
   assert.deepEqual([again.id, again.deduplicated, keyed.deduplicated], [keyed.id, true, false]);
-  assert.equal((await jobq.getJob(keyed.id)).priority, 5);
+  const stored = await jobq.getJob(keyed.id);
+  assert.deepEqual([stored.priority, stored.fairness_key], [5, "acme"]);
   assert.notEqual(keyed.id, first.id);
 });
 
