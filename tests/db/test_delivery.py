@@ -1,5 +1,5 @@
 """The shared delivery pieces against real PostgreSQL and a real loopback endpoint:
-the circuit breaker's rows (`jobq.delivery_breakers`, migration 0025) as several
+the circuit breaker's rows (`jobq.delivery_breakers`, migration 0024) as several
 connections see them, and `send`'s outcomes."""
 
 from __future__ import annotations
