@@ -306,6 +306,12 @@ class AcksIn(Strict):
     )
 
     acks: list[Ack] = Field(min_length=1, max_length=DEFAULT_MAX_ACK_BATCH)
+    lease: LeaseIn | None = Field(
+        default=None,
+        description="Default: lease nothing. Then lease as `POST /v1/leases` would, once "
+        "the acks are applied: a worker takes its next jobs (the slots of a limited queue "
+        "its acks freed among them) in the same call.",
+    )
 
 
 # ---- responses -----------------------------------------------------------------------
@@ -545,6 +551,9 @@ class AckResult(BaseModel):
 
 class AcksOut(BaseModel):
     results: list[AckResult]
+    leases: list[LeaseOut] | None = Field(
+        default=None, description="The jobs leased, when the call asked for a `lease`."
+    )
 
 
 class RetryIn(Strict):

@@ -130,21 +130,21 @@ def _parent(parent: Parent) -> dict[str, Any]:
     return {"id": parent.id, "type": parent.type, "state": parent.state, "result": parent.result}
 
 
+def _leases(granted: Iterable[Lease]) -> list[dict[str, Any]]:
+    return [
+        {
+            "lease_id": lease.token,
+            "expires_at": lease.expires_at,
+            "job": job(lease.job),
+            "parents": [_parent(p) for p in lease.parents],
+        }
+        for lease in granted
+    ]
+
+
 def leases(granted: Iterable[Lease]) -> Response:
     """`LeasesOut`."""
-    return answer(
-        {
-            "leases": [
-                {
-                    "lease_id": lease.token,
-                    "expires_at": lease.expires_at,
-                    "job": job(lease.job),
-                    "parents": [_parent(p) for p in lease.parents],
-                }
-                for lease in granted
-            ]
-        }
-    )
+    return answer({"leases": _leases(granted)})
 
 
 def dependencies(found: Iterable[Dependency]) -> dict[str, Any]:
@@ -179,12 +179,13 @@ def _ack_result(finished: Finished) -> dict[str, Any]:
     }
 
 
-def acks(finished: Iterable[Finished]) -> Response:
-    """`AcksOut`: one result per ack, in order (an applied one's built in place)."""
+def acks(finished: Iterable[Finished], granted: Iterable[Lease] | None = None) -> Response:
+    """`AcksOut`: one result per ack, in order (an applied one's built in place), and
+    the leases taken in the same call (None: it asked for none)."""
     results = [
         {"lease_id": f.token, "status": 200, "code": None, "job_id": f.job.id, "state": f.job.state}
         if f.error is None and f.job is not None
         else _ack_result(f)
         for f in finished
     ]
-    return answer({"results": results})
+    return answer({"results": results, "leases": None if granted is None else _leases(granted)})

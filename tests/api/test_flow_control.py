@@ -1,7 +1,8 @@
 """Flow control over HTTP, on real connections: a queue's `max_running`, its
 `max_running_per_key` and its rate limit hold under many concurrent leasers on two
-replicas (sampled all along), a key at its limit never blocks the others, a waiting
-lease wakes when room opens, and the queue's retry, lease and retention policy."""
+replicas (sampled all along; half of them complete-and-lease), a key at its limit
+never blocks the others, a waiting lease wakes when room opens (in the finishing
+process without an announcement), and the queue's retry, lease and retention policy."""
 
 from __future__ import annotations
 
@@ -55,21 +56,42 @@ class Sampler:
 
 
 async def _work(
-    client: httpx.AsyncClient, queue: str, until: float, rng: random.Random, max_jobs: int = 3
+    client: httpx.AsyncClient,
+    queue: str,
+    until: float,
+    rng: random.Random,
+    max_jobs: int = 3,
+    *,
+    ack_lease: bool = False,
 ) -> int:
-    """A worker: lease, hold each job a moment, complete; until the queue stays empty."""
+    """A worker: lease, hold each job a moment, complete; until the queue stays empty.
+    With `ack_lease`, it completes its jobs in one ack call that leases its next ones."""
     done = 0
+    body = {"queues": [queue], "max_jobs": max_jobs, "wait_seconds": 0.5, "worker_id": "w"}
+    leases: list[dict[str, Any]] = []
     while time.monotonic() < until:
-        body = {"queues": [queue], "max_jobs": max_jobs, "wait_seconds": 0.5, "worker_id": "w"}
-        leases = (await client.post("/v1/leases", json=body)).json()["leases"]
+        if not leases:
+            leases = (await client.post("/v1/leases", json=body)).json()["leases"]
         if not leases:
             continue
         await asyncio.sleep(rng.uniform(0.002, 0.02))
-        for leased in leases:
-            done_answer = await client.post(f"/v1/leases/{leased['lease_id']}/complete", json={})
-            assert done_answer.status_code == 200, done_answer.text
-            done += 1
-    return done
+        if ack_lease:
+            acks = [{"lease_id": x["lease_id"], "outcome": "complete"} for x in leases]
+            answer = await client.post("/v1/acks", json={"acks": acks, "lease": body})
+            assert [r["status"] for r in answer.json()["results"]] == [200] * len(acks)
+            done += len(acks)
+            leases = answer.json()["leases"]
+            continue
+        done += await _complete(client, leases)
+        leases = []
+    return done + await _complete(client, leases)  # what the last ack call leased
+
+
+async def _complete(client: httpx.AsyncClient, leases: list[dict[str, Any]]) -> int:
+    for leased in leases:
+        done_answer = await client.post(f"/v1/leases/{leased['lease_id']}/complete", json={})
+        assert done_answer.status_code == 200, done_answer.text
+    return len(leases)
 
 
 async def _drain_with_two_replicas(
@@ -95,7 +117,8 @@ async def _drain_with_two_replicas(
             client = replicas[i % 2]
             done = 0
             while time.monotonic() < until:
-                done += await _work(client, queue, min(until, time.monotonic() + 1), rng)
+                slice_ends = min(until, time.monotonic() + 1)
+                done += await _work(client, queue, slice_ends, rng, ack_lease=i % 4 >= 2)
                 async with checking:  # one connection, one statement at a time
                     left = await db.fetchval(
                         "SELECT count(*) FROM jobq.jobs WHERE queue = $1 AND state <> 'succeeded'",
@@ -216,13 +239,36 @@ async def test_a_waiting_lease_wakes_when_a_running_job_of_a_full_queue_finishes
     client_factory: Callable[[FastAPI], Any],
     client: httpx.AsyncClient,
 ) -> None:
+    other = await client_factory(app_factory(longpoll_recheck_seconds=30))
+    await _finish_beside_a_waiting_lease(client, other)
+
+
+async def test_a_freed_slot_goes_to_a_lease_waiting_in_the_same_process_unannounced(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> None:
+    """No announcement is heard here (and the waiting lease re-checks only every 30 s):
+    the process that finished the job hands the slot to its own waiting lease."""
+    app = app_factory(longpoll_recheck_seconds=30, longpoll_poll_seconds=30)
+    client = await client_factory(app)
+    wakeups = app.state.services.wakeups
+    deadline = time.monotonic() + 10
+    while not wakeups.listening and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)  # up first, so that nothing sets it after this
+    wakeups.listening = False  # as if the LISTEN connection were down: nothing heard
+    await _finish_beside_a_waiting_lease(client, client)
+
+
+async def _finish_beside_a_waiting_lease(
+    client: httpx.AsyncClient, waiter: httpx.AsyncClient
+) -> None:
+    """A queue at its `max_running` of 1, a lease waiting on `waiter`: the job's finish
+    through `client` gets it the next job at once, not at its 30 s re-check."""
     await put_settings(client, "one", max_running=1)
     await enqueue(client, "one")
     await enqueue(client, "one")
     (running,) = await lease(client, "one", max_jobs=5)
-    other = await client_factory(app_factory(longpoll_recheck_seconds=30))
     body = {"queues": ["one"], "max_jobs": 5, "wait_seconds": 10, "worker_id": "w2"}
-    waiting = asyncio.create_task(other.post("/v1/leases", json=body))
+    waiting = asyncio.create_task(waiter.post("/v1/leases", json=body))
     await asyncio.sleep(0.3)
     assert not waiting.done()  # at its limit: nothing to lease
     started = time.monotonic()

@@ -1,12 +1,13 @@
-"""A queue's limits on two `jobq serve` processes at once, one of them restarted midway:
-sampled all along, never more running than `max_running` or `max_running_per_key`,
-the limit reached, every job done."""
+"""A queue's limits on two `jobq serve` processes at once, one of them restarted midway,
+half of the workers acking with complete-and-lease: sampled all along, never more
+running than `max_running` or `max_running_per_key`, the limit reached, every job done."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -31,7 +32,8 @@ QUICK_RECOVERY = {"JOBQ_REAPER_INTERVAL_SECONDS": "0.5", "JOBQ_BACKOFF_BASE_SECO
 
 
 async def _worker(urls: list[str], number: int, stop: asyncio.Event) -> int:
-    """Lease 4, hold them a moment, ack them; through `urls[number % 2]` as it changes."""
+    """Lease 4, hold them a moment, ack them; through `urls[number % 2]` as it changes.
+    Every other pair of workers acks with complete-and-lease, leasing its next 4."""
     done = 0
     body = {
         "queues": [QUEUE],
@@ -40,17 +42,23 @@ async def _worker(urls: list[str], number: int, stop: asyncio.Event) -> int:
         "lease_seconds": 3,  # leases a killed replica's workers never ack come back soon
         "worker_id": f"w{number}",
     }
+    ack_lease = number % 4 >= 2
+    leases: list[dict[str, Any]] = []
     while not stop.is_set():
         try:
             async with httpx.AsyncClient(base_url=urls[number % 2], timeout=30) as http:
                 while not stop.is_set():
-                    leases = (await http.post("/v1/leases", json=body)).json()["leases"]
+                    if not leases:
+                        leases = (await http.post("/v1/leases", json=body)).json()["leases"]
                     if not leases:
                         continue
                     await asyncio.sleep(0.01)
                     acks = [{"lease_id": x["lease_id"], "outcome": "complete"} for x in leases]
-                    answer = await http.post("/v1/acks", json={"acks": acks})
-                    done += sum(1 for r in answer.json()["results"] if r["status"] == 200)
+                    ack = {"acks": acks, "lease": body} if ack_lease else {"acks": acks}
+                    leases = []  # an ack lost with its replica: their leases lapse
+                    answer = (await http.post("/v1/acks", json=ack)).json()
+                    done += sum(1 for r in answer["results"] if r["status"] == 200)
+                    leases = answer.get("leases") or []
         except httpx.TransportError:  # its replica is restarting: go again, maybe elsewhere
             await asyncio.sleep(0.2)
     return done

@@ -25,7 +25,7 @@ from app.jobs.schemas import (
     LeaseIn,
     LeasesOut,
 )
-from app.jobs.service import Ack, AttemptError, Progress, Wanted
+from app.jobs.service import Ack, AttemptError, Leased, Progress, Wanted
 from app.keys import KeyedRoute, WorkCaller
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["leases"])
@@ -56,22 +56,22 @@ def _acks(sent: Sequence[AckComplete | AckFail]) -> list[Ack]:
     ]
 
 
+THROTTLED = {
+    "headers": {
+        THROTTLED_HEADER: {
+            "description": "The limits of a queue that held this lease back "
+            "(`max_running`, `max_running_per_key`, `rate_limit`), comma-separated.",
+            "schema": {"type": "string"},
+        }
+    }
+}
+
+
 @router.post(
     "/leases",
     operation_id="leaseJobs",
     response_model=LeasesOut,
-    responses={
-        200: {
-            "headers": {
-                THROTTLED_HEADER: {
-                    "description": "The limits of a queue that held this lease back "
-                    "(`max_running`, `max_running_per_key`, `rate_limit`), comma-separated.",
-                    "schema": {"type": "string"},
-                }
-            }
-        },
-        **problems(400, 401, 403, 413, 422),
-    },
+    responses={200: THROTTLED, **problems(400, 401, 403, 413, 422)},
 )
 async def lease_jobs(caller: WorkCaller, lease: LeaseIn, request: Request) -> Response:
     """Lease up to `max_jobs` due jobs, highest priority first; `[]` when none is due.
@@ -83,8 +83,17 @@ async def lease_jobs(caller: WorkCaller, lease: LeaseIn, request: Request) -> Re
     """
     jobs = services(request)
     caller.require_queues(lease.queues)
-    allowed = caller.queues.sql() if caller.queues is not None else None
-    wanted = Wanted(
+    leased = await jobs.leases.lease(
+        _wanted(lease),
+        abandoned=request.is_disconnected,
+        key_id=caller.key_id,
+        allowed=caller.queues.sql() if caller.queues is not None else None,
+    )
+    return _throttled(views.leases(leased.leases), leased)
+
+
+def _wanted(lease: LeaseIn) -> Wanted:
+    return Wanted(
         lease.queues,
         lease.types,
         lease.max_jobs,
@@ -92,10 +101,10 @@ async def lease_jobs(caller: WorkCaller, lease: LeaseIn, request: Request) -> Re
         lease.wait_seconds,
         lease.worker_id,
     )
-    leased = await jobs.leases.lease(
-        wanted, abandoned=request.is_disconnected, key_id=caller.key_id, allowed=allowed
-    )
-    response = views.leases(leased.leases)
+
+
+def _throttled(response: Response, leased: Leased) -> Response:
+    """`response`, naming the limits that held the lease back in its header."""
     if leased.throttled:
         response.headers[THROTTLED_HEADER] = ", ".join(leased.throttled)
     return response
@@ -168,9 +177,23 @@ async def fail_lease(
     "/acks",
     operation_id="ackLeases",
     response_model=AcksOut,
-    responses=problems(400, 401, 403, 413, 422),
+    responses={200: THROTTLED, **problems(400, 401, 403, 413, 422)},
 )
 async def ack_leases(caller: WorkCaller, batch: AcksIn, request: Request) -> Response:
-    """Complete or fail up to 1000 leases in one call; one result per ack, in order."""
+    """Complete or fail up to 1000 leases in one call; one result per ack, in order.
+
+    With `lease`, then leases as `POST /v1/leases` does (complete-and-lease): the
+    call's refusals (4xx) come before any ack is applied.
+    """
     jobs = services(request)
-    return views.acks(await jobs.acks.finish(_acks(batch.acks), caller.key_id))
+    if batch.lease is None:
+        return views.acks(await jobs.acks.finish(_acks(batch.acks), caller.key_id))
+    caller.require_queues(batch.lease.queues)
+    finished, leased = await jobs.ack_and_lease(
+        _acks(batch.acks),
+        _wanted(batch.lease),
+        abandoned=request.is_disconnected,
+        key_id=caller.key_id,
+        allowed=caller.queues.sql() if caller.queues is not None else None,
+    )
+    return _throttled(views.acks(finished, leased.leases), leased)

@@ -1,5 +1,5 @@
 """The queue core's rules, one module per kind of caller: producers (`enqueue`), workers
-(`leases`, `acks`), readers (`reads`) and operators (`admin`). Knows nothing of HTTP."""
+(`leases`, `acks`, `handoff`), readers (`reads`) and operators (`admin`). Knows nothing of HTTP."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from app.jobs.repository import JobsRepository
 from app.jobs.service.acks import Ack, Acks, AttemptError, Finished
 from app.jobs.service.admin import JobAdmin
 from app.jobs.service.enqueue import Enqueuer
+from app.jobs.service.handoff import AckAndLease
 from app.jobs.service.leases import Heartbeat, Lease, Leased, Leases, Progress, Wanted
 from app.jobs.service.reads import Reads
 from app.jobs.wakeups import Wakeups
@@ -51,6 +52,7 @@ class JobServices:
     enqueue: Enqueuer
     leases: Leases
     acks: Acks
+    ack_and_lease: AckAndLease
     reads: Reads
     admin: JobAdmin
 
@@ -63,10 +65,13 @@ class JobServices:
         finishes: Finishes,
         limited: LimitedQueues,
     ) -> JobServices:
+        leases = Leases(repo, settings, wakeups, limited)
+        acks = Acks(repo, settings, limited, wakeups)
         return cls(
             enqueue=Enqueuer(repo, settings),
-            leases=Leases(repo, settings, wakeups, limited),
-            acks=Acks(repo, settings, limited),
+            leases=leases,
+            acks=acks,
+            ack_and_lease=AckAndLease(acks, leases),
             reads=Reads(repo, finishes),
             admin=JobAdmin(repo),
         )

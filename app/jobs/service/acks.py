@@ -25,6 +25,7 @@ from app.jobs.rows import FinishedBrief, JobRow, builder
 from app.jobs.service import checks
 from app.jobs.service.stale import Outcome, explain_stale
 from app.jobs.tokens import parse_token
+from app.jobs.wakeups import Wakeups
 
 Key = tuple[int, UUID]  # a lease: its job's id, and the lease's own
 
@@ -91,11 +92,14 @@ _finished = builder(Finished)  # an ack of 100 leases builds 100
 class Acks:
     """Complete or fail leases."""
 
-    def __init__(self, repo: JobsRepository, settings: Settings, limited: LimitedQueues) -> None:
+    def __init__(
+        self, repo: JobsRepository, settings: Settings, limited: LimitedQueues, wakeups: Wakeups
+    ) -> None:
         self._repo = repo
         self._settings = settings
         self._backoff = Backoff.from_settings(settings)
         self._limited = limited
+        self._wakeups = wakeups
 
     async def complete(self, token: str, result: Any = None, key_id: int | None = None) -> JobRow:
         """Mark the leased job succeeded, with its `result`."""
@@ -124,19 +128,29 @@ class Acks:
         assert isinstance(result.job, JobRow)  # a single call's answer is read whole
         return result.job
 
-    async def finish(self, acks: Sequence[Ack], key_id: int | None = None) -> list[Finished]:
+    async def finish(
+        self, acks: Sequence[Ack], key_id: int | None = None, *, hand_off: bool = True
+    ) -> list[Finished]:
         """Complete or fail many leases in one round trip; one answer per ack, in order.
 
         Only leases taken with `key_id` are finished (None: any, authentication is off).
+        Without `hand_off`, the leases waiting on the limited queues whose slots these
+        acks freed are left for the caller to wake (`hand_off`): it leases first.
         """
         checks.at_most(len(acks), self._settings.max_ack_batch, ("acks",), "acks")
         keys = _plain_keys(acks)
         if keys is not None:
-            return await self._complete_plain(acks, keys, key_id)
-        return await self._finish(acks, key_id, whole=False)
+            return await self._complete_plain(acks, keys, key_id, hand_off)
+        return await self._finish(acks, key_id, whole=False, hand_off=hand_off)
+
+    async def hand_off(self, finished: Sequence[Finished], full: frozenset[str]) -> None:
+        """Wake the leases waiting for the slots that `finished` freed, but on the
+        limited queues in `full` (the caller's own lease took their room again)."""
+        jobs = [f.job for f in finished if f.error is None and f.job is not None]
+        await self._wake_freed(jobs, full)
 
     async def _complete_plain(
-        self, acks: Sequence[Ack], keys: list[Key], key_id: int | None
+        self, acks: Sequence[Ack], keys: list[Key], key_id: int | None, hand_off: bool
     ) -> list[Finished]:
         """`_finish` for a batch of completes without results, of distinct valid tokens
         (most batches): nothing refused on its own, each ack's parameters the same but
@@ -147,18 +161,25 @@ class Acks:
         columns = AckColumns(job_ids, lease_ids, *plain)
         briefs = await self._repo.finish_many(columns, self._backoff, key_id)
         telemetry.finished(briefs, ["complete"] * len(briefs))
-        await self._wake_freed(briefs)
+        if hand_off:
+            await self._wake_freed(briefs)
         if len(briefs) == count:  # each ack's row is the one of its place (`ord`)
             briefs.sort(key=_ORD)
             return list(map(_finished, zip(map(_TOKEN, acks), briefs, repeat(None))))
         done: list[tuple[int, JobRow | FinishedBrief]] = [(b.ord - 1, b) for b in briefs]
         return await self._answers(acks, list(keys), list(range(count)), done, key_id)
 
-    async def _wake_freed(self, jobs: Sequence[JobRow | FinishedBrief]) -> None:
-        """Wake the leases waiting on a limited queue that finishing `jobs` gave room."""
+    async def _wake_freed(
+        self, jobs: Sequence[JobRow | FinishedBrief], full: frozenset[str] = frozenset()
+    ) -> None:
+        """Wake the leases waiting on a limited queue that finishing `jobs` gave room
+        (but the queues in `full`): this process's own at once (the slot handed off
+        without a round trip through PostgreSQL), the other replicas' by an announcement."""
         if jobs:
-            limited = await self._limited.names()
+            limited = await self._limited.names() - full
             freed = sorted({job.queue for job in jobs if job.queue in limited})
+            for queue in freed:
+                self._wakeups.wake(queue, 1)
             if freed:
                 await self._repo.announce_slots(freed)
 
@@ -187,7 +208,7 @@ class Acks:
         return ("fail", None, error_text, ack.retryable, ack.retry_after_seconds)
 
     async def _finish(
-        self, acks: Sequence[Ack], key_id: int | None, *, whole: bool
+        self, acks: Sequence[Ack], key_id: int | None, *, whole: bool, hand_off: bool = True
     ) -> list[Finished]:
         """`whole`: the single call's one ack, answered with the whole job (its errors
         name its own fields); else a batch, answered with brief rows.
@@ -227,7 +248,8 @@ class Acks:
             done = [(brief.ord - 1, brief) for brief in briefs]
         jobs = [job for _, job in done]
         telemetry.finished(jobs, [finishes[place].outcome for place, _ in done])
-        await self._wake_freed(jobs)
+        if hand_off:
+            await self._wake_freed(jobs)
         if len(done) == len(acks):  # every ack applied (so none refused, none repeated)
             answered: list[JobRow | FinishedBrief | None] = [None] * len(acks)
             for place, finished in done:

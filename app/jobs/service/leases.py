@@ -58,10 +58,13 @@ class Progress:
 
 @dataclass(frozen=True, slots=True)
 class Leased:
-    """A lease call's answer: the leases, and the limits that held it back (by name)."""
+    """A lease call's answer: the leases, the limits that held it back (by name), and
+    the limited queues it left without room for anyone (`max_running` or the rate
+    limit reached)."""
 
     leases: list[Lease]
     throttled: list[str]
+    full: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,20 @@ class Leases:
         self._limited = limited
         self._types = LeasedTypes(repo)
 
+    def check(self, wanted: Wanted, loc: tuple[str, ...] = ()) -> None:
+        """Refuse what no lease could grant (before a call that leases after doing
+        something else: acks are applied only when the lease they carry may be asked)."""
+        settings = self._settings
+        if wanted.max_jobs > settings.max_lease_batch:
+            raise ValidationFailed.field(
+                (*loc, "max_jobs"),
+                f"must be at most {settings.max_lease_batch}",
+                "less_than_equal",
+            )
+        checks.lease_seconds(
+            wanted.lease_seconds, settings.max_lease_seconds, (*loc, "lease_seconds")
+        )
+
     async def lease(
         self,
         wanted: Wanted,
@@ -181,12 +198,7 @@ class Leases:
         key's; None: any), with their results.
         """
         settings = self._settings
-        if wanted.max_jobs > settings.max_lease_batch:
-            raise ValidationFailed.field(
-                ("max_jobs",),
-                f"must be at most {settings.max_lease_batch}",
-                "less_than_equal",
-            )
+        self.check(wanted)
         queues = list(dict.fromkeys(wanted.queues))
         claim = functools.partial(
             self._claim,
@@ -201,12 +213,15 @@ class Leases:
         )
         deadline = time.monotonic() + wanted.wait_seconds
         throttled: list[str] = []
+        full: set[str] = set()
         with self._wakeups.waiter(queues, typed=bool(wanted.types)) as waiter:
             while True:
                 waiter.reset()
-                jobs, throttled = await claim()
+                full.clear()
+                jobs, throttled = await claim(full=full)
                 if not jobs and await self._limited.changed():
-                    jobs, throttled = await claim()  # a queue became limited: ask it so
+                    full.clear()
+                    jobs, throttled = await claim(full=full)  # a queue became limited: ask it so
                 left = deadline - time.monotonic()
                 if jobs or left <= 0 or self._wakeups.closed:
                     break
@@ -224,7 +239,7 @@ class Leases:
         if children:  # a child is handed its parents' results
             for parent in await self._repo.parents_of(children, allowed):
                 parents.setdefault(parent.child_id, []).append(parent)
-        return Leased(_leases(jobs, parents), throttled)
+        return Leased(_leases(jobs, parents), throttled, frozenset(full))
 
     async def _claim(
         self,
@@ -234,9 +249,11 @@ class Leases:
         lease_seconds: int | None,
         worker_id: str,
         key_id: int | None,
+        full: set[str],
     ) -> tuple[list[JobRow], list[str]]:
         """One look: the plain queues first, then each limited one with the room left;
-        the jobs, and the limits that held a limited queue back."""
+        the jobs, and the limits that held a limited queue back (the queues left with
+        no room for anyone are added to `full`)."""
         limited = await self._limited.names()
         plain = [q for q in queues if q not in limited]
         lease = functools.partial(
@@ -262,8 +279,11 @@ class Leases:
             got, state = found
             jobs += got
             if state is not None:
-                throttled += [r for r in state.reasons if r not in throttled]
-                if state.rate_frees_at is not None and _RATES.intersection(state.reasons):
+                reasons = state.reasons
+                throttled += [r for r in reasons if r not in throttled]
+                if "max_running" in reasons or "rate_limit" in reasons:
+                    full.add(queue)
+                if state.rate_frees_at is not None and _RATES.intersection(reasons):
                     self._wakeups.announce(queue, state.rate_frees_at)  # a timer, no polling
         return jobs, throttled
 

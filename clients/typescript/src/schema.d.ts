@@ -272,6 +272,9 @@ export interface paths {
         /**
          * Ack Leases
          * @description Complete or fail up to 1000 leases in one call; one result per ack, in order.
+         *
+         *     With `lease`, then leases as `POST /v1/leases` does (complete-and-lease): the
+         *     call's refusals (4xx) come before any ack is applied.
          */
         post: operations["ackLeases"];
         delete?: never;
@@ -764,11 +767,18 @@ export interface components {
         AcksIn: {
             /** Acks */
             acks: (components["schemas"]["AckComplete"] | components["schemas"]["AckFail"])[];
+            /** @description Default: lease nothing. Then lease as `POST /v1/leases` would, once the acks are applied: a worker takes its next jobs (the slots of a limited queue its acks freed among them) in the same call. */
+            lease?: components["schemas"]["LeaseIn"] | null;
         };
         /** AcksOut */
         AcksOut: {
             /** Results */
             results: components["schemas"]["AckResult"][];
+            /**
+             * Leases
+             * @description The jobs leased, when the call asked for a `lease`.
+             */
+            leases?: components["schemas"]["LeaseOut"][] | null;
         };
         /**
          * Aging
@@ -3412,6 +3422,8 @@ export interface operations {
             /** @description Successful Response */
             200: {
                 headers: {
+                    /** @description The limits of a queue that held this lease back (`max_running`, `max_running_per_key`, `rate_limit`), comma-separated. */
+                    "Jobq-Throttled"?: string;
                     [name: string]: unknown;
                 };
                 content: {

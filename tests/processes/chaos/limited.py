@@ -3,7 +3,8 @@ more leasers than its limits allow, through the same faults.
 
 The harness sets `LIMITED_QUEUE`'s limits, enqueues `LIMITED_JOBS` jobs over the
 producers' window (each with one of `KEYS` concurrency keys), and runs `LEASERS` lease
-loops that hold each job `HOLD_SECONDS` before completing it, so that the limits bind.
+loops that hold each job `HOLD_SECONDS` before completing it, so that the limits bind;
+half of them complete with complete-and-lease, taking their next jobs in the ack call.
 A sampler reads the queue's running jobs every `SAMPLE_SECONDS` (skipping reads while
 PostgreSQL is down).
 
@@ -55,7 +56,10 @@ class LimitedLoad:
         )
         if response.status_code != 200:
             raise AssertionError(f"limits: {response.status_code} {response.text}")
-        tasks = [asyncio.create_task(self.lease_loop(f"limited-{i}")) for i in range(LEASERS)]
+        tasks = [
+            asyncio.create_task(self.lease_loop(f"limited-{i}", ack_lease=i % 2 == 1))
+            for i in range(LEASERS)
+        ]
         tasks.append(asyncio.create_task(self.sample()))
         try:
             await self.submit()
@@ -87,7 +91,9 @@ class LimitedLoad:
             pace = began + self.duration * (start + batch) / LIMITED_JOBS - time.monotonic()
             await asyncio.sleep(max(0.0, pace))
 
-    async def lease_loop(self, worker: str) -> None:
+    async def lease_loop(self, worker: str, *, ack_lease: bool) -> None:
+        """Lease up to 3, hold them, complete each; or (`ack_lease`) complete them in one
+        ack call that leases the next ones (complete-and-lease)."""
         body = {
             "queues": [LIMITED_QUEUE],
             "max_jobs": 3,
@@ -95,23 +101,45 @@ class LimitedLoad:
             "lease_seconds": LEASE_SECONDS,
             "worker_id": worker,
         }
+        leases: list[dict[str, Any]] = []
         while True:
-            try:
-                response, _ = await self.api.call("limited_lease", "/v1/leases", body)
-            except GaveUp:
-                continue
-            if response.status_code != 200:
-                await asyncio.sleep(0.2)
-                continue
-            leases: list[dict[str, Any]] = response.json()["leases"]
+            if not leases:
+                leases = await self.lease(body)
             if not leases:
                 continue
             await asyncio.sleep(HOLD_SECONDS)
+            if ack_lease:
+                leases = await self.ack_and_lease(leases, body)
+                continue
             for lease in leases:
                 with contextlib.suppress(GaveUp):  # else it expires and runs again
                     await self.api.call(
                         "limited_finish", f"/v1/leases/{lease['lease_id']}/complete", {}
                     )
+            leases = []
+
+    async def lease(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        return await self.leases_of("limited_lease", "/v1/leases", body)
+
+    async def ack_and_lease(
+        self, leases: list[dict[str, Any]], body: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Complete `leases` and lease the next ones; none when the call failed (the
+        leases it took lapse, and their jobs run again)."""
+        acks = [{"lease_id": lease["lease_id"], "outcome": "complete"} for lease in leases]
+        return await self.leases_of("limited_ack_lease", "/v1/acks", {"acks": acks, "lease": body})
+
+    async def leases_of(self, op: str, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The leases a leasing call answered; none when it failed."""
+        try:
+            response, _ = await self.api.call(op, path, body)
+        except GaveUp:
+            return []
+        if response.status_code != 200:
+            await asyncio.sleep(0.2)
+            return []
+        leases: list[dict[str, Any]] = response.json()["leases"]
+        return leases
 
     async def sample(self) -> None:
         while True:
