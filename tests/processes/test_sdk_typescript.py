@@ -170,7 +170,7 @@ def test_the_package_passes_its_own_tests_against_the_service(
         "node", "--test", "dist/test/",
         timeout=WORKER_TIMEOUT_SECONDS, env=clean_env(JOBQ_URL=service.url),
     )  # fmt: skip
-    assert "# pass 9" in output and "# fail 0" in output, output
+    assert "# pass 10" in output and "# fail 0" in output, output
 
 
 @pytest.mark.once("server")

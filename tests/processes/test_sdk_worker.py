@@ -299,6 +299,36 @@ async def test_leases_in_batches_and_acknowledges_in_batches(
     assert not [s for s in proxy.seen if s.path.endswith("/complete")]
 
 
+async def test_a_full_worker_acks_with_the_lease_of_its_next_jobs(
+    service: Service, jobq: AsyncClient, db: asyncpg.Connection
+) -> None:
+    """On a queue of `max_running` 2 worked by a worker of concurrency 2, the slot a
+    finished job frees is taken again by its ack's call (complete-and-lease)."""
+    await db.execute("INSERT INTO jobq.queues (name, max_running) VALUES ('limited-sdk', 2)")
+    proxy = Proxy(service.url)
+    try:
+        async with AsyncClient(proxy.url, retry=FAST_RETRY) as through_proxy:
+            worker = Worker(through_proxy, queues=["limited-sdk"], concurrency=2, wait_seconds=1)
+
+            @worker.handler("t")
+            async def handle(job: Job) -> int:
+                await asyncio.sleep(0.02)
+                return int(job.payload)
+
+            created = [await jobq.enqueue("limited-sdk", "t", i) for i in range(12)]
+            async with running(worker):
+                done = [await settled(jobq, job.id) for job in created]
+        assert [job.result for job in done] == list(range(12))
+    finally:
+        proxy.close()
+    calls = [json.loads(s.body) for s in proxy.seen if s.path == "/v1/acks"]
+    with_lease = [call for call in calls if "lease" in call]
+    assert with_lease, "no ack carried a lease"
+    assert {call["lease"]["max_jobs"] for call in with_lease} <= {1, 2}
+    assert with_lease[0]["lease"]["queues"] == ["limited-sdk"]
+    assert sum(len(call["acks"]) for call in calls) == 12
+
+
 async def _running_count(jobq: AsyncClient, queue: str, count: int) -> bool:
     page = await jobq.list_jobs(queue=queue, state="running")
     return len(page.jobs) == count

@@ -273,12 +273,17 @@ export interface WorkerOptions {
   log?: (message: string) => void;
 }
 
+type Ack = Schemas["AckComplete"] | Schemas["AckFail"];
+
 /**
  * Leases jobs of its handlers' types as slots free up (never more than `concurrency`
  * at once), heartbeats every third of a lease, completes a job with its handler's
  * return value or fails it with the thrown error (`Permanent`: for good; `Retry`: after
- * a delay). `stop()` (or SIGTERM with `runUntilSignal`) leases no more and lets running
- * handlers finish.
+ * a delay). A job that finishes while the worker is full is acknowledged with the
+ * lease of the next jobs in one call (complete-and-lease: on a queue with
+ * `max_running`, its slot is taken again without waiting for anyone); one that
+ * finishes while the worker waits for jobs is acknowledged on its own. `stop()` (or
+ * SIGTERM with `runUntilSignal`) leases no more and lets running handlers finish.
  */
 export class Worker {
   readonly client: Client<paths>;
@@ -287,6 +292,10 @@ export class Worker {
   private readonly running = new Map<string, Promise<void>>();
   private readonly leasing = new AbortController();
   private stopping = false;
+  /** Outcomes for the run loop to send with its next lease (while it waits for a slot). */
+  private pending: { ack: Ack; jobId: number }[] = [];
+  /** A lease call is under way: a finished job acknowledges itself meanwhile. */
+  private inLease = false;
   private readonly log: (message: string) => void;
 
   constructor(private readonly options: WorkerOptions) {
@@ -327,12 +336,19 @@ export class Worker {
         await Promise.race(this.running.values());
         continue;
       }
-      const leases = await this.lease(free);
-      for (const lease of leases) {
-        const done = this.execute(lease).finally(() => this.running.delete(lease.lease_id));
-        this.running.set(lease.lease_id, done);
+      this.inLease = true;
+      try {
+        let leases = this.pending.length ? await this.ackAndLease(free) : [];
+        if (!leases.length && !this.stopping) leases = await this.lease(free);
+        for (const lease of leases) {
+          const done = this.execute(lease).finally(() => this.running.delete(lease.lease_id));
+          this.running.set(lease.lease_id, done);
+        }
+      } finally {
+        this.inLease = false;
       }
     }
+    await this.sendPending();
     const grace = (this.options.graceSeconds ?? 30) * 1000;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise((resolve) => {
@@ -342,17 +358,50 @@ export class Worker {
     clearTimeout(timer);
   }
 
+  private leaseBody(free: number, waitSeconds: number) {
+    return {
+      queues: this.options.queues,
+      types: [...this.handlers.keys()],
+      max_jobs: free,
+      wait_seconds: waitSeconds,
+      worker_id: this.workerId,
+      lease_seconds: this.options.leaseSeconds,
+    };
+  }
+
+  /** Send the pending outcomes with a lease of up to `free` jobs (no waiting for one). */
+  private async ackAndLease(free: number): Promise<Lease[]> {
+    const sent = this.pending.splice(0);
+    try {
+      const { data, error } = await this.client.POST("/v1/acks", {
+        body: { acks: sent.map((p) => p.ack), lease: this.leaseBody(free, 0) },
+      });
+      if (!error) {
+        data.results.forEach((result, i) => {
+          if (result.status !== 200) this.log(`the ack of job ${sent[i]?.jobId} was refused: ${result.code}`);
+        });
+        return data.leases ?? [];
+      }
+    } catch {
+      // sent again on their own, below
+    }
+    await this.sendEach(sent);
+    return [];
+  }
+
+  /** The outcomes still pending, each on its own (the worker is stopping). */
+  private async sendPending(): Promise<void> {
+    await this.sendEach(this.pending.splice(0));
+  }
+
+  private async sendEach(outcomes: { ack: Ack; jobId: number }[]): Promise<void> {
+    await Promise.all(outcomes.map(({ ack, jobId }) => this.send(ack, jobId)));
+  }
+
   private async lease(free: number): Promise<Lease[]> {
     try {
       const { data, error } = await this.client.POST("/v1/leases", {
-        body: {
-          queues: this.options.queues,
-          types: [...this.handlers.keys()],
-          max_jobs: free,
-          wait_seconds: Math.min(this.options.waitSeconds ?? 20, 30),
-          worker_id: this.workerId,
-          lease_seconds: this.options.leaseSeconds,
-        },
+        body: this.leaseBody(free, Math.min(this.options.waitSeconds ?? 20, 30)),
         signal: this.leasing.signal,
       });
       if (error) {
@@ -407,12 +456,14 @@ export class Worker {
       if (!handler) throw new Permanent(`no handler for ${lease.job.type}`);
       const result = await handler(context);
       if (lost) return;
-      await this.finish(lease, "complete", { result: result ?? null });
+      await this.finish(lease, { lease_id: lease.lease_id, outcome: "complete", result: result ?? null });
       this.log(`job ${lease.job.id} (${lease.job.type}) succeeded in ${Date.now() - started} ms`);
     } catch (error) {
       if (lost) return;
       const failure = error instanceof Error ? error : new Error(String(error));
-      await this.finish(lease, "fail", {
+      await this.finish(lease, {
+        lease_id: lease.lease_id,
+        outcome: "fail",
         error: { type: failure.name, message: failure.message },
         retryable: !(failure instanceof Permanent) && !cancelRequested,
         retry_after_seconds: failure instanceof Retry ? failure.after : undefined,
@@ -423,16 +474,23 @@ export class Worker {
     }
   }
 
-  private async finish(
-    lease: Lease,
-    outcome: "complete" | "fail",
-    body: Record<string, unknown>,
-  ): Promise<void> {
+  /** Hand the outcome to the run loop when it waits for this slot (it sends it with its
+   * next lease); else send it now. */
+  private async finish(lease: Lease, ack: Ack): Promise<void> {
+    if (!this.inLease && !this.stopping) {
+      this.pending.push({ ack, jobId: lease.job.id });
+      return;
+    }
+    await this.send(ack, lease.job.id);
+  }
+
+  private async send(ack: Ack, jobId: number): Promise<void> {
+    const { lease_id: leaseId, outcome, ...body } = ack;
     const path = outcome === "complete" ? "/v1/leases/{lease_id}/complete" : "/v1/leases/{lease_id}/fail";
     const { error } = await this.client.POST(path, {
-      params: { path: { lease_id: lease.lease_id } },
+      params: { path: { lease_id: leaseId } },
       body: body as never,
     });
-    if (error) this.log(`the ${outcome} of job ${lease.job.id} was refused: ${new JobqError(error).message}`);
+    if (error) this.log(`the ${outcome} of job ${jobId} was refused: ${new JobqError(error).message}`);
   }
 }

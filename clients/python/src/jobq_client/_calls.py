@@ -122,15 +122,14 @@ def cancel_job(job_id: int) -> Call[JobRecord]:
     return Call("POST", f"/v1/jobs/{int(job_id)}/cancel", lambda r: JobRecord.from_json(_json(r)))
 
 
-def lease(
+def _lease_body(
     queues: Sequence[str],
-    *,
     worker_id: str,
     max_jobs: int,
     types: Sequence[str],
     lease_seconds: int | None,
     wait_seconds: float,
-) -> Call[list[Lease]]:
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "queues": list(queues),
         "worker_id": worker_id,
@@ -141,11 +140,27 @@ def lease(
         body["types"] = list(types)
     if lease_seconds is not None:
         body["lease_seconds"] = lease_seconds
+    return body
+
+
+def _leases(answer: Any) -> list[Lease]:
+    return [Lease.from_json(item) for item in answer["leases"]]
+
+
+def lease(
+    queues: Sequence[str],
+    *,
+    worker_id: str,
+    max_jobs: int,
+    types: Sequence[str],
+    lease_seconds: int | None,
+    wait_seconds: float,
+) -> Call[list[Lease]]:
     return Call(
         "POST",
         "/v1/leases",
-        lambda r: [Lease.from_json(item) for item in _json(r)["leases"]],
-        body=body,
+        lambda r: _leases(_json(r)),
+        body=_lease_body(queues, worker_id, max_jobs, types, lease_seconds, wait_seconds),
         has_body=True,
         min_timeout=wait_seconds + LONG_POLL_MARGIN_SECONDS if wait_seconds else None,
     )
@@ -208,11 +223,40 @@ def fail(
     )
 
 
+def _ack_results(answer: Any) -> list[AckResult]:
+    return [AckResult.from_json(item) for item in answer["results"]]
+
+
 def ack(acks: Iterable[Ack]) -> Call[list[AckResult]]:
     return Call(
         "POST",
         "/v1/acks",
-        lambda r: [AckResult.from_json(item) for item in _json(r)["results"]],
+        lambda r: _ack_results(_json(r)),
         body={"acks": [a.to_json() for a in acks]},
         has_body=True,
+    )
+
+
+def ack_and_lease(
+    acks: Iterable[Ack],
+    queues: Sequence[str],
+    *,
+    worker_id: str,
+    max_jobs: int,
+    types: Sequence[str],
+    lease_seconds: int | None,
+    wait_seconds: float,
+) -> Call[tuple[list[AckResult], list[Lease]]]:
+    def parse(response: httpx.Response) -> tuple[list[AckResult], list[Lease]]:
+        answer = _json(response)
+        return _ack_results(answer), _leases(answer)
+
+    lease = _lease_body(queues, worker_id, max_jobs, types, lease_seconds, wait_seconds)
+    return Call(
+        "POST",
+        "/v1/acks",
+        parse,
+        body={"acks": [a.to_json() for a in acks], "lease": lease},
+        has_body=True,
+        min_timeout=wait_seconds + LONG_POLL_MARGIN_SECONDS if wait_seconds else None,
     )

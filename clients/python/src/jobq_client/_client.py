@@ -417,6 +417,31 @@ class Client(_Base, Operations):
         """Complete or fail many leases in one call; one result per ack, in order."""
         return self._call(_calls.ack(acks))
 
+    def ack_and_lease(
+        self,
+        acks: Iterable[Ack],
+        queues: Sequence[str],
+        *,
+        worker_id: str,
+        max_jobs: int = 1,
+        types: Sequence[str] = (),
+        lease_seconds: int | None = None,
+        wait_seconds: float = 0,
+    ) -> tuple[list[AckResult], list[Lease]]:
+        """`ack`, then `lease` in the same call (complete-and-lease): the acks' results
+        and the leases. A limited queue's slots the acks freed are there to take."""
+        return self._call(
+            _calls.ack_and_lease(
+                acks,
+                queues,
+                worker_id=worker_id,
+                max_jobs=max_jobs,
+                types=types,
+                lease_seconds=lease_seconds,
+                wait_seconds=wait_seconds,
+            )
+        )
+
 
 class AsyncClient(_Base, AsyncOperations):
     """The asyncio twin of `Client`, with the same methods as coroutines.
@@ -644,3 +669,28 @@ class AsyncClient(_Base, AsyncOperations):
     async def ack(self, acks: Iterable[Ack]) -> list[AckResult]:
         """Complete or fail many leases in one call; one result per ack, in order."""
         return await self._call(_calls.ack(acks))
+
+    async def ack_and_lease(
+        self,
+        acks: Iterable[Ack],
+        queues: Sequence[str],
+        *,
+        worker_id: str,
+        max_jobs: int = 1,
+        types: Sequence[str] = (),
+        lease_seconds: int | None = None,
+        wait_seconds: float = 0,
+    ) -> tuple[list[AckResult], list[Lease]]:
+        """`ack`, then `lease` in the same call (complete-and-lease): the acks' results
+        and the leases. A limited queue's slots the acks freed are there to take."""
+        return await self._call(
+            _calls.ack_and_lease(
+                acks,
+                queues,
+                worker_id=worker_id,
+                max_jobs=max_jobs,
+                types=types,
+                lease_seconds=lease_seconds,
+                wait_seconds=wait_seconds,
+            )
+        )

@@ -16,6 +16,11 @@ plain functions in threads of their own. While a handler runs, its lease is exte
 by a heartbeat every third of the lease, and `job.cancel_requested` follows what the
 heartbeats answer.
 
+Outcomes are acknowledged in batches (every `ack_interval_seconds`, or `ack_batch_size`
+at once). When a finished job frees a slot of a worker that was full, its ack goes at
+once with the lease of the next jobs, in one call (complete-and-lease): on a queue with
+`max_running`, the slot the job held is taken again without waiting for anyone.
+
 On SIGTERM or SIGINT (or `stop()`) the worker stops leasing, gives running handlers
 `grace_seconds` to finish, then releases the jobs still running: each is failed as a
 retryable `WorkerShutdown` with no delay, so another worker can take it at once (this
@@ -57,7 +62,7 @@ from jobq_client._errors import (
     error_class,
 )
 from jobq_client._job import Job
-from jobq_client._models import Ack, Complete, Fail, Lease
+from jobq_client._models import Ack, AckResult, Complete, Fail, Lease
 
 log = logging.getLogger("jobq_client.worker")
 
@@ -319,6 +324,12 @@ class _Session:
                 self.slot_free.clear()
                 await _wait_any(self.slot_free, self.stopping)
                 continue
+            if self.pending_acks:  # complete-and-lease: the freed slots taken in one call
+                leases = await self.ack_and_lease(min(free, MAX_LEASE_BATCH))
+                for lease in leases:
+                    self.start(lease)
+                if leases:
+                    continue
             request = asyncio.create_task(
                 self.client.lease(
                     worker.queues,
@@ -528,6 +539,30 @@ class _Session:
                 self.pending_acks[:0] = batch
                 await asyncio.sleep(HEARTBEAT_RETRY_SECONDS)
 
+    async def ack_and_lease(self, free: int) -> list[Lease]:
+        """Send the pending acks with a lease of up to `free` jobs, without waiting for
+        one: the leases. When the call fails, the acks go back to the ack loop, which
+        sends them on their own (and a lease refused for good is refused again there)."""
+        worker = self.worker
+        batch = self.pending_acks[: worker.ack_batch_size]
+        del self.pending_acks[: len(batch)]
+        try:
+            results, leases = await self.client.ack_and_lease(
+                batch,
+                worker.queues,
+                worker_id=worker.worker_id,
+                max_jobs=free,
+                types=sorted(worker.handlers),
+                lease_seconds=worker.lease_seconds,
+            )
+        except JobqError as exc:
+            log.warning("acknowledging %d jobs with a lease failed: %s", len(batch), exc)
+            self.pending_acks[:0] = batch
+            self.ack_added.set()
+            return []
+        self.pending_acks[:0] = await self.judged(batch, results)
+        return leases
+
     async def send_acks(self, batch: list[Ack]) -> bool:
         """True once the service has judged every ack; False to try again later."""
         try:
@@ -543,6 +578,12 @@ class _Session:
         except JobqError as exc:
             log.warning("acknowledging %d jobs failed: %s", len(batch), exc)
             return False
+        self.pending_acks[:0] = await self.judged(batch, results)
+        return True
+
+    async def judged(self, batch: list[Ack], results: list[AckResult]) -> list[Ack]:
+        """Act on each ack's result: an outcome refused on its own (too large, too deep)
+        is sent again as a plain failure; the acks still to send."""
         unsent: list[Ack] = []
         for ack, result in zip(batch, results, strict=True):
             if result.status in (413, 422):  # this ack's result or error was refused
@@ -554,8 +595,7 @@ class _Session:
             elif not result.ok:
                 log.warning("ack of %s: %s %s (job %s is %s)", result.lease_id, result.status,
                             result.code, result.job_id, result.state)  # fmt: skip
-        self.pending_acks[:0] = unsent
-        return True
+        return unsent
 
     async def send_refused(self, ack: Ack, exc: JobqError) -> bool:
         if isinstance(ack, Fail) and ack.details is None:

@@ -53,6 +53,34 @@ test("runs at most `concurrency` handlers at once, leasing as slots free up", TE
   assert.deepEqual((await job(ids[5]!)).result, { slept: 5 });
 });
 
+test("a full worker acks with the lease of its next jobs (complete-and-lease)", TEST, async () => {
+  const limit = await jobq.PUT("/v1/queues/{queue}/settings", {
+    params: { path: { queue: "ts-limited" } },
+    body: { max_running: 2 },
+  });
+  assert.equal(limit.error, undefined);
+  const ids = await Promise.all(Array.from({ length: 8 }, (_, i) => enqueue("ts-limited", "nap", i)));
+  const client = createJobq();
+  const acks: { lease?: { max_jobs: number } }[] = [];
+  client.use({
+    async onRequest({ request }) {
+      if (new URL(request.url).pathname === "/v1/acks") acks.push(await request.clone().json());
+      return request;
+    },
+  });
+  const worker = new Worker({ client, queues: ["ts-limited"], concurrency: 2, waitSeconds: 1, log: quiet })
+    .handle("nap", async ({ job }) => {
+      await sleep(20);
+      return job.payload;
+    });
+  const running = worker.run();
+  await until(async () => (await Promise.all(ids.map(job))).every((j) => j.state === "succeeded"));
+  worker.stop();
+  await running;
+  assert.ok(acks.some((call) => call.lease !== undefined), "no ack carried a lease");
+  assert.ok(acks.every((call) => (call.lease?.max_jobs ?? 1) <= 2));
+});
+
 test("reports progress and keeps a job past its lease with heartbeats", TEST, async () => {
   const id = await enqueue("ts-p", "long");
   const worker = new Worker({ queues: ["ts-p"], leaseSeconds: 2, waitSeconds: 1, log: quiet })
