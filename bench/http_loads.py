@@ -58,7 +58,9 @@ class Drain(HttpLoad):
     """`workers` workers lease up to `max_jobs` each and ack the batch with one call.
 
     For a limited queue, `wait_seconds` makes a lease wait for room and `hold_seconds`
-    holds each batch as if worked on, so that the limit binds.
+    holds each batch as if worked on, so that the limit binds. With `ack_lease`, each
+    ack call also leases the worker's next batch (complete-and-lease); a worker leases
+    on its own only when that gave it nothing.
     """
 
     clients_param = "workers"
@@ -77,11 +79,14 @@ class Drain(HttpLoad):
                 self.params["max_jobs"],
                 wait_seconds=wait,
             )
+            ack_lease = b',"lease":' + body + b"}" if self.params.get("ack_lease") else None
             empty = 0
+            tokens: list[bytes] = []
             while empty < EMPTY_LEASES_BEFORE_DONE:
-                leased = expect(await client.post("/v1/leases", content=body), 200)
-                counts["lease_calls"] += 1
-                tokens = LEASE_TOKEN.findall(leased.content)
+                if not tokens:
+                    leased = expect(await client.post("/v1/leases", content=body), 200)
+                    counts["lease_calls"] += 1
+                    tokens = LEASE_TOKEN.findall(leased.content)
                 if not tokens:
                     # everything was enqueued before the drain began: an empty answer means
                     # the queue is empty, or its last jobs are being claimed by others
@@ -93,12 +98,17 @@ class Drain(HttpLoad):
                 empty = 0
                 if hold:
                     await asyncio.sleep(hold)
-                acked = expect(await client.post("/v1/acks", content=acks_body(tokens)), 200)
+                acks = acks_body(tokens)
+                if ack_lease is not None:
+                    acks = acks[:-1] + ack_lease
+                acked = expect(await client.post("/v1/acks", content=acks), 200)
                 counts["ack_calls"] += 1
-                if acked.content.count(ACK_OK) != len(tokens):
+                results, _, more = acked.content.partition(b'"leases":')
+                if results.count(ACK_OK) != len(tokens):
                     raise LoadError(f"not every ack succeeded: {acked.text[:500]}")
                 counts["jobs"] += len(tokens)
                 last_ack = time.time()
+                tokens = LEASE_TOKEN.findall(more)  # none without `ack_lease`
 
         await asyncio.gather(*(worker(n, c) for n, c in enumerate(self.clients)))
         return {**counts, "last_done": last_ack}

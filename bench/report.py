@@ -138,13 +138,18 @@ def _render_throughput(scenarios: dict[str, Any], console: Console) -> None:
         row("single (3 calls a job)", scenarios["single"])
     limited = scenarios.get("limited")
     if limited:
-        row(
-            f"limited drain (max_running {limited['max_running']})",
-            limited,
-            f"{limited['of_limit_rate']:.0%} of the limit's {limited['limit_jobs_per_s']:,.0f}"
-            f" (jobs held {limited['hold_ms']:.0f} ms); running {limited['running_mean']} on"
-            f" average, at most {limited['running_max']}",
-        )
+        for name, figures in (("separate calls", limited.get("separate")), ("", limited)):
+            if not figures:
+                continue
+            row(
+                f"limited drain (max_running {figures['max_running']}"
+                f"{', ' + name if name else ''})",
+                figures,
+                f"{figures['of_limit_rate']:.0%} of the limit's"
+                f" {figures['limit_jobs_per_s']:,.0f} (jobs held {figures['hold_ms']:.0f} ms);"
+                f" running {figures['running_mean']} on average, at most"
+                f" {figures['running_max']}",
+            )
     if table.row_count:
         console.print(table)
 

@@ -43,16 +43,23 @@ def run_enqueue(bench: Bench, queue: str, jobs: int, concurrency: int) -> Genera
 
 
 def run_drain(
-    bench: Bench, queue: str, workers: int, *, hold_seconds: float = 0, wait_seconds: float = 0
+    bench: Bench,
+    queue: str,
+    workers: int,
+    *,
+    hold_seconds: float = 0,
+    wait_seconds: float = 0,
+    ack_lease: bool = False,
 ) -> GeneratorRun:
-    """The drain: workers lease 100 and ack each batch with one call, until `queue` is empty."""
+    """The drain: workers lease 100 and ack each batch with one call, until `queue` is
+    empty (`ack_lease`: the ack call leases the next batch)."""
     generators = min(bench.config.generators, workers)
     return bench.generate(
         "drain",
         [
             {"base_url": bench.base_url, "queue": queue, "workers": share,
              "max_jobs": LEASE_BATCH, "hold_seconds": hold_seconds,
-             "wait_seconds": wait_seconds}
+             "wait_seconds": wait_seconds, "ack_lease": ack_lease}
             for share in split(workers, generators)
         ],
     )  # fmt: skip
@@ -149,7 +156,13 @@ def drain(bench: Bench) -> None:
 def limited(bench: Bench) -> None:
     """The drain of a queue with `max_running`: workers asking for more than it allows,
     each holding its jobs a moment; how close to the limit's rate it runs, and how full
-    the limit was kept (sampled while jobs were queued)."""
+    the limit was kept (sampled while jobs were queued). Twice, back to back: workers
+    that ack and lease in separate calls, then with complete-and-lease (the figures)."""
+    separate = _limited_drain(bench, ack_lease=False)
+    bench.scenarios["limited"] = {**_limited_drain(bench, ack_lease=True), "separate": separate}
+
+
+def _limited_drain(bench: Bench, *, ack_lease: bool) -> dict[str, Any]:
     c = bench.config
     jobs = max(LIMITED_MAX_RUNNING * 10, c.jobs // 5)
     queue = "bench-limited"
@@ -161,9 +174,10 @@ def limited(bench: Bench) -> None:
         timeout=30,
     ).raise_for_status()
     bench.db(database.vacuum_analyze(bench.url))
+    how = "complete-and-lease" if ack_lease else "ack and lease in separate calls"
     bench.say(
         f"limited drain: max_running {LIMITED_MAX_RUNNING}, {LIMITED_WORKERS} workers "
-        f"leasing {LEASE_BATCH}, each job held {c.limited_hold_ms:.0f} ms"
+        f"leasing {LEASE_BATCH}, each job held {c.limited_hold_ms:.0f} ms, {how}"
     )
     stop = threading.Event()
     samples: list[int] = []
@@ -175,7 +189,12 @@ def limited(bench: Bench) -> None:
     sampler.start()
     try:
         run = run_drain(
-            bench, queue, LIMITED_WORKERS, hold_seconds=c.limited_hold_ms / 1000, wait_seconds=1
+            bench,
+            queue,
+            LIMITED_WORKERS,
+            hold_seconds=c.limited_hold_ms / 1000,
+            wait_seconds=1,
+            ack_lease=ack_lease,
         )
     finally:
         stop.set()
@@ -186,10 +205,12 @@ def limited(bench: Bench) -> None:
     )
     ideal = LIMITED_MAX_RUNNING / (c.limited_hold_ms / 1000)
     mean = statistics.fmean(samples) if samples else None
-    bench.scenarios["limited"] = s = {
+    s = {
         **figures,
         "hold_ms": c.limited_hold_ms,
+        "complete_and_lease": ack_lease,
         "lease_calls": run.total("lease_calls"),
+        "ack_calls": run.total("ack_calls"),
         "limit_jobs_per_s": round(ideal, 1),
         "of_limit_rate": round(figures["jobs_per_s"] / ideal, 3),
         "running_mean": None if mean is None else round(mean, 1),
@@ -202,6 +223,7 @@ def limited(bench: Bench) -> None:
         f"{ideal:,.0f}); running {s['running_mean']} on average, at most "
         f"{s['running_max']} (limit {LIMITED_MAX_RUNNING})"
     )
+    return s
 
 
 def single(bench: Bench) -> None:
