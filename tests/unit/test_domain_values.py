@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from app.jobs.schemas import ErrorIn, LeaseIn, ProgressIn
-from app.jobs.service import AttemptError, Progress, Wanted
+from app.jobs.schemas import ErrorIn, JobIn, LeaseIn, ProgressIn, Ref
+from app.jobs.service import AttemptError, ItemRef, JobSpec, Progress, Wanted
 from app.schedules.rows import ScheduleRow
 from app.schedules.schemas import ScheduleIn
 from app.schedules.service import Definition
@@ -25,3 +25,8 @@ def test_the_workers_values_hold_every_field_of_their_bodies() -> None:
     assert set(_names(Wanted)) == set(LeaseIn.model_fields)
     assert _names(Progress) == list(ProgressIn.model_fields)
     assert _names(AttemptError) == list(ErrorIn.model_fields)
+
+
+def test_a_job_to_enqueue_holds_every_field_of_its_body() -> None:
+    assert list(JobSpec._fields) == list(JobIn.model_fields)  # built field by field
+    assert list(ItemRef._fields) == list(Ref.model_fields)

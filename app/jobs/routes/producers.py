@@ -9,6 +9,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from app.api.openapi import problems
 from app.api.params import JobIdPath, QueuePath
 from app.api.types import StorableText, Timestamp
+from app.core.errors import ValidationFailed
 from app.core.names import MAX_BIGINT, MAX_NAME_LENGTH, NAME_PATTERN
 from app.jobs import views
 from app.jobs.routes.deps import services
@@ -26,13 +27,28 @@ from app.jobs.schemas import (
     JobOut,
     JobsPage,
     JobState,
+    Ref,
     WorkersOut,
 )
+from app.jobs.service import ItemRef, JobSpec
 from app.keys import EnqueueCaller, KeyedRoute, ReadCaller
 
 MAX_WORKERS_SHOWN = 500
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["jobs"])
+
+
+def _spec(job: JobIn, key: str | None = None) -> JobSpec:
+    """The job sent, as the service takes it, with the `key` of the `Idempotency-Key`
+    header if one came; field by field, no second validation: one is built per job enqueued."""
+    parents = job.depends_on
+    return JobSpec(
+        job.type, job.payload, job.priority, job.run_at, job.delay_seconds, job.max_attempts,
+        job.lease_seconds, job.idempotency_key if key is None else key, job.metadata,
+        None if parents is None
+        else [ItemRef(p.ref) if isinstance(p, Ref) else p for p in parents],
+        job.on_parent_failure, job.concurrency_key, job.fairness_key,
+    )  # fmt: skip
 
 
 @router.post(
@@ -60,7 +76,11 @@ async def enqueue_job(
     jobs = services(request)
     caller.require_queues([queue])
     allowed = caller.queues.sql() if caller.queues is not None else None
-    found = await jobs.enqueue.one(queue, job, idempotency_key, allowed)
+    if idempotency_key is not None and job.idempotency_key not in (None, idempotency_key):
+        raise ValidationFailed.field(
+            ("idempotency_key",), "differs from the Idempotency-Key header", "value_error"
+        )
+    found = await jobs.enqueue.one(queue, _spec(job, idempotency_key), allowed)
     if found.deduplicated and not caller.can("read"):
         # Keys are often predictable: replaying one must not show another producer's job.
         return views.deduplicated_brief(found)
@@ -81,7 +101,8 @@ async def enqueue_jobs(
     jobs = services(request)
     caller.require_queues([queue])
     allowed = caller.queues.sql() if caller.queues is not None else None
-    return views.batch(await jobs.enqueue.batch(queue, batch.jobs, allowed))
+    specs = [_spec(job) for job in batch.jobs]
+    return views.batch(await jobs.enqueue.batch(queue, specs, allowed))
 
 
 @router.get(

@@ -15,6 +15,7 @@ from app.jobs.service.enqueue import Enqueuer
 from app.jobs.service.handoff import AckAndLease
 from app.jobs.service.leases import Heartbeat, Lease, Leased, Leases, Progress, Wanted
 from app.jobs.service.reads import Reads
+from app.jobs.service.specs import ItemRef, JobSpec
 from app.jobs.wakeups import Wakeups
 
 __all__ = [
@@ -22,7 +23,9 @@ __all__ = [
     "AttemptError",
     "Finished",
     "Heartbeat",
+    "ItemRef",
     "JobServices",
+    "JobSpec",
     "Lease",
     "Leased",
     "Progress",

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.core.config import Settings
-from app.core.errors import Conflict, QueueFull, ValidationFailed
+from app.core.errors import Conflict, QueueFull
 from app.jobs import payloads, telemetry
 from app.jobs.params import Defaults, NewJob
 from app.jobs.repository import Allowed, JobsRepository
 from app.jobs.rows import BatchItem, Enqueued, Refused
-from app.jobs.schemas import JobIn
 from app.jobs.service import checks
+from app.jobs.service.specs import JobSpec
 from app.jobs.service.workflows import Workflows
 
 ENQUEUE_RACE_RETRIES = 3
@@ -26,8 +26,8 @@ class Enqueuer:
         self._workflows = Workflows(repo, settings)
         self._defaults = Defaults(settings.default_max_attempts, settings.default_lease_seconds)
 
-    def _checked(self, job: JobIn, loc: checks.Loc) -> NewJob:
-        """`job` within this service's limits (its shape the schema checked)."""
+    def _checked(self, job: JobSpec, loc: checks.Loc) -> NewJob:
+        """`job` within this service's limits; errors name its fields after `loc`."""
         limit = self._settings.max_payload_bytes
         depth = self._settings.max_json_depth
         return NewJob(
@@ -51,19 +51,9 @@ class Enqueuer:
             fairness_key=job.fairness_key,
         )
 
-    async def one(
-        self, queue: str, job: JobIn, idempotency_key: str | None, allowed: Allowed = None
-    ) -> Enqueued:
+    async def one(self, queue: str, job: JobSpec, allowed: Allowed = None) -> Enqueued:
         """Create a job, or return the one already holding the same idempotency key; its
         parents must be in the `allowed` queues (the caller's key's; None: any)."""
-        if idempotency_key is not None:
-            if job.idempotency_key not in (None, idempotency_key):
-                raise ValidationFailed.field(
-                    ("idempotency_key",),
-                    "differs from the Idempotency-Key header",
-                    "value_error",
-                )
-            job = job.model_copy(update={"idempotency_key": idempotency_key})
         new = self._checked(job, ())
         if job.depends_on:
             return await self._workflows.one(queue, job, new, allowed)
@@ -82,7 +72,7 @@ class Enqueuer:
         )
 
     async def batch(
-        self, queue: str, jobs: Sequence[JobIn], allowed: Allowed = None
+        self, queue: str, jobs: Sequence[JobSpec], allowed: Allowed = None
     ) -> list[BatchItem]:
         """Create many jobs in one round trip; the answer is in request order. The
         parents they name must be in the `allowed` queues (None: any)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from app.core.config import Settings
 from app.core.errors import JobqError, PayloadTooLarge, QueueFull, ValidationFailed
@@ -15,12 +16,26 @@ from app.jobs import telemetry
 from app.jobs.params import NewJob
 from app.jobs.repository import Allowed, FunctionRefused, JobsRepository
 from app.jobs.rows import BatchItem, Enqueued
-from app.jobs.schemas import JobIn, Ref
 from app.jobs.service import checks
+from app.jobs.service.specs import ItemRef, JobSpec
 
 
-def _parents(job: JobIn) -> list[int]:
-    return [p for p in job.depends_on or [] if isinstance(p, int)]
+def _parents(job: JobSpec) -> list[int]:
+    return [p for p in job.depends_on or [] if not isinstance(p, ItemRef)]
+
+
+def _item(job: JobSpec) -> dict[str, Any]:
+    """`job` as an item of `jobq.enqueue_many`'s `jobs` (what it leaves out is None)."""
+    item: dict[str, Any] = {}
+    for name, value in zip(JobSpec._fields, job, strict=True):
+        if value is None:
+            continue
+        if name == "run_at":
+            value = value.isoformat()
+        elif name == "depends_on":
+            value = [{"ref": p.ref} if isinstance(p, ItemRef) else p for p in value]
+        item[name] = value
+    return item
 
 
 def refused(error: FunctionRefused, settings: Settings, queue: str) -> JobqError:
@@ -44,11 +59,11 @@ class Workflows:
         self._repo = repo
         self._settings = settings
 
-    async def one(self, queue: str, job: JobIn, new: NewJob, allowed: Allowed) -> Enqueued:
+    async def one(self, queue: str, job: JobSpec, new: NewJob, allowed: Allowed) -> Enqueued:
         """`job` (already checked into `new`), waiting for its parents (of the
         `allowed` queues)."""
         for index, parent in enumerate(job.depends_on or []):
-            if isinstance(parent, Ref):
+            if isinstance(parent, ItemRef):
                 raise ValidationFailed.field(
                     ("depends_on", index),
                     "a ref names an item of the same batch: enqueue a batch for that",
@@ -66,7 +81,7 @@ class Workflows:
             telemetry.enqueued(queue, 1)
         return Enqueued(row, deduplicated)
 
-    async def batch(self, queue: str, jobs: Sequence[JobIn], allowed: Allowed) -> list[BatchItem]:
+    async def batch(self, queue: str, jobs: Sequence[JobSpec], allowed: Allowed) -> list[BatchItem]:
         """A batch whose items may depend on jobs (of the `allowed` queues) and on earlier
         items; in request order."""
         checks.at_most(
@@ -78,13 +93,13 @@ class Workflows:
         items = []
         for index, job in enumerate(jobs):
             for p, parent in enumerate(job.depends_on or []):
-                if isinstance(parent, Ref) and parent.ref >= index:
+                if isinstance(parent, ItemRef) and parent.ref >= index:
                     raise ValidationFailed.field(
                         ("jobs", index, "depends_on", p),
                         "a ref must name an earlier item of the batch",
                         "value_error",
                     )
-            items.append(job.model_dump(mode="json", exclude_none=True))
+            items.append(_item(job))
         try:
             created = await self._repo.enqueue_workflow(queue, json.dumps(items), allowed)
         except FunctionRefused as error:
