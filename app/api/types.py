@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from app.core import timestamps
+from app.core.fields import MAX_TEXT_LENGTH
 from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN, TICK_KEY_PREFIX
 
 
@@ -54,7 +55,7 @@ def _client_key(value: str) -> str:
 ClientKey = AfterValidator(_client_key)
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
-ShortText = Annotated[str, StringConstraints(min_length=1, max_length=255), Storable]
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_LENGTH), Storable]
 
 
 def _json_number(value: Any) -> Any:

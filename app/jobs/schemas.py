@@ -20,11 +20,10 @@ from app.core.config import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     MAX_LEASE_SECONDS,
 )
+from app.core.fields import MAX_ATTEMPTS_LIMIT, MAX_DELAY_SECONDS, MAX_PRIORITY, MIN_PRIORITY
 from app.core.names import MAX_BIGINT
 from app.jobs.rows import JobState as JobState  # the API's states are the table's
 
-MAX_DELAY_SECONDS = 366 * 24 * 3600
-MAX_ATTEMPTS_LIMIT = 1000
 MAX_QUEUES_PER_LEASE = 100
 MAX_WAIT_SECONDS = 30
 MAX_LIST_LIMIT = 500
@@ -41,7 +40,7 @@ ErrorType = ShortText
 Message = Annotated[str, StringConstraints(min_length=1, max_length=4096), Storable]
 ErrorMessage = Annotated[str, StringConstraints(max_length=MAX_ERROR_MESSAGE_CHARS), Storable]
 
-Priority = Annotated[int, Field(ge=-32768, le=32767), JsonNumber]
+Priority = Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY), JsonNumber]
 LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS), JsonNumber]
 DelaySeconds = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS), JsonNumber]
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from app.api.types import JsonNumber, Name, ShortText, Strict, Timestamp
 from app.core import timestamps
 from app.core.config import MAX_LEASE_SECONDS
+from app.core.fields import MAX_ATTEMPTS_LIMIT
 from app.jobs import ProgressOut
 
 MAX_BACKLOG_LIMIT = 1_000_000  # each enqueue counts up to this many unfinished jobs
@@ -84,7 +85,7 @@ class QueueSettingsIn(Strict):
     rate_limit: RateLimit | None = Field(
         default=None, description="At most `jobs` leases in any `per_seconds`; `null`: none."
     )
-    max_attempts: Annotated[int, Field(ge=1, le=1000), JsonNumber] | None = Field(
+    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), JsonNumber] | None = Field(
         default=None, description="Default attempts of the queue's jobs (a job's own wins)."
     )
     lease_seconds: Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS), JsonNumber] | None = Field(

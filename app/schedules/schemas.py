@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from app.api.types import JsonNumber, Name, Strict
 from app.core.config import MAX_LEASE_SECONDS
+from app.core.fields import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MIN_PRIORITY
 from app.jobs import JobState
 
 CatchUp = Literal["latest", "none", "all"]
@@ -54,8 +55,8 @@ class ScheduleIn(Strict):
         "not exist there (clocks going forward) is skipped; one that happens twice (clocks "
         "going back) runs once.",
     )
-    priority: Annotated[int, Field(ge=-32768, le=32767), JsonNumber] = 0
-    max_attempts: Annotated[int, Field(ge=1, le=1000), JsonNumber] | None = None
+    priority: Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY), JsonNumber] = 0
+    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), JsonNumber] | None = None
     lease_seconds: Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS), JsonNumber] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     paused: bool = Field(default=False, strict=True)

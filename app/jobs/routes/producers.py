@@ -10,6 +10,7 @@ from app.api.openapi import problems
 from app.api.params import JobIdPath, QueuePath
 from app.api.types import StorableText, Timestamp
 from app.core.errors import ValidationFailed
+from app.core.fields import MAX_TEXT_LENGTH
 from app.core.names import MAX_BIGINT, MAX_NAME_LENGTH, NAME_PATTERN
 from app.jobs import views
 from app.jobs.routes.deps import services
@@ -166,7 +167,7 @@ async def list_jobs(
     after: Annotated[int, Query(ge=0, le=MAX_BIGINT, description="Last id seen.")] = 0,
     error_type: Annotated[
         StorableText | None,
-        Query(max_length=255, description="Only jobs whose last error has this type."),
+        Query(max_length=MAX_TEXT_LENGTH, description="Only jobs whose last error has this type."),
     ] = None,
     created_after: Annotated[
         Timestamp | None, Query(description="Only jobs created at or after this time.")
@@ -176,7 +177,7 @@ async def list_jobs(
     ] = None,
     key_contains: Annotated[
         StorableText | None,
-        Query(min_length=1, max_length=255, description="Text in the idempotency key."),
+        Query(min_length=1, max_length=MAX_TEXT_LENGTH, description="Text in the idempotency key."),
     ] = None,
 ) -> dict[str, Any]:
     """List jobs by id, filtered, a page at a time.
