@@ -259,8 +259,20 @@ class ByJobIds(NamedTuple):
     job_ids: list[int]
 
 
+class JobFilter(NamedTuple):
+    """Which jobs a page lists: each filter None is no filter."""
+
+    queue: str | None
+    state: JobState | None
+    type: str | None
+    error_type: str | None  # the last error's
+    created_after: datetime | None  # at or after
+    created_before: datetime | None
+    key_contains: str | None  # text in the idempotency key
+
+
 class ListJobsParams(NamedTuple):
-    """A page of jobs: each filter None is no filter."""
+    """A page of jobs: `JobFilter`'s fields (in its order), then the page and the queues."""
 
     queue: str | None
     state: JobState | None

@@ -32,6 +32,7 @@ from app.jobs.params import (
     FinishManyParams,
     FinishOneParams,
     HeartbeatParams,
+    JobFilter,
     LeaseParams,
     LeaseQueueParams,
     ListJobsParams,
@@ -49,7 +50,6 @@ from app.jobs.rows import (
     Enqueued,
     FinishedBrief,
     JobRow,
-    JobState,
     LimitedState,
     Parent,
     Refused,
@@ -285,34 +285,10 @@ class JobsRepository:
         return [JobRow._make(r) for r in await self._db.fetch(GET_JOBS, ByJobIds(job_ids))]
 
     async def page(
-        self,
-        *,
-        queue: str | None,
-        state: JobState | None,
-        type_: str | None,
-        after: int,
-        limit: int,
-        allowed: tuple[list[str], list[str]] | None = None,
-        error_type: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        key_contains: str | None = None,
+        self, where: JobFilter, after: int, limit: int, allowed: Allowed = None
     ) -> list[JobRow]:
-        """`allowed`: (queue names, LIKE patterns) to limit the page to; None: every queue."""
-        names, patterns = _allowed(allowed)
-        params = ListJobsParams(
-            queue=queue,
-            state=state,
-            type=type_,
-            error_type=error_type,
-            created_after=created_after,
-            created_before=created_before,
-            key_contains=key_contains,
-            after=after,
-            limit=limit,
-            allowed_names=names,
-            allowed_patterns=patterns,
-        )
+        """Up to `limit` jobs by id after `after`, of the `allowed` queues (None: any)."""
+        params = ListJobsParams(*where, after, limit, *_allowed(allowed))
         return [JobRow._make(record) for record in await self._db.fetch(LIST_JOBS, params)]
 
     async def workers(

@@ -16,8 +16,13 @@ from app.db.statement import Queries, Statement, fields_of
 from app.jobs.params import (
     AckColumns,
     AckParams,
+    Defaults,
+    EnqueueOneParams,
     FinishManyParams,
     FinishOneParams,
+    JobFilter,
+    ListJobsParams,
+    NewJob,
 )
 from tests.fixtures.queries import REPOSITORIES
 
@@ -72,3 +77,14 @@ def test_a_finish_takes_the_ack_then_the_retry_policy_and_key_by_position(
     # as JobsRepository.finish_one and finish_many build them
     policy = ("backoff_base", "backoff_cap", "backoff_jitter")
     assert fields_of(statement) == (*fields_of(ack), *policy, "key_id")
+
+
+def test_an_enqueue_takes_the_queue_the_job_then_the_defaults_by_position() -> None:
+    # as JobsRepository.enqueue_one builds it
+    assert fields_of(EnqueueOneParams) == ("queue", *fields_of(NewJob), *fields_of(Defaults))
+
+
+def test_a_page_of_jobs_takes_the_filter_then_the_page_and_queues_by_position() -> None:
+    # as JobsRepository.page builds it
+    page = ("after", "limit", "allowed_names", "allowed_patterns")
+    assert fields_of(ListJobsParams) == (*fields_of(JobFilter), *page)

@@ -31,7 +31,7 @@ from app.jobs.schemas import (
     Ref,
     WorkersOut,
 )
-from app.jobs.service import ItemRef, JobSpec
+from app.jobs.service import ItemRef, JobFilter, JobSpec
 from app.keys import EnqueueCaller, KeyedRoute, ReadCaller
 
 MAX_WORKERS_SHOWN = 500
@@ -188,18 +188,8 @@ async def list_jobs(
     if queue is not None:
         caller.require_queues([queue])
     allowed = caller.queues.sql() if caller.queues is not None else None
-    rows = await jobs.reads.page(
-        queue=queue,
-        state=state,
-        type_=type,
-        after=after,
-        limit=limit,
-        allowed=allowed,
-        error_type=error_type,
-        created_after=created_after,
-        created_before=created_before,
-        key_contains=key_contains,
-    )
+    where = JobFilter(queue, state, type, error_type, created_after, created_before, key_contains)
+    rows = await jobs.reads.page(where, after, limit, allowed)
     return views.page(rows, limit)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from app.core.config import Settings
 from app.jobs.finishes import Finishes
 from app.jobs.limits import LimitedQueues
+from app.jobs.params import JobFilter
 from app.jobs.repository import JobsRepository
 from app.jobs.service.acks import Ack, Acks, AttemptError, Finished
 from app.jobs.service.admin import JobAdmin
@@ -24,6 +25,7 @@ __all__ = [
     "Finished",
     "Heartbeat",
     "ItemRef",
+    "JobFilter",
     "JobServices",
     "JobSpec",
     "Lease",

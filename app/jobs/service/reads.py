@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 
 from app.core.errors import JobNotFound
 from app.jobs.finishes import Finishes
+from app.jobs.params import JobFilter
 from app.jobs.repository import Allowed, JobsRepository
-from app.jobs.rows import Dependency, JobRow, JobState, WorkerRow
+from app.jobs.rows import Dependency, JobRow, WorkerRow
 
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 
@@ -59,33 +59,11 @@ class Reads:
         return await self._repo.dependencies_of(job_id, allowed)
 
     async def page(
-        self,
-        *,
-        queue: str | None,
-        state: JobState | None,
-        type_: str | None,
-        after: int,
-        limit: int,
-        allowed: tuple[list[str], list[str]] | None = None,
-        error_type: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        key_contains: str | None = None,
+        self, where: JobFilter, after: int, limit: int, allowed: Allowed = None
     ) -> list[JobRow]:
         """Jobs by id after `after`; `allowed`: only these queues (names, LIKE patterns), for
         a key limited to some."""
-        return await self._repo.page(
-            queue=queue,
-            state=state,
-            type_=type_,
-            after=after,
-            limit=limit,
-            allowed=allowed,
-            error_type=error_type,
-            created_after=created_after,
-            created_before=created_before,
-            key_contains=key_contains,
-        )
+        return await self._repo.page(where, after, limit, allowed)
 
     async def workers(
         self, allowed: tuple[list[str], list[str]] | None, limit: int
