@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -16,7 +16,7 @@ from app.cli._service import Printing, Session
 from app.core.config import get_settings
 from app.core.errors import JobqError
 from app.db.database import Database
-from app.keys import KEY_PREFIX, SCOPES, KeyRow, Keys, KeysRepository
+from app.keys import KEY_PREFIX, SCOPES, Keys, KeysRepository, key_view
 
 keys_cli = command_group("Create, list and revoke API keys, straight in the database.")
 T = TypeVar("T")
@@ -41,18 +41,6 @@ def _split(value: str | None) -> list[str] | None:
     return None if value is None else [part.strip() for part in value.split(",") if part.strip()]
 
 
-def _json(row: KeyRow) -> dict[str, Any]:
-    return {
-        "name": row.name,
-        "prefix": KEY_PREFIX + row.lookup_id,
-        "scopes": row.scopes,
-        "queues": row.queues,
-        "created_at": row.created_at,
-        "revoked_at": row.revoked_at,
-        "last_used_at": row.last_used_at,
-    }
-
-
 @keys_cli.command("create", cls=Printing)
 def create(
     ctx: typer.Context,
@@ -69,7 +57,7 @@ def create(
     """
     key, row = _with_keys(lambda keys: keys.create(name, _split(scopes) or [], _split(queues)))
     if Session.of(ctx).as_json:
-        print_json({**_json(row), "key": key})
+        print_json({**key_view(row), "key": key})
         return
     where = ", ".join(row.queues) if row.queues is not None else "every queue"
     typer.echo(
@@ -89,7 +77,7 @@ def list_keys(ctx: typer.Context) -> None:
     """List API keys, revoked ones too (never the keys themselves)."""
     rows = _with_keys(lambda keys: keys.list())
     if Session.of(ctx).as_json:
-        print_json([_json(row) for row in rows])
+        print_json([key_view(row) for row in rows])
         return
     shown = table(
         None,
@@ -116,6 +104,6 @@ def revoke(
     """Revoke an API key: every running jobq refuses it at once."""
     row = _with_keys(lambda keys: keys.revoke(name))
     if Session.of(ctx).as_json:
-        print_json(_json(row))
+        print_json(key_view(row))
         return
     typer.echo(f"Revoked API key {name!r} ({KEY_PREFIX}{row.lookup_id}…).", err=True)

@@ -36,6 +36,7 @@ from app.keys.routing import KeyedRoute
 from app.keys.rows import KeyRow
 from app.keys.scopes import SCOPES, Scope
 from app.keys.service import KEY_PREFIX, Keys, mint
+from app.keys.views import key as key_view
 
 __all__ = [
     "KEY_PREFIX",
@@ -64,6 +65,7 @@ __all__ = [
     "document_keys",
     "framework_paths",
     "is_loopback",
+    "key_view",
     "mint",
     "open_network_refusal",
     "router",
