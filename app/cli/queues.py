@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -14,6 +14,8 @@ from app.cli._service import Operator, Session
 from app.cli.jobs import YesOption, rfc3339
 from app.cli.stats import show_queue
 from jobq_client import Aging, QueueSettings, RateLimit
+
+T = TypeVar("T")
 
 queues_cli = command_group("Queues: list, show, pause, resume, purge, redrive, settings.")
 QueueArgument = Annotated[str, typer.Argument(help="The queue's name.")]
@@ -135,24 +137,22 @@ def _none(value: str) -> bool:
     return value.lower() in ("none", "null", "unlimited", "default")
 
 
-def _whole(value: str) -> int | None:
-    """A whole number, or None for 'none'."""
-    if _none(value):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise typer.BadParameter("a whole number, or 'none'") from None
+def _or_none(convert: Callable[[str], T], what: str) -> Callable[[str], T | None]:
+    """A reader of `what` (`convert` reads it), or of None for 'none'."""
+
+    def read(value: str) -> T | None:
+        if _none(value):
+            return None
+        try:
+            return convert(value)
+        except ValueError:
+            raise typer.BadParameter(f"{what}, or 'none'") from None
+
+    return read
 
 
-def _number(value: str) -> float | None:
-    """A number, or None for 'none'."""
-    if _none(value):
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        raise typer.BadParameter("a number, or 'none'") from None
+_whole = _or_none(int, "a whole number")
+_number = _or_none(float, "a number")
 
 
 def _rate(value: str) -> RateLimit | None:
