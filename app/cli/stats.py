@@ -161,6 +161,16 @@ def unserved_line(unserved: list[dict[str, Any]]) -> str:
     return "no worker leased lately: " + ", ".join(parts)
 
 
+def fair_keys_line(keys: list[dict[str, Any]]) -> str:
+    """A fair queue's busiest keys, on one line."""
+    parts = [
+        f"{k['fairness_key'] or '(none)'} {count(k['queued'])} queued"
+        f" ({count(k['due'])} due), {count(k['running'])} running"
+        for k in keys
+    ]
+    return "busiest keys: " + "; ".join(parts)
+
+
 def show_queue(session: Session, queue: str) -> None:
     """One queue's figures and its longest-running jobs; on stderr, a warning when
     nothing ever used the queue (a misspelt name?)."""
@@ -179,6 +189,8 @@ def show_queue(session: Session, queue: str) -> None:
         out.print(limits_line(one.limits), markup=False)
     if one.raw.get("unserved_types"):
         out.print(unserved_line(one.raw["unserved_types"]), markup=False)
+    if one.raw.get("fair_keys"):
+        out.print(fair_keys_line(one.raw["fair_keys"]), markup=False)
     if one.raw["running_jobs"]:
         out.print()
         _running(queue, one.raw["running_jobs"], out)

@@ -76,6 +76,12 @@ class RunningJobsParams(NamedTuple):
     per_queue: int
 
 
+class BusiestFairKeysParams(NamedTuple):
+    queue: str
+    count_up_to: int  # each key's queued jobs are counted up to this many
+    keys: int
+
+
 class UnservedTypesParams(NamedTuple):
     queue: str
     head: int  # due jobs looked at, oldest first

@@ -429,3 +429,25 @@ SELECT h.type,
         OR t.last_leased_at < now() - make_interval(secs => :idle_seconds))
  GROUP BY h.type, t.last_leased_at
  ORDER BY h.type;
+
+
+-- name: busiest_fair_keys
+-- A fair queue's fairness keys with the most queued jobs (at most `keys` of them): their
+-- queued jobs (counted up to `count_up_to` each), how many are due, and their running
+-- jobs. The keys are those with work (jobq.fair_keys), each counted along
+-- jobs_fair_claim_idx; the running jobs, from the queue's running ones.
+SELECT k.key AS fairness_key, c.queued, c.due, coalesce(r.running, 0) AS running
+  FROM jobq.fair_keys k
+ CROSS JOIN LATERAL (
+        SELECT count(*) AS queued, count(*) FILTER (WHERE w.run_at <= now()) AS due
+          FROM (SELECT j.run_at FROM jobq.jobs j
+                 WHERE j.queue = k.queue AND j.fairness_key = k.key AND j.state = 'queued'
+                 LIMIT :count_up_to) AS w
+       ) AS c
+  LEFT JOIN (SELECT j.fairness_key, count(*) AS running
+               FROM jobq.jobs j
+              WHERE j.queue = :queue AND j.state = 'running'
+              GROUP BY j.fairness_key) AS r ON r.fairness_key = k.key
+ WHERE k.queue = :queue
+ ORDER BY c.queued DESC, k.key
+ LIMIT :keys;

@@ -11,6 +11,7 @@ from app.core.errors import ValidationFailed
 from app.db.database import Database, fetch_in
 from app.db.statement import NO_PARAMS, NoParams, Queries
 from app.queues.params import (
+    BusiestFairKeysParams,
     ByQueue,
     ByQueueOrAll,
     FailedGroupsParams,
@@ -24,6 +25,7 @@ from app.queues.params import (
 from app.queues.rows import (
     DatabaseHealth,
     FailedGroup,
+    FairKeyLoad,
     Minute,
     QueueActivity,
     QueueFigures,
@@ -64,6 +66,7 @@ QUEUE_SERIES = QUERIES.bind("queue_series", QueueSeriesParams)
 DATABASE_HEALTH = QUERIES.bind("database_health", NoParams)
 EVER_LEASED = QUERIES.bind("ever_leased", ByQueue)
 UNSERVED_TYPES = QUERIES.bind("unserved_types", UnservedTypesParams)
+BUSIEST_FAIR_KEYS = QUERIES.bind("busiest_fair_keys", BusiestFairKeysParams)
 
 
 class QueuesRepository:
@@ -173,6 +176,12 @@ class QueuesRepository:
         params = UnservedTypesParams(queue=queue, head=head, idle_seconds=idle_seconds)
         records = await self._db.fetch(UNSERVED_TYPES, params)
         return [UnservedType._make(record) for record in records]
+
+    async def busiest_fair_keys(self, queue: str, keys: int, count_up_to: int) -> list[FairKeyLoad]:
+        """A fair queue's `keys` keys with the most queued jobs (none for a fifo queue)."""
+        params = BusiestFairKeysParams(queue=queue, count_up_to=count_up_to, keys=keys)
+        records = await self._db.fetch(BUSIEST_FAIR_KEYS, params)
+        return [FairKeyLoad._make(record) for record in records]
 
     async def running_jobs(self, queue: str | None, per_queue: int) -> list[RunningJob]:
         records = await self._db.fetch(RUNNING_JOBS, RunningJobsParams(queue, per_queue))

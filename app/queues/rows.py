@@ -146,6 +146,16 @@ class Minute(NamedTuple):
     failed: int
 
 
+class FairKeyLoad(NamedTuple):
+    """A fairness key of a fair queue: its queued jobs (counted up to a bound), how many
+    of them are due, and its running jobs."""
+
+    fairness_key: str
+    queued: int
+    due: int
+    running: int
+
+
 class UnservedType(NamedTuple):
     """A type whose due jobs no worker leased lately: how long its oldest one has been
     due, and when a job of it was last leased (None: never)."""

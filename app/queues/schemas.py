@@ -311,6 +311,15 @@ class UnservedTypeOut(BaseModel):
     )
 
 
+class FairKeyOut(BaseModel):
+    """One fairness key of a fair queue, and its jobs."""
+
+    fairness_key: str = Field(description='The key (`""`: the jobs enqueued without one).')
+    queued: int = Field(description="Its queued jobs, counted up to 10,000.")
+    due: int = Field(description="How many of those are due.")
+    running: int
+
+
 class QueueDetail(QueueStats):
     """One queue's figures, whether anything ever used it, and what nobody serves."""
 
@@ -322,6 +331,10 @@ class QueueDetail(QueueStats):
         description="The types whose jobs have been due over 5 minutes and that no worker "
         "leased in as long (looked for among the queue's first 1,000 due jobs): no worker "
         "serves them, or none runs."
+    )
+    fair_keys: list[FairKeyOut] = Field(
+        description="A fair queue's busiest fairness keys (at most 20, most queued jobs "
+        "first); empty for a fifo queue. `/metrics` has no label per key."
     )
 
 

@@ -120,6 +120,7 @@ def queue_detail(report: QueueReport) -> dict[str, Any]:
         **queue(report),
         "known": report.known,
         "unserved_types": [row._asdict() for row in report.unserved],
+        "fair_keys": [row._asdict() for row in report.fair_keys],
     }
 
 

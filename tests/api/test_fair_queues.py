@@ -178,3 +178,25 @@ async def test_fair_settings_that_do_not_go_together_are_refused(
     assert fair["aging"] == {"per_seconds": 5, "max_boost": 3}
     response = await client.put("/v1/queues/s/settings", json={"fair_weights": {"k": 0}})
     assert_problem(response, 422, "validation_error")
+
+
+async def test_the_busiest_keys_show_in_the_queue_and_not_in_metrics(
+    client: httpx.AsyncClient,
+) -> None:
+    await put_settings(client, "shown", ordering="fair")
+    jobs = [{"type": "t", "fairness_key": f"k{i:02}"} for i in range(25) for _ in range(i + 1)]
+    await enqueue_batches(client, "shown", jobs)
+    await enqueue_batches(client, "shown", [{"type": "t", "delay_seconds": 60}] * 30)
+    await lease(client, "shown", max_jobs=26)  # one of each key: k00 has none left
+    detail = (await client.get("/v1/queues/shown")).json()
+    keys = detail["fair_keys"]
+    assert len(keys) == 20
+    assert keys[:2] == [
+        {"fairness_key": "", "queued": 30, "due": 0, "running": 0},  # keyless, delayed
+        {"fairness_key": "k24", "queued": 24, "due": 24, "running": 1},
+    ]
+    assert [k["queued"] for k in keys] == sorted((k["queued"] for k in keys), reverse=True)
+    await enqueue(client, "fifo", fairness_key="x")
+    assert (await client.get("/v1/queues/fifo")).json()["fair_keys"] == []
+    metrics = (await client.get("/metrics")).text
+    assert "k24" not in metrics and "fairness" not in metrics

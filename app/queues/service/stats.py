@@ -19,6 +19,7 @@ from app.queues.repository import QueuesRepository
 from app.queues.rows import (
     DatabaseHealth,
     FailedGroup,
+    FairKeyLoad,
     Minute,
     QueueFigures,
     QueueLimits,
@@ -28,6 +29,9 @@ from app.queues.rows import (
 )
 
 RUNNING_JOBS_SHOWN = 20
+# A fair queue's busiest fairness keys shown, each one's queued jobs counted up to a bound
+FAIR_KEYS_SHOWN = 20
+FAIR_KEY_COUNT_UP_TO = 10_000
 FAILED_GROUPS_SHOWN = 50  # per queue: the longest-running ones
 # A type is unserved when its jobs have been due this long and no worker leased one in
 # as long; it is looked for among the queue's first UNSERVED_HEAD_JOBS due jobs, where
@@ -67,7 +71,8 @@ class QueueReport:
     """One queue's figures (None: all zero, a queue nothing ever named) and running jobs.
 
     `known`: the queue has jobs, settings or was leased from (false: a typo, most likely);
-    `unserved`: the types whose due jobs no worker leased lately (one queue's read only).
+    `unserved`: the types whose due jobs no worker leased lately (one queue's read only);
+    `fair_keys`: a fair queue's busiest fairness keys (one queue's read only).
     """
 
     queue: str
@@ -76,6 +81,7 @@ class QueueReport:
     limits: QueueLimits | None = None
     known: bool = True
     unserved: list[UnservedType] = field(default_factory=list)
+    fair_keys: list[FairKeyLoad] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +111,11 @@ class StatsService:
         unserved = await self._repo.unserved_types(
             queue, UNSERVED_HEAD_JOBS, UNSERVED_AFTER_SECONDS
         )
+        fair_keys = await self._repo.busiest_fair_keys(queue, FAIR_KEYS_SHOWN, FAIR_KEY_COUNT_UP_TO)
         figures = rows[0] if rows else None
-        return QueueReport(queue, figures, running, next(iter(limits), None), known, unserved)
+        return QueueReport(
+            queue, figures, running, next(iter(limits), None), known, unserved, fair_keys
+        )
 
     async def failed_groups(self, queue: str) -> list[FailedGroup]:
         """The queue's failed jobs by type and error type, biggest groups first."""

@@ -303,6 +303,10 @@ async function queuePage(queue, params) {
         { confirm: queue }, { confirm: `Delete every queued job of ${queue}?` }), true),
       button("Redrive all failed", () => act("redrive", "POST", `/v1/queues/${q}/failed/retry`,
         {}, { confirm: `Run the failed jobs of ${queue} again?` }))),
+    stats.fair_keys && stats.fair_keys.length ? [el("h2", {}, "Busiest fairness keys"),
+      table(["key", "queued", "due", "running"], stats.fair_keys.map((k) => [
+        k.fairness_key || "(none)", fmt(k.queued), fmt(k.due), fmt(k.running)]), [1, 2, 3])]
+      : null,
     el("h2", {}, "Last hour"), chart(series.minutes, backlog),
     el("h2", {}, "Failed, by type and error"),
     groups.groups.length ? table(["type", "error type", "jobs", "latest message", "latest", ""],

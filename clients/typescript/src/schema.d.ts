@@ -1142,6 +1142,29 @@ export interface components {
             /** Groups */
             groups: components["schemas"]["FailedGroupOut"][];
         };
+        /**
+         * FairKeyOut
+         * @description One fairness key of a fair queue, and its jobs.
+         */
+        FairKeyOut: {
+            /**
+             * Fairness Key
+             * @description The key (`""`: the jobs enqueued without one).
+             */
+            fairness_key: string;
+            /**
+             * Queued
+             * @description Its queued jobs, counted up to 10,000.
+             */
+            queued: number;
+            /**
+             * Due
+             * @description How many of those are due.
+             */
+            due: number;
+            /** Running */
+            running: number;
+        };
         /** Health */
         Health: {
             /**
@@ -1782,6 +1805,11 @@ export interface components {
              * @description The types whose jobs have been due over 5 minutes and that no worker leased in as long (looked for among the queue's first 1,000 due jobs): no worker serves them, or none runs.
              */
             unserved_types: components["schemas"]["UnservedTypeOut"][];
+            /**
+             * Fair Keys
+             * @description A fair queue's busiest fairness keys (at most 20, most queued jobs first); empty for a fifo queue. `/metrics` has no label per key.
+             */
+            fair_keys: components["schemas"]["FairKeyOut"][];
         };
         /**
          * QueueLimitsOut
