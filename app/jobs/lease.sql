@@ -95,8 +95,13 @@ RETURNING j.*;
 -- Take a limited queue's settings row for this lease's transaction: the leases of one
 -- limited queue take turns here, on every replica, so that each one's claim (the next
 -- statement, with a snapshot taken after the lock) counts what the one before leased.
--- No row: the queue is not limited (any more). A fair queue is leased by lease_fair.
-SELECT paused, ordering = 'fair' AS fair
+-- No row: the queue is not limited (any more). A fair queue is leased by lease_fair,
+-- for the rest of this transaction with its generic plan (planning the statement anew
+-- cost more than running it) and no JIT compilation (the same).
+SELECT paused, ordering = 'fair' AS fair,
+       CASE WHEN ordering = 'fair'
+            THEN set_config('plan_cache_mode', 'force_generic_plan', true)
+                 || set_config('jit', 'off', true) END AS fair_plans
   FROM jobq.queues
  WHERE name = :queue AND limited
    FOR UPDATE;
@@ -375,10 +380,12 @@ keys AS MATERIALIZED (
     SELECT w.key, w.pass, w.weight, w.room FROM walk w WHERE w.due
 ),
 horizon AS MATERIALIZED (
-    -- the pass of the last key walked with due jobs, when the walk found enough of them:
-    -- no job of a key takes a turn after it (the first job of each key walked is earlier)
+    -- no job whose turn comes after this one is picked: the pass of the last key walked
+    -- with due jobs, when the walk found enough of them (each key's first job is
+    -- earlier); else the last pass plus `room` turns shared by the keys' weights (by
+    -- then every key has had that many turns)
     SELECT CASE WHEN count(*) >= (SELECT n FROM room) THEN max(pass)
-                ELSE CAST('Infinity' AS double precision) END AS pass
+                ELSE max(pass) + (SELECT n FROM room) / sum(weight) END AS pass
       FROM keys
 ),
 candidates AS (
@@ -391,10 +398,9 @@ candidates AS (
                         AS integer) AS n
            ) AS wanted
      CROSS JOIN LATERAL (
-            SELECT x.id, row_number() OVER (ORDER BY x.effective DESC, x.run_at, x.id) AS nth
-              FROM (
-                    -- without aging: the key's best due jobs along jobs_fair_claim_idx
-                    (SELECT j.id, j.priority AS effective, j.run_at
+            -- without aging: the key's best due jobs along jobs_fair_claim_idx, in order
+            SELECT x.id, row_number() OVER () AS nth
+              FROM (SELECT j.id
                        FROM jobq.jobs j
                       WHERE s.aging_seconds IS NULL
                         AND j.queue = :queue AND j.fairness_key = k.key
@@ -402,10 +408,11 @@ candidates AS (
                         AND (cardinality(CAST(:types AS text[])) = 0
                              OR j.type = ANY(CAST(:types AS text[])))
                       ORDER BY j.priority DESC, j.run_at, j.id
-                      LIMIT wanted.n)
-                    UNION ALL
-                    -- with aging: the longest-waiting due jobs of each priority in use
-                    (WITH RECURSIVE levels(priority) AS (
+                      LIMIT wanted.n) AS x
+            UNION ALL
+            -- with aging: the longest-waiting due jobs of each priority in use, best first
+            SELECT x.id, row_number() OVER (ORDER BY x.effective DESC, x.run_at, x.id) AS nth
+              FROM (WITH RECURSIVE levels(priority) AS (
                          (SELECT j.priority FROM jobq.jobs j
                            WHERE s.aging_seconds IS NOT NULL
                              AND j.queue = :queue AND j.fairness_key = k.key
@@ -437,8 +444,7 @@ candidates AS (
                             ) AS o
                       WHERE l.priority IS NOT NULL
                       ORDER BY o.effective DESC, o.run_at, o.id
-                      LIMIT wanted.n)
-                   ) AS x
+                      LIMIT wanted.n) AS x
            ) AS c
 ),
 picked AS (
@@ -450,18 +456,21 @@ leased AS (
      WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.state::text = 'queued'
     RETURNING j.*
 ),
-turns AS (
+moves AS MATERIALIZED (
     -- each key leased from takes its turns; each key passed over goes behind the walk
-    UPDATE jobq.fair_keys f
-       SET pass = CASE WHEN p.jobs IS NOT NULL THEN f.pass + p.jobs / w.weight
-                       ELSE greatest(f.pass + 1 / w.weight, (SELECT max(pass) FROM walk))
-                  END
+    SELECT w.key,
+           CASE WHEN p.jobs IS NOT NULL THEN w.pass + p.jobs / w.weight
+                ELSE greatest(w.pass + 1 / w.weight, (SELECT max(pass) FROM walk)) END AS pass
       FROM walk w
-      LEFT JOIN (SELECT key, count(*) AS jobs FROM picked GROUP BY key) AS p
-             ON p.key = w.key
-     WHERE f.queue = :queue AND f.key = w.key AND NOT w.idle
-       AND w.pass > CAST('-Infinity' AS double precision)
+      LEFT JOIN (SELECT key, count(*) AS jobs FROM picked GROUP BY key) AS p ON p.key = w.key
+     WHERE NOT w.idle AND w.pass > CAST('-Infinity' AS double precision)
        AND (p.jobs IS NOT NULL OR NOT w.due)
+),
+turns AS (
+    -- by primary key, the keys moved only (a join let a plan walk every key of the queue)
+    UPDATE jobq.fair_keys f
+       SET pass = (SELECT m.pass FROM moves m WHERE m.key = f.key)
+     WHERE f.queue = :queue AND f.key = ANY(ARRAY(SELECT key FROM moves))
     RETURNING 1
 ),
 forgotten AS (
