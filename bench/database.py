@@ -195,3 +195,37 @@ async def bare_states(url: str) -> dict[int, int]:
     async with connect(url) as conn:
         rows = await conn.fetch("SELECT state, count(*) FROM bench_bare GROUP BY state")
     return {row[0]: row[1] for row in rows}
+
+
+async def queue_keyed_jobs(url: str, queue: str, count: int, keys: list[str]) -> None:
+    """Empty jobq's table (and fair queues' keys), then queue `count` jobs straight in
+    SQL, their fairness keys taken from `keys` in turn."""
+    async with connect(url) as conn:
+        await conn.execute("TRUNCATE jobq.jobs, jobq.fair_keys RESTART IDENTITY")
+        await conn.execute(
+            """
+            INSERT INTO jobq.jobs (queue, type, payload, max_attempts, lease_seconds,
+                                   fairness_key)
+            SELECT $1, 'bench', jsonb_build_object('i', g), 5, 60,
+                   ($3::text[])[1 + g % cardinality($3::text[])]
+              FROM generate_series(1, $2) AS g
+            """,
+            queue,
+            count,
+            keys,
+        )
+        await conn.execute("VACUUM (ANALYZE) jobq.jobs")
+        await _checkpoint(conn)
+
+
+async def lease_waits_ms(url: str, queue: str, keys: list[str]) -> list[float]:
+    """Enqueue-to-lease of the queue's leased jobs of these keys, in milliseconds."""
+    async with connect(url) as conn:
+        rows = await conn.fetch(
+            "SELECT extract(epoch FROM attempted_at - created_at) * 1000 AS ms"
+            "  FROM jobq.jobs WHERE queue = $1 AND fairness_key = ANY($2::text[])"
+            "   AND attempted_at IS NOT NULL",
+            queue,
+            keys,
+        )
+    return [float(row["ms"]) for row in rows]

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field, fields
 
 from bench import database
 
-SCENARIOS = ("drain", "limited", "single", "latency", "floor", "soak")
-DEFAULT_SCENARIOS = SCENARIOS[:-1]  # the soak runs when --soak gives it minutes
+SCENARIOS = ("drain", "limited", "single", "latency", "floor", "fair", "soak")
+# the soak runs when --soak gives it minutes; the fair queues' scenario when named
+DEFAULT_SCENARIOS = SCENARIOS[:-2]
 LEASE_BATCH = 100
 RUN_TIMEOUT_SECONDS = 3600.0
 REPORT_WIDTH = 150
@@ -34,6 +35,8 @@ class Config:
     floor_rounds: int = 3  # jobq's and the floor's loads back to back
     floor_drain_jobs: int = 100_000  # ... their drain
     floor_single_jobs: int = 5_000  # ... their single-job path
+    fair_flood_jobs: int = 200_000  # tenant A's jobs queued ahead of tenants B to K
+    fair_steady_seconds: float = 10.0  # how long B to K enqueue meanwhile
     warmup: bool = True
     soak_minutes: float = 0.0
     soak_rate: float = 200.0
@@ -56,6 +59,8 @@ QUICK = {
     "floor_rounds": 1,
     "floor_drain_jobs": 2000,
     "floor_single_jobs": 100,
+    "fair_flood_jobs": 2000,
+    "fair_steady_seconds": 2.0,
     "warmup": False,
 }
 

@@ -47,6 +47,12 @@ TARGETS = [
     Target("batch_enqueue", ">=", 30_000, "jobs/s", ("batch_enqueue", "jobs_per_s"),
            "batch enqueue through HTTP"),
     Target("drain", ">=", 15_000, "jobs/s", ("drain", "jobs_per_s"), "batched drain through HTTP"),
+    Target("fair_drain_vs_fifo", ">=", 0.8, "x", ("fair", "drain_vs_fifo"),
+           "drain of a fair queue (10 keys) / a fifo queue's, back to back"),
+    Target("fair_lease_cost_many_keys", "<=", 1.5, "x", ("fair", "lease_cost_many_vs_few_keys"),
+           "fair drain's time per job with 10,000 keys / with 10"),
+    Target("fair_flooded_p99", "<=", 2, "x", ("fair", "flooded_p99_vs_quiet"),
+           "tenants B-K's enqueue-to-lease p99 with A's flood queued / without"),
     *(
         Target(f"soak_{bound.key}", "<=", bound.most, "x",
                ("soak", "summary", bound.key, "late_vs_early"),

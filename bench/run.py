@@ -43,6 +43,7 @@ from rich.console import Console
 from app.db.url import redacted
 from bench import database, report, scenarios
 from bench.base import Bench
+from bench.fair import fair
 from bench.options import REPORT_WIDTH, Config, config_from, parser
 from bench.references import floor
 from bench.service import REPO, Service
@@ -54,6 +55,7 @@ STEPS: dict[str, Callable[[Bench], None]] = {
     "single": scenarios.single,
     "latency": scenarios.latency,
     "floor": floor,
+    "fair": fair,
     "soak": soak,
 }
 WARMED = {"drain", "single", "latency", "floor"}  # the scenarios an untimed round steadies

@@ -52,7 +52,7 @@ def test_service_env_and_warm_up() -> None:
 @pytest.mark.parametrize(
     ("args", "refused"),
     [
-        (("--only", "bare"), "choose from drain, limited, single, latency, floor, soak"),
+        (("--only", "bare"), "choose from drain, limited, single, latency, floor, fair, soak"),
         (("--workers", "0"), "must be at least 1"),
         (("--service-env", "JOBQ_A"), "expected NAME=VALUE"),
     ],
