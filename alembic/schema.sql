@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0026, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0027, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -1623,6 +1623,23 @@ CREATE TABLE jobq.maintenance_runs (
 );
 
 --
+-- Name: push_targets; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.push_targets (
+    queue text NOT NULL,
+    url text NOT NULL,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    timeout_seconds double precision NOT NULL,
+    secrets text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT push_targets_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
+    CONSTRAINT push_targets_secrets_check CHECK (((cardinality(secrets) >= 1) AND (cardinality(secrets) <= 2))),
+    CONSTRAINT push_targets_timeout_seconds_check CHECK ((timeout_seconds > (0)::double precision))
+);
+
+--
 -- Name: queue_minutes; Type: TABLE; Schema: jobq; Owner: -
 --
 
@@ -1825,6 +1842,13 @@ ALTER TABLE ONLY jobq.jobs
 
 ALTER TABLE ONLY jobq.maintenance_runs
     ADD CONSTRAINT maintenance_runs_pkey PRIMARY KEY (task);
+
+--
+-- Name: push_targets push_targets_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.push_targets
+    ADD CONSTRAINT push_targets_pkey PRIMARY KEY (queue);
 
 --
 -- Name: queue_minutes queue_minutes_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -

@@ -17,7 +17,7 @@ from functools import partial
 from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import keys
+from app import keys, push
 from app.core import metrics
 from app.core.background import Background, Step, Task, running
 from app.core.config import Settings
@@ -27,6 +27,7 @@ from app.core.signals import on_shutdown_signal
 from app.db.database import Database
 from app.db.engine import direct_url
 from app.db.listener import DueListener
+from app.delivery import Allowlist, Breakers, DeliveryRepository
 from app.jobs import Finishes, JobServices, JobsRepository, LimitedQueues, Wakeups, enqueue_limits
 from app.maintenance import (
     MaintenanceRepository,
@@ -60,6 +61,7 @@ class Services:
     vacuumer: Vacuumer
     statistics: StatisticsKeeper
     scheduler: Scheduler
+    dispatcher: push.Dispatcher
     background: tuple[Background, ...]
     background_reaper: Reaper | None  # the reaper, when this process runs its loop
 
@@ -98,6 +100,23 @@ def build(
     finishes = Finishes(**waits)
     jobs_repo = JobsRepository(db)
     limited = LimitedQueues(jobs_repo)
+    allowlist = Allowlist.parse(settings.push_allowed_targets)
+    push_targets = push.PushTargets(push.PushRepository(db), allowlist)
+    job_services = JobServices.build(jobs_repo, settings, wakeups, finishes, limited)
+    dispatcher = push.Dispatcher(
+        push_targets,
+        job_services,
+        Breakers.from_settings(DeliveryRepository(db), settings),
+        allowlist,
+        concurrency=settings.push_concurrency,
+        max_lease_batch=settings.max_lease_batch,
+        max_body_bytes=settings.max_payload_bytes,
+        drain_seconds=min(settings.shutdown_grace_seconds, push.DRAIN_SECONDS),
+    )
+
+    def settings_changed(_queue: str) -> None:
+        limited.forget()
+        dispatcher.forget()
 
     def listening(up: bool) -> None:
         wakeups.listening = finishes.listening = up
@@ -115,7 +134,7 @@ def build(
         on_hearing=wakeups.heard,
         on_keys=auth.notified,
         on_finished=finishes.announce,
-        on_settings=lambda _queue: limited.forget(),
+        on_settings=settings_changed,
     )
     wakeups.hear_with(listener.hear_due, jobs_repo.next_due)
     maintenance = MaintenanceRepository(db)
@@ -174,9 +193,11 @@ def build(
         wakeups=wakeups,
         finishes=finishes,
         listener=listener,
-        jobs=JobServices.build(jobs_repo, settings, wakeups, finishes, limited),
+        jobs=job_services,
         queues=QueueServices.build(
-            QueuesRepository(db), stats_refresh_seconds=settings.metrics_refresh_seconds
+            QueuesRepository(db),
+            push_targets,
+            stats_refresh_seconds=settings.metrics_refresh_seconds,
         ),
         schedules=Schedules(schedules_repo, settings),
         reaper=reaper,
@@ -184,6 +205,7 @@ def build(
         vacuumer=vacuumer,
         statistics=statistics,
         scheduler=scheduler,
+        dispatcher=dispatcher,
         background=(
             Step("process metrics", stop=process_exited),
             Step("closing the database pool", stop=engine.dispose),
@@ -193,6 +215,7 @@ def build(
             Task("pool gauge", partial(metrics.sample_pool_every, engine)),
             Step("enqueue limits", start=record_limits),
             *loops,
+            dispatcher,  # stopped before the pool closes: it gives back unfinished leases
             Step("long polls", stop=close_waiters),  # stopped first: their requests end
         ),
         background_reaper=reaper if run_maintenance else None,

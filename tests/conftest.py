@@ -113,7 +113,7 @@ DECLARE
                            'jobq.schedule_runs', 'jobq.queue_types',
                            'jobq.delivery_breakers', 'jobq.job_counts',
                            'jobq.job_stat_deltas', 'jobq.queue_minutes', 'jobq.fair_keys',
-                           'jobq.fair_key_rate_log'];
+                           'jobq.fair_key_rate_log', 'jobq.push_targets'];
     used text[] := ARRAY(
         SELECT d.refobjid::regclass::text
           FROM pg_sequences s

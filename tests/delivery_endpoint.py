@@ -13,6 +13,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from standardwebhooks import Webhook, WebhookVerificationError
 
@@ -42,7 +43,8 @@ class Endpoint:
     requests: list[Received] = field(default_factory=list)
     port: int = 0
     extra: dict[str, Callable[[Received], Answer]] = field(default_factory=dict)
-    _handlers: set[asyncio.Task[None]] = field(default_factory=set)
+    _handlers: dict[asyncio.Task[None], asyncio.StreamWriter] = field(default_factory=dict)
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def base(self) -> str:
@@ -67,7 +69,8 @@ class Endpoint:
         if got.path == "/redirect":
             return 307, {"location": f"{self.base}/ok"}, b""
         if got.path == "/hang":
-            await asyncio.sleep(self.hang_seconds)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), self.hang_seconds)
             return 200, {}, b"{}"
         if got.path == "/close":
             return None
@@ -82,7 +85,7 @@ class Endpoint:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._handlers.add(task)
+        self._handlers[task] = writer
         try:
             while True:
                 line = await reader.readline()
@@ -104,24 +107,27 @@ class Endpoint:
                 head += [f"{k}: {v}" for k, v in extra.items()]
                 writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + content)
                 await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             return
         finally:
-            self._handlers.discard(task)
+            self._handlers.pop(task, None)
             writer.close()
 
 
+E = TypeVar("E", bound=Endpoint)
+
+
 @contextlib.asynccontextmanager
-async def serving(endpoint: Endpoint | None = None) -> AsyncIterator[Endpoint]:
-    """`endpoint` (a default one) listening on a free loopback port for the block."""
-    endpoint = endpoint or Endpoint()
+async def serving(endpoint: E) -> AsyncIterator[E]:
+    """`endpoint` listening on a free loopback port for the block."""
     server = await asyncio.start_server(endpoint._serve, "127.0.0.1", 0)
     endpoint.port = server.sockets[0].getsockname()[1]
     try:
         yield endpoint
     finally:
         server.close()
-        for handler in list(endpoint._handlers):
-            handler.cancel()
+        endpoint._closing.set()  # a hanging answer ends, and each connection closes
+        for writer in list(endpoint._handlers.values()):
+            writer.close()
         await asyncio.gather(*endpoint._handlers, return_exceptions=True)
         await server.wait_closed()

@@ -12,8 +12,10 @@ import typer
 from app.cli._output import command_group, console, count, print_json, seconds, table
 from app.cli._service import Operator, Session
 from app.cli.jobs import YesOption, rfc3339
+from app.cli.push import Pull, PushHeader, PushSecret, PushTimeout, PushUrl, push_change
+from app.cli.push import shown as push_shown
 from app.cli.stats import show_queue
-from jobq_client import Aging, QueueSettings, RateLimit
+from jobq_client import Aging, PushTargetInfo, QueueSettings, RateLimit
 
 T = TypeVar("T")
 
@@ -230,6 +232,8 @@ def _shown(value: Any) -> str:
         return f"+1 per {value.per_seconds:g}s, at most +{value.max_boost}"
     if isinstance(value, dict):
         return ", ".join(f"{key}={weight:g}" for key, weight in value.items())
+    if isinstance(value, PushTargetInfo):
+        return push_shown(value)
     return str(value)
 
 
@@ -266,6 +270,11 @@ def settings(
     aging: Annotated[
         str | None, _option("+1 priority per SECONDS waited, at most MAX: SECONDS/MAX")
     ] = None,
+    push_url: PushUrl = None,
+    push_secret: PushSecret = None,
+    push_header: PushHeader = None,
+    push_timeout: PushTimeout = None,
+    pull: Pull = False,
 ) -> None:
     """Show a queue's settings, or change those given (the others stay)."""
     given = {
@@ -290,6 +299,7 @@ def settings(
         if value is not None:
             name, read = _SETTINGS[option]
             changes[name] = read(value)
+    changes.update(push_change(push_url, push_secret, push_header, push_timeout, pull))
     session = Session.of(ctx)
     if changes:
         current = session.jobq.set_queue_settings(queue, **changes)

@@ -80,6 +80,7 @@ DEFAULT_PUSH_ALLOWED_TARGETS: Final = ("https://*",)
 DEFAULT_PUSH_BREAKER_FAILURES = 5  # consecutive failed deliveries that open a breaker
 DEFAULT_PUSH_BREAKER_PAUSE_SECONDS = 5.0  # its first pause; each further one doubles
 DEFAULT_PUSH_BREAKER_MAX_PAUSE_SECONDS = 600.0
+DEFAULT_PUSH_CONCURRENCY = 64  # deliveries in flight at once, per replica
 
 # `auto`: API keys are required once one exists; with none, jobq serves openly on
 # loopback only and refuses to start on any other address. `disabled`: open everywhere.
@@ -269,6 +270,14 @@ class Settings(BaseSettings):
         default=DEFAULT_PUSH_BREAKER_MAX_PAUSE_SECONDS,
         gt=0,
         description="The longest pause of a target's deliveries.",
+    )
+
+    push_concurrency: int = Field(
+        default=DEFAULT_PUSH_CONCURRENCY,
+        ge=0,
+        le=10_000,
+        description="Deliveries to push targets in flight at once in each replica; 0: this"
+        " replica delivers none.",
     )
 
     @field_validator("push_allowed_targets", mode="before")

@@ -189,3 +189,21 @@ UPDATE jobq.jobs j
    AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
 RETURNING i.ord, j.id, j.queue, j.state, j.attempt, j.attempted_at, j.updated_at,
           j.last_error;
+
+
+-- name: release
+-- Give one live lease's job back to its queue, due in `delay_seconds`, without spending
+-- its attempt (the claim's count is undone): a push target asked to be called later
+-- (429 or 503 with Retry-After), or the dispatcher stopped mid-delivery. No row when
+-- the lease is stale.
+UPDATE jobq.jobs j
+   SET state = 'queued',
+       attempt = j.attempt - 1,
+       run_at = statement_timestamp() + make_interval(
+           secs => CAST(:delay_seconds AS double precision)),
+       lease_expires_at = NULL,
+       worker_id = NULL,
+       updated_at = statement_timestamp()
+ WHERE j.id = CAST(:job_id AS bigint) AND j.lease_id = CAST(:lease_id AS uuid)
+   AND j.state::text = 'running'
+RETURNING j.id, jobq.announce_due(j.queue, j.run_at, 1) AS announced;

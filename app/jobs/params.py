@@ -255,6 +255,14 @@ class ByJobId(NamedTuple):
     job_id: int
 
 
+class ReleaseParams(NamedTuple):
+    """`release`: a lease given back, its job due again in `delay_seconds`."""
+
+    job_id: int
+    lease_id: UUID
+    delay_seconds: float
+
+
 class ByJobIds(NamedTuple):
     job_ids: list[int]
 

@@ -40,6 +40,7 @@ from app.jobs.params import (
     ParentsOfParams,
     RecordEnqueueLimitsParams,
     RecordLeasedTypesParams,
+    ReleaseParams,
     RetryJobParams,
     WorkersParams,
 )
@@ -78,6 +79,7 @@ FINISH_ONE = QUERIES.bind("finish_one", FinishOneParams)
 FINISH_MANY = QUERIES.bind("finish_many", FinishManyParams)
 COMPLETE_ONE = QUERIES.bind("complete_one", CompleteOneParams)
 COMPLETE_MANY = QUERIES.bind("complete_many", CompleteManyParams)
+RELEASE = QUERIES.bind("release", ReleaseParams)
 GET_JOB = QUERIES.bind("get_job", ByJobId)
 GET_JOBS = QUERIES.bind("get_jobs", ByJobIds)
 LIST_JOBS = QUERIES.bind("list_jobs", ListJobsParams)
@@ -247,6 +249,10 @@ class JobsRepository:
         if record is None:
             return None
         return Beat(record["written"], record["lease_expires_at"], record["cancel_requested"])
+
+    async def release(self, params: ReleaseParams) -> bool:
+        """Whether the lease was live, and its job is queued again."""
+        return bool(await self._db.fetch(RELEASE, params))
 
     # A finish of completes alone runs complete_one / complete_many: the same fenced update
     # and answer without a fail's expressions, which PostgreSQL sets up on every execution.

@@ -13,6 +13,7 @@ from app.core import timestamps
 from app.core.config import MAX_LEASE_SECONDS
 from app.core.fields import MAX_ATTEMPTS_LIMIT
 from app.jobs import ProgressOut
+from app.push import PushTargetIn, PushTargetOut
 
 MAX_BACKLOG_LIMIT = 1_000_000  # each enqueue counts up to this many unfinished jobs
 
@@ -63,6 +64,7 @@ class QueueSettingsIn(Strict):
                     "rate_limit_per_key": {"jobs": 10, "per_seconds": 1},
                     "aging": {"per_seconds": 30, "max_boost": 10},
                 },
+                {"push": {"url": "https://jobs.example.com/hooks/jobq", "secrets": ["whsec_…"]}},
             ]
         }
     )
@@ -128,6 +130,11 @@ class QueueSettingsIn(Strict):
         description="Raise a queued job's priority with its wait (a fair queue's), so a "
         "steady stream of better jobs cannot starve it; `null`: none.",
     )
+    push: PushTargetIn | None = Field(
+        default=None,
+        description="Push the queue's jobs to this HTTP endpoint instead of letting workers "
+        "lease them; `null`: pulled by workers again.",
+    )
 
     @model_validator(mode="after")
     def _names_one(self) -> QueueSettingsIn:
@@ -155,6 +162,9 @@ class QueueSettingsOut(BaseModel):
     fair_weights: dict[str, float] | None
     rate_limit_per_key: RateLimit | None
     aging: Aging | None
+    push: PushTargetOut | None = Field(
+        default=None, description="The queue's push target; `null`: workers lease its jobs."
+    )
 
 
 DEFAULT_REDRIVE_LIMIT = 1000

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.jobs import progress
+from app.push import PushTarget, target_view
 from app.queues.rows import (
     DatabaseHealth,
     QueueActivity,
@@ -24,7 +25,7 @@ def state(row: QueueState) -> dict[str, Any]:
     return {"queue": row.name, "paused": row.paused, "paused_at": row.paused_at}
 
 
-def settings(current: QueueSettingsRow) -> dict[str, Any]:
+def settings(current: QueueSettingsRow, target: PushTarget | None = None) -> dict[str, Any]:
     """`QueueSettingsOut`."""
     return {
         "queue": current.name,
@@ -47,6 +48,7 @@ def settings(current: QueueSettingsRow) -> dict[str, Any]:
         "aging": None
         if current.aging_seconds is None
         else {"per_seconds": current.aging_seconds, "max_boost": current.aging_max},
+        "push": target_view(target),
     }
 
 

@@ -381,3 +381,25 @@ async def test_stats_warns_of_an_unknown_queue_and_names_unserved_types(
     known = await jobq("stats", "mail", "--url", service)
     assert known.exit_code == 0 and known.stderr == "", known.output
     assert re.search(r"no worker leased lately: bounce \(due 10m0\ds, never leased\)", known.stdout)
+
+
+async def test_a_push_target_is_set_shown_and_cleared(service: str) -> None:
+    secret = "whsec_" + "QUJD" * 8
+    pushed = await jobq(
+        "queues", "settings", "hooks", "--push-url", "https://hooks.example.com/jobq",
+        "--push-secret", secret, "--push-header", "x-env: prod", "--push-timeout", "5",
+        "--url", service,
+    )  # fmt: skip
+    assert pushed.exit_code == 0, pushed.output
+    line = next(row for row in pushed.stdout.splitlines() if row.split()[0] == "push")
+    assert "https://hooks.example.com/jobq; timeout 5s; headers x-env; secrets " in line
+    assert secret not in pushed.stdout and "prod" not in pushed.stdout
+    pulled = await jobq("queues", "settings", "hooks", "--pull", "-o", "json", "--url", service)
+    assert json.loads(pulled.stdout)["push"] is None
+    lost = await jobq("queues", "settings", "hooks", "--push-secret", secret, "--url", service)
+    assert lost.exit_code == 2 and "--push-url" in lost.output
+    refused = await jobq(
+        "queues", "settings", "hooks", "--push-url", "http://10.0.0.1/x", "--push-secret",
+        secret, "--url", service,
+    )  # fmt: skip
+    assert "target_not_allowed" in one_error_line(refused) or "allow" in refused.output

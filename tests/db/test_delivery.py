@@ -153,7 +153,7 @@ async def test_send_reports_each_kind_of_answer() -> None:
 
 
 async def test_send_refuses_what_the_allowlist_refuses_without_connecting() -> None:
-    async with serving() as endpoint, create_client(max_connections=1) as client:
+    async with serving(Endpoint()) as endpoint, create_client(max_connections=1) as client:
         refused = await send(
             client,
             Allowlist.parse(["http://*:*"]),  # loopback not named

@@ -72,6 +72,8 @@ MIRRORS = [
     Mirror(_admin.Schedule, "ScheduleOut"),
     Mirror(_admin.RateLimit, "RateLimit"),
     Mirror(_admin.Aging, "Aging"),
+    Mirror(_admin.PushTargetInfo, "PushTargetOut"),
+    Mirror(_admin.PushTarget, "PushTargetIn", request=True),
     Mirror(_admin.QueueSettings, "QueueSettingsOut"),
     # The figures most callers want, and the whole answer in `raw`.
     Mirror(

@@ -23,7 +23,7 @@ def test_public_names_are_pinned() -> None:
             "Unauthorized", "Unavailable", "UnsupportedMediaType", "ValidationError", "Worker",
             "ConfirmationMismatch", "InternalError", "KeyExists", "KeyNotFound", "LeaseForbidden",
             "MethodNotAllowed", "ReaperStalled", "ScheduleNotFound", "TooManyRequests",
-            "TargetNotAllowed",
+            "TargetNotAllowed", "PushTarget", "PushTargetInfo",
             "Dependencies", "ErrorInfo", "Parent", "ParentEnded", "QueueSettings", "QueueStats",
             "RateLimit", "Stats", "Aging",
             "Ref", "Related", "Retry", "Schedule", "ScheduleRun",

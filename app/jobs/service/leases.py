@@ -15,7 +15,7 @@ from app.core.config import Settings
 from app.core.errors import DatabaseUnavailable, ValidationFailed
 from app.jobs import telemetry
 from app.jobs.limits import LimitedQueues
-from app.jobs.params import HeartbeatParams
+from app.jobs.params import HeartbeatParams, ReleaseParams
 from app.jobs.repository import Allowed, JobsRepository
 from app.jobs.rows import JobRow, Parent, builder
 from app.jobs.service import checks
@@ -165,6 +165,13 @@ class Leases:
         self._wakeups = wakeups
         self._limited = limited
         self._types = LeasedTypes(repo)
+        self._pushed: frozenset[str] = frozenset()
+
+    def pushed(self, queues: frozenset[str]) -> None:
+        """The queues the push dispatcher delivers (`app.push`): a worker's lease passes
+        them over. As this replica last read them: a worker may get a job of a queue
+        pushed a moment ago, which it finishes as usual (its lease is fenced alike)."""
+        self._pushed = queues
 
     def check(self, wanted: Wanted, loc: tuple[str, ...] = ()) -> None:
         """Refuse what no lease could grant (before a call that leases after doing
@@ -186,6 +193,8 @@ class Leases:
         abandoned: Callable[[], Awaitable[bool]] | None = None,
         key_id: int | None = None,
         allowed: Allowed = None,
+        *,
+        pushing: bool = False,
     ) -> Leased:
         """Hand up to `max_jobs` due jobs to one worker, best priority first.
 
@@ -195,11 +204,14 @@ class Leases:
         could never receive. The leases are bound to `key_id`: only that API key may
         heartbeat or finish them. Limited queues are leased after the others, each
         within its limits. A child is handed its parents of the `allowed` queues (the
-        key's; None: any), with their results.
+        key's; None: any), with their results. Pushed queues are left to the push
+        dispatcher, which leases them `pushing`.
         """
         settings = self._settings
         self.check(wanted)
         queues = list(dict.fromkeys(wanted.queues))
+        if self._pushed and not pushing:
+            queues = [queue for queue in queues if queue not in self._pushed]
         claim = functools.partial(
             self._claim,
             queues=queues,
@@ -286,6 +298,13 @@ class Leases:
                 if state.rate_frees_at is not None and _RATES.intersection(reasons):
                     self._wakeups.announce(queue, state.rate_frees_at)  # a timer, no polling
         return jobs, throttled
+
+    async def release(self, token: str, delay_seconds: float) -> bool:
+        """Give a live lease's job back to its queue, due in `delay_seconds`, its attempt
+        not spent; whether the lease was live. The push dispatcher's (429/503 with
+        Retry-After, or stopping mid-delivery)."""
+        job_id, lease = parse_token(token)
+        return await self._repo.release(ReleaseParams(job_id, lease, delay_seconds))
 
     async def heartbeat(
         self,

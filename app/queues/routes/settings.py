@@ -1,4 +1,5 @@
-"""Operators: a queue's settings (backlog, limits, retry and retention policy)."""
+"""Operators: a queue's settings (backlog, limits, retry and retention policy, and
+whether it is pushed: its push target)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from fastapi import APIRouter, Request
 from app.api.openapi import problems
 from app.api.params import QueuePath
 from app.keys import AdminCaller, KeyedRoute, ReadCaller
+from app.push import TargetChange
 from app.queues import views
 from app.queues.routes.deps import services
 from app.queues.schemas import QueueSettingsIn, QueueSettingsOut
@@ -24,8 +26,8 @@ _PAIRS = {
     ),
     "aging": ("aging_seconds", "per_seconds", "aging_max", "max_boost"),
 }  # fmt: skip
-# the row's columns that `QueueSettingsIn` names alike
-_PLAIN = [name for name in QueueSettingsIn.model_fields if name not in _PAIRS]
+# the row's columns that `QueueSettingsIn` names alike (`push` is a table of its own)
+_PLAIN = [name for name in QueueSettingsIn.model_fields if name not in {*_PAIRS, "push"}]
 
 
 def _change(sent: QueueSettingsIn) -> SettingsChange:
@@ -53,7 +55,7 @@ async def get_queue_settings(
     """Get a queue's settings; a queue nobody configured has the defaults."""
     queues = services(request)
     caller.require_queues([queue])
-    return views.settings(await queues.settings.get(queue))
+    return views.settings(await queues.settings.get(queue), await queues.push.get(queue))
 
 
 @router.put(
@@ -68,4 +70,20 @@ async def set_queue_settings(
     """Change the settings sent (`null` clears one); the others stay. Limits apply to the
     next lease, defaults to the next enqueue or retry, on every replica."""
     queues = services(request)
-    return views.settings(await queues.settings.change(queue, _change(change)))
+    if "push" in change.model_fields_set:  # checked first: a refused target changes nothing
+        if change.push is None:
+            await queues.push.clear(queue)
+        else:
+            sent = change.push
+            target = TargetChange(
+                url=sent.url,
+                secrets=sent.secrets,
+                headers=sent.headers,
+                timeout_seconds=sent.timeout_seconds,
+            )
+            await queues.push.set(queue, target)
+    columns = _change(change)
+    current = await (
+        queues.settings.change(queue, columns) if columns else queues.settings.get(queue)
+    )
+    return views.settings(current, await queues.push.get(queue))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.push import PushTargets
 from app.queues.repository import QueuesRepository
 from app.queues.service.admin import QueueAdmin
 from app.queues.service.settings import QueueSettingsService, SettingsChange
@@ -19,11 +20,15 @@ class QueueServices:
     admin: QueueAdmin
     settings: QueueSettingsService
     stats: StatsService
+    push: PushTargets
 
     @classmethod
-    def build(cls, repo: QueuesRepository, *, stats_refresh_seconds: float) -> QueueServices:
+    def build(
+        cls, repo: QueuesRepository, push: PushTargets, *, stats_refresh_seconds: float
+    ) -> QueueServices:
         return cls(
             admin=QueueAdmin(repo),
             settings=QueueSettingsService(repo),
             stats=StatsService(repo, refresh_seconds=stats_refresh_seconds),
+            push=push,
         )

@@ -1770,6 +1770,62 @@ export interface components {
             deleted: number;
         };
         /**
+         * PushTargetIn
+         * @description Where a pushed queue's jobs are POSTed. `secrets` (Standard Webhooks, `whsec_…`):
+         *     one, or two while rotating (each request is signed with both); left out, the
+         *     current ones stay.
+         * @example {
+         *       "url": "https://jobs.example.com/hooks/jobq",
+         *       "secrets": [
+         *         "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+         *       ],
+         *       "headers": {
+         *         "x-env": "production"
+         *       },
+         *       "timeout_seconds": 30
+         *     }
+         */
+        PushTargetIn: {
+            /**
+             * Url
+             * @description The endpoint, `http` or `https`; it must match JOBQ_PUSH_ALLOWED_TARGETS.
+             */
+            url: string;
+            /**
+             * Secrets
+             * @description Signing secrets, newest first; never shown again.
+             */
+            secrets?: string[] | null;
+            /**
+             * Headers
+             * @description Headers added to each delivery.
+             */
+            headers?: {
+                [key: string]: string;
+            };
+            /**
+             * Timeout Seconds
+             * @description Each delivery's deadline, connection to the answer's last byte.
+             * @default 30
+             */
+            timeout_seconds?: number;
+        };
+        /**
+         * PushTargetOut
+         * @description A pushed queue's target, as any answer shows it: its headers by name, its
+         *     secrets by fingerprint (the first hex digits of each one's SHA-256).
+         */
+        PushTargetOut: {
+            /** Url */
+            url: string;
+            /** Header Names */
+            header_names: string[];
+            /** Timeout Seconds */
+            timeout_seconds: number;
+            /** Secret Fingerprints */
+            secret_fingerprints: string[];
+        };
+        /**
          * QueueDetail
          * @description One queue's figures, whether anything ever used it, and what nobody serves.
          */
@@ -1868,6 +1924,14 @@ export interface components {
          *         "max_boost": 10
          *       }
          *     }
+         * @example {
+         *       "push": {
+         *         "url": "https://jobs.example.com/hooks/jobq",
+         *         "secrets": [
+         *           "whsec_…"
+         *         ]
+         *       }
+         *     }
          */
         QueueSettingsIn: {
             /**
@@ -1938,6 +2002,8 @@ export interface components {
             rate_limit_per_key?: components["schemas"]["RateLimit"] | null;
             /** @description Raise a queued job's priority with its wait (a fair queue's), so a steady stream of better jobs cannot starve it; `null`: none. */
             aging?: components["schemas"]["Aging"] | null;
+            /** @description Push the queue's jobs to this HTTP endpoint instead of letting workers lease them; `null`: pulled by workers again. */
+            push?: components["schemas"]["PushTargetIn"] | null;
         };
         /**
          * QueueSettingsOut
@@ -1978,6 +2044,8 @@ export interface components {
             } | null;
             rate_limit_per_key: components["schemas"]["RateLimit"] | null;
             aging: components["schemas"]["Aging"] | null;
+            /** @description The queue's push target; `null`: workers lease its jobs. */
+            push?: components["schemas"]["PushTargetOut"] | null;
         };
         /**
          * QueueStateOut

@@ -17,6 +17,8 @@ worker.run()
 
 from jobq_client._admin import (
     Aging,
+    PushTarget,
+    PushTargetInfo,
     QueueSettings,
     QueueStats,
     RateLimit,
@@ -130,6 +132,8 @@ __all__ = [
     "PayloadTooLarge",
     "Permanent",
     "Progress",
+    "PushTarget",
+    "PushTargetInfo",
     "QueueFull",
     "QueueSettings",
     "QueueStats",

@@ -104,6 +104,50 @@ class Aging:
 
 
 @dataclass(frozen=True, slots=True)
+class PushTarget:
+    """Where a pushed queue's jobs are POSTed, as an operator sets it: `secrets`
+    (`whsec_…`, newest first; two while rotating) are write-only, None keeps the
+    current ones.
+
+        jobq.set_queue_settings("emails", push=PushTarget(
+            "https://jobs.example.com/hooks/jobq", secrets=["whsec_…"]))
+        jobq.set_queue_settings("emails", push=None)  # pulled by workers again
+    """
+
+    url: str
+    secrets: list[str] | None = None
+    headers: dict[str, str] | None = None  # None: none
+    timeout_seconds: float | None = None  # None: the service's default (30 s)
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"url": self.url}
+        for name in ("secrets", "headers", "timeout_seconds"):
+            if getattr(self, name) is not None:
+                body[name] = getattr(self, name)
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class PushTargetInfo:
+    """A pushed queue's target as the service shows it: headers by name, secrets by
+    fingerprint (the first hex digits of each one's SHA-256)."""
+
+    url: str
+    header_names: list[str]
+    timeout_seconds: float
+    secret_fingerprints: list[str]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PushTargetInfo:
+        return cls(
+            data["url"],
+            list(data.get("header_names") or []),
+            float(data["timeout_seconds"]),
+            list(data.get("secret_fingerprints") or []),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class QueueSettings:
     """A queue's settings; None: no limit, or the service's default."""
 
@@ -123,12 +167,14 @@ class QueueSettings:
     fair_weights: dict[str, float] | None = None
     rate_limit_per_key: RateLimit | None = None
     aging: Aging | None = None
+    push: PushTargetInfo | None = None  # None: workers lease its jobs
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> QueueSettings:
         rate = data.get("rate_limit")
         per_key = data.get("rate_limit_per_key")
         aging = data.get("aging")
+        push = data.get("push")
         return cls(
             queue=data["queue"],
             max_backlog=data.get("max_backlog"),
@@ -148,6 +194,7 @@ class QueueSettings:
             if per_key
             else None,
             aging=Aging(aging["per_seconds"], aging["max_boost"]) if aging else None,
+            push=PushTargetInfo.from_json(push) if push else None,
         )
 
 

@@ -1,0 +1,63 @@
+"""The JSON shapes of push targets: what an operator sends in a queue's settings
+(`push`), and what any answer shows of a target (never its secrets)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from app.api.types import JsonNumber, Strict
+from app.push.service.targets import (
+    DEFAULT_PUSH_TIMEOUT_SECONDS,
+    MAX_HEADER_VALUE_CHARS,
+    MAX_PUSH_HEADERS,
+    MAX_PUSH_TIMEOUT_SECONDS,
+)
+
+MAX_URL_CHARS = 2048
+Secret = Annotated[str, StringConstraints(pattern=r"^whsec_[A-Za-z0-9+/=]+$", max_length=200)]
+
+
+class PushTargetIn(Strict):
+    """Where a pushed queue's jobs are POSTed. `secrets` (Standard Webhooks, `whsec_…`):
+    one, or two while rotating (each request is signed with both); left out, the
+    current ones stay."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "url": "https://jobs.example.com/hooks/jobq",
+                    "secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+                    "headers": {"x-env": "production"},
+                    "timeout_seconds": 30,
+                }
+            ]
+        }
+    )
+
+    url: Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL_CHARS)] = Field(
+        description="The endpoint, `http` or `https`; it must match JOBQ_PUSH_ALLOWED_TARGETS."
+    )
+    secrets: Annotated[list[Secret], Field(min_length=1, max_length=2)] | None = Field(
+        default=None, description="Signing secrets, newest first; never shown again."
+    )
+    headers: Annotated[
+        dict[str, Annotated[str, StringConstraints(max_length=MAX_HEADER_VALUE_CHARS)]],
+        Field(max_length=MAX_PUSH_HEADERS),
+    ] = Field(default_factory=dict, description="Headers added to each delivery.")
+    timeout_seconds: Annotated[float, Field(gt=0, le=MAX_PUSH_TIMEOUT_SECONDS), JsonNumber] = Field(
+        default=DEFAULT_PUSH_TIMEOUT_SECONDS,
+        description="Each delivery's deadline, connection to the answer's last byte.",
+    )
+
+
+class PushTargetOut(BaseModel):
+    """A pushed queue's target, as any answer shows it: its headers by name, its
+    secrets by fingerprint (the first hex digits of each one's SHA-256)."""
+
+    url: str
+    header_names: list[str]
+    timeout_seconds: float
+    secret_fingerprints: list[str]

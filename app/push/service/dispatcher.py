@@ -1,0 +1,325 @@
+"""The push dispatcher: in each replica, a background part that leases due jobs of the
+pushed queues and POSTs each to its queue's target, signed.
+
+It leases as a worker does (`app.jobs` `Leases.lease`, `pushing`): the same claim, the
+same limits (`max_running`, `rate_limit`), the same fencing and reaper. Each lease lasts
+the longest timeout of the queues leased plus `LEASE_MARGIN_SECONDS`, so it outlives
+its delivery. The answer decides the job (see docs/push.md, "Outcomes"):
+
+- 2xx (not 202): the job succeeded; the body (its JSON, else its text) is its result.
+- 202 Accepted: the job stays running; the endpoint finishes it later with the
+  envelope's `lease_id` through the ordinary calls (heartbeat, complete, fail).
+- 429 or 503 with Retry-After: the job is queued again after that, its attempt not
+  spent.
+- Any other status, a timeout, no answer: a failed attempt (`http_<status>`, `timeout`,
+  `connection`, `refused`) with an excerpt of the answer, retried by the queue's backoff.
+
+At most `concurrency` deliveries are in flight; each round leases no more than the room
+left. A round with nothing due waits on the enqueue announcements (`Wakeups`), as a
+long-polling worker does. Targets whose circuit breaker is open (`app.delivery.Breakers`)
+are left out until it closes. At shutdown the deliveries in flight get `DRAIN_SECONDS`
+to end; the leases of those still going are given back (`release`), not spent.
+
+Tests call `run_once(wait_seconds=0)` and `drain()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import math
+import os
+import socket
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pydantic_core
+
+from app.core import shutdown
+from app.core.errors import DatabaseUnavailable, JobqError
+from app.delivery import Allowlist, Attempt, Breakers, BreakerState, create_client, send, sign
+from app.jobs import AttemptError, JobServices, Lease, Wanted
+from app.push.service.targets import PushTarget, PushTargets
+
+log = logging.getLogger("jobq.push")
+
+LEASE_MARGIN_SECONDS = 30  # a delivery's lease outlives its timeout by this much
+IDLE_WAIT_SECONDS = 1.0  # a round with nothing due waits this long for an announcement
+TARGETS_REFRESH_SECONDS = 5.0  # targets are read again at least this often
+BREAKERS_REFRESH_SECONDS = 1.0  # ... and the breakers of the targets
+DRAIN_SECONDS = 5.0  # at shutdown, deliveries in flight get this long to end
+ERROR_PAUSE_SECONDS = 1.0  # after a round failed (the database away, say)
+RETRY_LATER = frozenset({429, 503})
+
+
+def worker_id() -> str:
+    """What the dispatcher's leases record as their worker."""
+    return f"push@{socket.gethostname()}:{os.getpid()}"
+
+
+def envelope(lease: Lease) -> dict[str, Any]:
+    """The JSON body of a delivery."""
+    job = lease.job
+    return {
+        "job_id": job.id,
+        "queue": job.queue,
+        "type": job.type,
+        "payload": job.payload,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+        "lease_id": lease.token,
+        "lease_expires_at": lease.expires_at,
+        "metadata": job.metadata,
+        "parents": [
+            {"id": p.id, "type": p.type, "state": p.state, "result": p.result}
+            for p in lease.parents
+        ],
+    }
+
+
+def message_id(lease: Lease) -> str:
+    """The delivery's `webhook-id`: the same for a repeat of one attempt (after a
+    Retry-After, say), another for each new attempt."""
+    return f"job_{lease.job.id}_attempt_{lease.job.attempt}"
+
+
+def _result(body: bytes) -> Any:
+    """A 2xx answer's body as the job's result: its JSON, its text, or None if empty."""
+    if not body.strip():
+        return None
+    try:
+        return pydantic_core.from_json(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+
+
+class Dispatcher:
+    """Delivers the pushed queues' jobs from this replica."""
+
+    name = "push dispatcher"
+
+    def __init__(
+        self,
+        targets: PushTargets,
+        jobs: JobServices,
+        breakers: Breakers,
+        allowlist: Allowlist,
+        *,
+        concurrency: int,
+        max_lease_batch: int,
+        max_body_bytes: int,
+        drain_seconds: float = DRAIN_SECONDS,
+        on_attempt: Callable[[PushTarget, Attempt], None] | None = None,
+    ) -> None:
+        self._targets_service = targets
+        self._jobs = jobs
+        self._breakers = breakers
+        self._allowlist = allowlist
+        self.concurrency = concurrency
+        self._max_lease_batch = max_lease_batch
+        self._max_body_bytes = max_body_bytes
+        self._drain_seconds = drain_seconds
+        self._on_attempt = on_attempt
+        self._worker_id = worker_id()
+        self._targets: dict[str, PushTarget] = {}
+        self._targets_read_at = -math.inf
+        self._breaker_states: dict[str, BreakerState] = {}
+        self._breakers_read_at = -math.inf
+        self._changed = asyncio.Event()
+        self._room = asyncio.Event()
+        self._held: dict[str, asyncio.Task[None]] = {}  # lease token → its delivery
+        self._client = create_client(max_connections=max(concurrency, 1))
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    # ---- background part ---------------------------------------------------------
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=self.name)
+
+    async def stop(self) -> None:
+        """Stop leasing; let the deliveries in flight end for `drain_seconds`, then give
+        the leases of those still going back to their queues."""
+        self._stopping = True  # the round under way ends (the long polls are released)
+        self._changed.set()
+        self._room.set()
+        if self._task is not None:
+            done, _ = await asyncio.wait([self._task], timeout=self._drain_seconds)
+            if not done:
+                await shutdown.stop_tasks([self._task])
+        await self.drain(self._drain_seconds)
+        late = list(self._held.items())
+        for _token, task in late:
+            task.cancel()
+        await asyncio.gather(*(task for _, task in late), return_exceptions=True)
+        for token, _task in late:
+            with contextlib.suppress(JobqError):
+                await self._jobs.leases.release(token, 0)
+        self._held.clear()
+        await self._client.aclose()
+
+    def forget(self) -> None:
+        """Read the targets again before the next round (settings changed somewhere)."""
+        self._targets_read_at = -math.inf
+        self._changed.set()
+
+    async def drain(self, seconds: float | None = None) -> None:
+        """Wait for the deliveries in flight (at most `seconds`)."""
+        tasks = list(self._held.values())
+        if tasks:
+            await asyncio.wait(tasks, timeout=seconds)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._held)
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                await self.run_once(IDLE_WAIT_SECONDS)
+            except DatabaseUnavailable:
+                log.warning("push: database unavailable, will retry")
+                await asyncio.sleep(ERROR_PAUSE_SECONDS)
+            except Exception:
+                log.exception("push: round failed")
+                await asyncio.sleep(ERROR_PAUSE_SECONDS)
+
+    # ---- one round -----------------------------------------------------------------
+
+    async def targets(self) -> dict[str, PushTarget]:
+        """The pushed queues' targets, read again when stale; the jobs' leases are told
+        which queues are pushed (workers pass them over)."""
+        now = time.monotonic()
+        if now - self._targets_read_at > TARGETS_REFRESH_SECONDS:
+            self._changed.clear()
+            self._targets_read_at = now
+            self._targets = {t.queue: t for t in await self._targets_service.all()}
+            self._jobs.leases.pushed(frozenset(self._targets))
+        return self._targets
+
+    async def _closed_breakers(self, targets: dict[str, PushTarget]) -> list[str]:
+        now = time.monotonic()
+        if now - self._breakers_read_at > BREAKERS_REFRESH_SECONDS:
+            self._breakers_read_at = now
+            keys = [t.breaker for t in targets.values()]
+            self._breaker_states = await self._breakers.states(keys)
+        return [
+            queue
+            for queue, target in targets.items()
+            if not (state := self._breaker_states.get(target.breaker)) or not state.open
+        ]
+
+    async def run_once(self, wait_seconds: float = 0.0) -> int:
+        """Lease what there is room for and start delivering it; how many deliveries
+        began. With nothing to do, waits up to `wait_seconds` (for a job, a target,
+        room)."""
+        if self._stopping:
+            return 0
+        targets = await self.targets()
+        room = min(self.concurrency - len(self._held), self._max_lease_batch)
+        if not targets:
+            await _wait(self._changed, wait_seconds)
+            return 0
+        if room <= 0:
+            self._room.clear()
+            await _wait(self._room, wait_seconds)
+            return 0
+        ready = await self._closed_breakers(targets)
+        if not ready:
+            await _wait(self._changed, wait_seconds)
+            return 0
+        lease_seconds = math.ceil(max(targets[q].timeout_seconds for q in ready))
+        wanted = Wanted(
+            queues=ready,
+            types=(),
+            max_jobs=room,
+            lease_seconds=lease_seconds + LEASE_MARGIN_SECONDS,
+            wait_seconds=wait_seconds,
+            worker_id=self._worker_id,
+        )
+        leased = await self._jobs.leases.lease(wanted, pushing=True)
+        for lease in leased.leases:
+            target = targets.get(lease.job.queue)
+            if target is None:  # cannot be: leased from `ready`
+                continue
+            task = asyncio.create_task(self._deliver(lease, target))
+            self._held[lease.token] = task
+            task.add_done_callback(functools.partial(self._ended, lease.token))
+        return len(leased.leases)
+
+    def _ended(self, token: str, _task: asyncio.Task[None]) -> None:
+        self._held.pop(token, None)
+        self._room.set()
+
+    # ---- one delivery --------------------------------------------------------------
+
+    async def _deliver(self, lease: Lease, target: PushTarget) -> None:
+        held = self._breaker_states.get(target.breaker)
+        if held is not None and held.open and held.open_until is not None:
+            # leased by a round that began before the breaker opened: back until it closes
+            wait = (held.open_until - datetime.now(UTC)).total_seconds()
+            with contextlib.suppress(JobqError):
+                await self._jobs.leases.release(lease.token, max(wait, 0.0))
+            return
+        body = pydantic_core.to_json(envelope(lease))
+        headers = {**target.headers, **sign(target.secrets, message_id(lease), body.decode())}
+        attempt = await send(
+            self._client,
+            self._allowlist,
+            target.url,
+            body,
+            headers,
+            timeout_seconds=target.timeout_seconds,
+            max_body_bytes=self._max_body_bytes,
+        )
+        if self._on_attempt is not None:
+            self._on_attempt(target, attempt)
+        try:
+            await self._settle(lease, target, attempt)
+        except JobqError as exc:  # the lease went meanwhile (cancelled, reaped), say
+            log.info("push: job %s: %s", lease.job.id, exc.detail)
+        except Exception:
+            log.exception("push: job %s: settling the delivery failed", lease.job.id)
+
+    async def _settle(self, lease: Lease, target: PushTarget, attempt: Attempt) -> None:
+        """Turn the answer into the job's next state, and count it on the breaker."""
+        acks, leases = self._jobs.acks, self._jobs.leases
+        wait = attempt.retry_after()
+        if attempt.status in RETRY_LATER and wait is not None and attempt.failure is None:
+            await leases.release(lease.token, wait)  # the target is busy, not broken
+            return
+        await self._record(target, attempt)
+        if attempt.ok and attempt.status == 202:
+            return  # the endpoint finishes the job with the lease id
+        if attempt.ok:
+            try:
+                await acks.complete(lease.token, _result(attempt.body))
+                return
+            except JobqError as exc:
+                if exc.status not in (413, 422):
+                    raise
+                error = AttemptError("push_result_refused", exc.detail, {"status": attempt.status})
+        else:
+            error = AttemptError(
+                f"http_{attempt.status}" if attempt.failure is None else attempt.status_class,
+                attempt.excerpt(),
+                {"status": attempt.status, "seconds": round(attempt.seconds, 3)},
+            )
+        await acks.fail(lease.token, error, retryable=True, retry_after_seconds=None)
+
+    async def _record(self, target: PushTarget, attempt: Attempt) -> None:
+        ok = attempt.ok
+        state = await self._breakers.record(
+            target.breaker, ok, error="" if ok else f"{attempt.status_class}: {attempt.excerpt()}"
+        )
+        if state is not None and state.open:
+            self._breaker_states[target.breaker] = state  # this replica holds back at once

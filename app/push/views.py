@@ -1,0 +1,19 @@
+"""Push targets as the API shows them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.push.service.targets import PushTarget
+
+
+def target(found: PushTarget | None) -> dict[str, Any] | None:
+    """`PushTargetOut`, or None for a pulled queue."""
+    if found is None:
+        return None
+    return {
+        "url": found.url,
+        "header_names": sorted(found.headers),
+        "timeout_seconds": found.timeout_seconds,
+        "secret_fingerprints": found.secrets.fingerprints(),
+    }

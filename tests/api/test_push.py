@@ -1,0 +1,314 @@
+"""Push delivery over real HTTP: a queue's target set through its settings, and the
+dispatcher of the in-process service delivering to real endpoints on loopback
+(tests/delivery_endpoint.py), each outcome of docs/push.md's table checked."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
+from standardwebhooks import Webhook
+
+from app.delivery import new_secret
+from tests.delivery_endpoint import Endpoint, serving
+
+pytestmark = pytest.mark.pgbouncer
+
+LOOPBACK = ("http://127.0.0.1:*",)
+SECRET = new_secret()
+
+
+@pytest.fixture
+async def endpoint() -> AsyncIterator[Endpoint]:
+    async with serving(Endpoint(secrets=[SECRET], hang_seconds=5)) as served:
+        yield served
+
+
+@pytest.fixture
+async def push_client(
+    app_factory: Callable[..., FastAPI], client_factory: Callable[[FastAPI], Any]
+) -> httpx.AsyncClient:
+    app = app_factory(
+        push_allowed_targets=LOOPBACK,
+        push_breaker_failures=100,
+        backoff_base_seconds=0.05,
+        backoff_cap_seconds=0.05,
+        backoff_jitter=0,
+    )
+    client: httpx.AsyncClient = await client_factory(app)
+    return client
+
+
+async def _push(client: httpx.AsyncClient, queue: str, url: str, **target: Any) -> httpx.Response:
+    body = {"push": {"url": url, "secrets": [SECRET], **target}}
+    return await client.put(f"/v1/queues/{queue}/settings", json=body)
+
+
+async def _enqueue(client: httpx.AsyncClient, queue: str, **job: Any) -> int:
+    answer = await client.post(
+        f"/v1/queues/{queue}/jobs", json={"type": "work", "payload": {"n": 1}, **job}
+    )
+    assert answer.status_code == 201, answer.text
+    job_id: int = answer.json()["id"]
+    return job_id
+
+
+async def _until(
+    client: httpx.AsyncClient, job_id: int, test: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    deadline = time.monotonic() + 15
+    while True:
+        job: dict[str, Any] = (await client.get(f"/v1/jobs/{job_id}")).json()
+        if test(job):
+            return job
+        assert time.monotonic() < deadline, job
+        await asyncio.sleep(0.02)
+
+
+def _state(*states: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda job: job["state"] in states
+
+
+# ---- the target, as a queue setting ---------------------------------------------------
+
+
+async def test_a_target_is_set_shown_without_its_secrets_and_cleared(
+    push_client: httpx.AsyncClient, endpoint: Endpoint
+) -> None:
+    answer = await _push(
+        push_client, "hooks", endpoint.base + "/ok", headers={"x-env": "test"}, timeout_seconds=5
+    )
+    assert answer.status_code == 200, answer.text
+    push = answer.json()["push"]
+    assert push["url"] == endpoint.base + "/ok" and push["header_names"] == ["x-env"]
+    assert push["timeout_seconds"] == 5 and len(push["secret_fingerprints"]) == 1
+    shown = (await push_client.get("/v1/queues/hooks/settings")).text
+    assert SECRET not in answer.text + shown and SECRET[6:] not in shown
+    assert "test" not in shown.replace(endpoint.base, "")  # header values are not shown
+    # secrets left out stay; a limit set beside the target applies too
+    kept = await push_client.put(
+        "/v1/queues/hooks/settings",
+        json={"push": {"url": endpoint.base + "/verify"}, "max_running": 3},
+    )
+    assert kept.json()["push"]["secret_fingerprints"] == push["secret_fingerprints"]
+    assert kept.json()["max_running"] == 3
+    cleared = await push_client.put("/v1/queues/hooks/settings", json={"push": None})
+    assert cleared.json()["push"] is None and cleared.json()["max_running"] == 3
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed", "code"),
+    [
+        ("http://10.1.2.3/hook", ("http://*:*",), "target_not_allowed"),
+        ("http://127.0.0.1:9/hook", ("http://*:*",), "target_not_allowed"),
+        ("https://hooks.example.com/x", ("http://127.0.0.1:*",), "target_not_allowed"),
+        ("ftp://127.0.0.1/x", LOOPBACK, "target_not_allowed"),
+    ],
+)
+async def test_a_target_the_allowlist_refuses_is_422_and_changes_nothing(
+    app_factory: Callable[..., FastAPI],
+    client_factory: Callable[[FastAPI], Any],
+    url: str,
+    allowed: tuple[str, ...],
+    code: str,
+) -> None:
+    client = await client_factory(app_factory(push_allowed_targets=allowed))
+    answer = await _push(client, "hooks", url)
+    assert answer.status_code == 422 and answer.json()["code"] == code, answer.text
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert (await client.get("/v1/queues/hooks/settings")).json()["push"] is None
+
+
+@pytest.mark.parametrize(
+    "push",
+    [
+        {"secrets": ["whsec_" + "A" * 8]},  # too short
+        {"secrets": [SECRET, SECRET]},
+        {"secrets": None},  # a new target needs them
+        {"headers": {"webhook-signature": "x"}},
+        {"headers": {"bad name": "x"}},
+        {"timeout_seconds": 0},
+    ],
+)
+async def test_a_malformed_target_is_422(
+    push_client: httpx.AsyncClient, endpoint: Endpoint, push: dict[str, Any]
+) -> None:
+    body = {"push": {"url": endpoint.base + "/ok", "secrets": [SECRET], **push}}
+    answer = await push_client.put("/v1/queues/hooks/settings", json=body)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["code"] == "validation_error"
+    assert SECRET not in answer.text
+
+
+# ---- deliveries and their outcomes ----------------------------------------------------
+
+
+async def test_a_2xx_answer_completes_the_job_with_its_body(
+    push_client: httpx.AsyncClient, endpoint: Endpoint
+) -> None:
+    await _push(push_client, "hooks", endpoint.base + "/ok", headers={"x-env": "test"})
+    job_id = await _enqueue(push_client, "hooks", metadata={"m": 1})
+    job = await _until(push_client, job_id, _state("succeeded"))
+    assert job["result"] == {"echo": True} and job["attempt"] == 1
+    (got,) = endpoint.received("/ok")
+    envelope = got.json()
+    assert envelope["job_id"] == job_id and envelope["queue"] == "hooks"
+    assert envelope["type"] == "work" and envelope["payload"] == {"n": 1}
+    assert envelope["attempt"] == 1 and envelope["metadata"] == {"m": 1}
+    assert envelope["parents"] == [] and str(envelope["lease_id"]).startswith(f"{job_id}-")
+    assert got.headers["x-env"] == "test"
+    assert got.headers["webhook-id"] == f"job_{job_id}_attempt_1"
+    Webhook(SECRET).verify(got.body, got.headers)
+
+
+async def test_a_child_is_delivered_with_its_parents_results(
+    push_client: httpx.AsyncClient, endpoint: Endpoint
+) -> None:
+    await _push(push_client, "hooks", endpoint.base + "/ok")
+    parent = await _enqueue(push_client, "hooks")
+    child = await _enqueue(push_client, "hooks", depends_on=[parent])
+    await _until(push_client, child, _state("succeeded"))
+    envelope = next(r.json() for r in endpoint.received("/ok") if r.json()["job_id"] == child)
+    assert envelope["parents"] == [
+        {"id": parent, "type": "work", "state": "succeeded", "result": {"echo": True}}
+    ]
+
+
+async def test_a_signature_verifies_with_a_rotated_secret(
+    push_client: httpx.AsyncClient, endpoint: Endpoint
+) -> None:
+    new = new_secret()
+    body = {"push": {"url": endpoint.base + "/verify", "secrets": [new, SECRET]}}
+    assert (await push_client.put("/v1/queues/hooks/settings", json=body)).status_code == 200
+    job_id = await _enqueue(push_client, "hooks")
+    job = await _until(push_client, job_id, _state("succeeded"))
+    assert job["result"] == {"verified": True}  # the endpoint holds the old secret only
+    got = endpoint.received("/verify")[0]
+    Webhook(new).verify(got.body, got.headers)
+
+
+async def test_202_leaves_the_job_running_for_the_endpoint_to_finish(
+    push_client: httpx.AsyncClient, endpoint: Endpoint
+) -> None:
+    await _push(push_client, "hooks", endpoint.base + "/accepted", timeout_seconds=2)
+    job_id = await _enqueue(push_client, "hooks")
+    await _until(push_client, job_id, lambda _job: bool(endpoint.received("/accepted")))
+    await asyncio.sleep(0.1)
+    job = await _until(push_client, job_id, _state("running"))
+    assert job["lease_expires_at"] is not None
+    token = endpoint.received("/accepted")[0].json()["lease_id"]
+    beat = await push_client.post(f"/v1/leases/{token}/heartbeat", json={})
+    assert beat.status_code == 200, beat.text
+    done = await push_client.post(f"/v1/leases/{token}/complete", json={"result": {"later": 1}})
+    assert done.status_code == 200, done.text
+    job = await _until(push_client, job_id, _state("succeeded"))
+    assert job["result"] == {"later": 1}
+
+
+@pytest.mark.parametrize("path", ["/busy", "/unavailable"])
+async def test_retry_after_requeues_the_job_without_spending_an_attempt(
+    push_client: httpx.AsyncClient, endpoint: Endpoint, path: str, db: asyncpg.Connection
+) -> None:
+    endpoint.retry_after = "30"
+    await _push(push_client, "hooks", endpoint.base + path)
+    job_id = await _enqueue(push_client, "hooks", max_attempts=1)
+    await _until(push_client, job_id, lambda _job: bool(endpoint.received(path)))
+    job = await _until(push_client, job_id, _state("queued"))
+    assert job["attempt"] == 0 and job["last_error"] is None
+    wait = await db.fetchval("SELECT extract(epoch FROM run_at - now()) FROM jobq.jobs")
+    assert 25 < wait <= 30
+
+
+async def test_other_answers_fail_the_attempt_and_the_backoff_retries_it(
+    push_client: httpx.AsyncClient, endpoint: Endpoint
+) -> None:
+    await _push(push_client, "hooks", endpoint.base + "/error")
+    job_id = await _enqueue(push_client, "hooks", max_attempts=2)
+    job = await _until(push_client, job_id, _state("failed"))
+    assert job["attempt"] == 2 and len(endpoint.received("/error")) == 2
+    error = job["last_error"]
+    assert error["type"] == "http_500" and error["details"]["status"] == 500
+    assert error["message"].startswith("boom") and len(error["message"]) <= 512
+    assert [a["error"]["details"]["status"] for a in job["attempts"]] == [500, 500]
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [("/hang", "timeout"), ("/close", "connection"), ("/redirect", "http_307")],
+)
+async def test_a_timeout_a_closed_connection_or_a_redirect_fails_the_attempt(
+    push_client: httpx.AsyncClient, endpoint: Endpoint, path: str, kind: str
+) -> None:
+    await _push(push_client, "hooks", endpoint.base + path, timeout_seconds=0.5)
+    job_id = await _enqueue(push_client, "hooks", max_attempts=1)
+    job = await _until(push_client, job_id, _state("failed"))
+    assert job["last_error"]["type"] == kind
+    assert endpoint.received("/ok") == []  # a redirect is not followed
+
+
+async def test_workers_do_not_lease_a_pushed_queue(
+    app_factory: Callable[..., FastAPI],
+    client_factory: Callable[[FastAPI], Any],
+    endpoint: Endpoint,
+) -> None:
+    client = await client_factory(app_factory(push_allowed_targets=LOOPBACK, push_concurrency=1))
+    await _push(client, "hooks", endpoint.base + "/hang", timeout_seconds=5)
+    await _enqueue(client, "hooks")
+    first = await _enqueue(client, "hooks")
+    await _until(client, first - 1, _state("running"))  # the dispatcher's one delivery
+    await _enqueue(client, "pulled")
+    leased = await client.post(
+        "/v1/leases", json={"queues": ["hooks", "pulled"], "max_jobs": 10, "worker_id": "w"}
+    )
+    assert [lease["job"]["queue"] for lease in leased.json()["leases"]] == ["pulled"]
+    assert (await client.get(f"/v1/jobs/{first}")).json()["state"] == "queued"
+
+
+async def test_consecutive_failures_open_the_targets_breaker(
+    app_factory: Callable[..., FastAPI],
+    client_factory: Callable[[FastAPI], Any],
+    endpoint: Endpoint,
+    db: asyncpg.Connection,
+) -> None:
+    client = await client_factory(
+        app_factory(
+            push_allowed_targets=LOOPBACK,
+            push_breaker_failures=2,
+            push_breaker_pause_seconds=60,
+            backoff_base_seconds=0,
+            backoff_cap_seconds=0,
+        )
+    )
+    await _push(client, "hooks", endpoint.base + "/error")
+    job_id = await _enqueue(client, "hooks", max_attempts=10)
+    await _until(client, job_id, lambda job: job["attempt"] >= 2)
+    await asyncio.sleep(0.5)
+    assert len(endpoint.received("/error")) == 2  # held back: no third delivery
+    row = await db.fetchrow("SELECT * FROM jobq.delivery_breakers")
+    assert row is not None and row["target"] == "queue:hooks" and row["trips"] == 1
+    assert row["last_error"].startswith("5xx: boom")
+
+
+async def test_shutdown_gives_the_leases_of_unfinished_deliveries_back(
+    app_factory: Callable[..., FastAPI], endpoint: Endpoint, db: asyncpg.Connection
+) -> None:
+    app = app_factory(push_allowed_targets=LOOPBACK, shutdown_grace_seconds=0.3)
+    async with LifespanManager(app, startup_timeout=60, shutdown_timeout=60) as manager:
+        client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=manager.app), base_url="http://jobq.test"
+        )
+        await _push(client, "hooks", endpoint.base + "/hang", timeout_seconds=20)
+        job_id = await _enqueue(client, "hooks")
+        await _until(client, job_id, _state("running"))
+        await client.aclose()
+        started = time.monotonic()
+    assert time.monotonic() - started < 5
+    row = await db.fetchrow("SELECT state, attempt FROM jobq.jobs WHERE id = $1", job_id)
+    assert row is not None and (row["state"], row["attempt"]) == ("queued", 0)
