@@ -141,6 +141,10 @@ def test_a_read_key_sees_every_page_and_cannot_act(
     page.get_by_role("link", name="mail", exact=True).click()
     expect(page.get_by_role("heading", name="Queue mail")).to_be_visible()
     expect(page.get_by_text("mailbox full")).to_be_visible()  # the failed group
+    page.get_by_role("button", name="week", exact=True).click()  # the chart's range
+    expect(page).to_have_url(re.compile(r"#/queue/mail\?range=week$"))
+    chart = page.get_by_role("img", name="throughput and backlog over the last week")
+    expect(chart).to_be_visible()
     expect(page.get_by_role("button", name="Pause")).to_have_count(0)
     expect(page.get_by_role("button", name="Redrive")).to_have_count(0)
 

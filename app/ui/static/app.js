@@ -138,7 +138,14 @@ function button(label, onclick, danger = false) {
 
 // ---- charts ----------------------------------------------------------------------------------
 
-function chart(minutes, backlogNow) {
+// The queue chart's ranges: minutes asked of the series (its step grows with the range)
+const RANGES = { hour: 60, day: 1440, week: 10080 };
+
+function per(step) {
+  return step === 1 ? "min" : step % 60 === 0 ? `${step / 60} h` : `${step} min`;
+}
+
+function chart(minutes, backlogNow, step = 1, range = "hour") {
   const w = 360, h = 100;
   const enq = minutes.map((m) => m.enqueued);
   const done = minutes.map((m) => m.succeeded + m.failed);
@@ -158,13 +165,13 @@ function chart(minutes, backlogNow) {
   });
   return el("div", {},
     svg("svg", { class: "chart", viewBox: `0 0 ${w} ${h}`, preserveAspectRatio: "none",
-      role: "img", "aria-label": "throughput and backlog over the last hour" },
+      role: "img", "aria-label": `throughput and backlog over the last ${range}` },
     line(backlog, topBacklog, "#9a6700"), line(enq, top, "#8250df"),
     line(done, top, "#1a7f37"), line(failed, top, "#cf222e")),
     el("div", { class: "legend muted" },
-      el("span", { class: "enq" }, `■ enqueued/min (max ${fmt(Math.max(...enq))})`),
-      el("span", { class: "done" }, "■ finished/min"),
-      el("span", { class: "fail" }, "■ failed/min"),
+      el("span", { class: "enq" }, `■ enqueued/${per(step)} (max ${fmt(Math.max(...enq))})`),
+      el("span", { class: "done" }, `■ finished/${per(step)}`),
+      el("span", { class: "fail" }, `■ failed/${per(step)}`),
       el("span", { class: "backlog" }, `■ backlog (max ${fmt(topBacklog)})`)));
 }
 
@@ -247,8 +254,9 @@ function limitsLines(limits) {
 
 async function queuePage(queue, params) {
   const q = encodeURIComponent(queue);
+  const range = RANGES[params.get("range")] ? params.get("range") : "hour";
   const [stats, series, groups] = await Promise.all([
-    api("GET", `/v1/queues/${q}`), api("GET", `/v1/queues/${q}/series?minutes=60`),
+    api("GET", `/v1/queues/${q}`), api("GET", `/v1/queues/${q}/series?minutes=${RANGES[range]}`),
     api("GET", `/v1/queues/${q}/failed/groups`),
   ]);
   const c = stats.counts;
@@ -264,7 +272,8 @@ async function queuePage(queue, params) {
   }
   const page = await api("GET", `/v1/jobs?${query}`);
   const go = (changes) => {
-    const next = new URLSearchParams({ ...filters, ...changes });
+    const next = new URLSearchParams({ ...filters, range, ...changes });
+    if (next.get("range") === "hour") next.delete("range");
     for (const [k, v] of [...next]) if (!v || (k === "after" && v === "0")) next.delete(k);
     location.hash = `${queueHref(queue)}${next.toString() ? `?${next}` : ""}`;
   };
@@ -307,7 +316,10 @@ async function queuePage(queue, params) {
       table(["key", "queued", "due", "running"], stats.fair_keys.map((k) => [
         k.fairness_key || "(none)", fmt(k.queued), fmt(k.due), fmt(k.running)]), [1, 2, 3])]
       : null,
-    el("h2", {}, "Last hour"), chart(series.minutes, backlog),
+    el("h2", {}, `Last ${range} `, ...Object.keys(RANGES).map((r) => r === range
+      ? el("span", { class: "badge" }, r)
+      : el("button", { class: "range", onclick: () => go({ range: r }) }, r))),
+    chart(series.minutes, backlog, series.step_minutes, range),
     el("h2", {}, "Failed, by type and error"),
     groups.groups.length ? table(["type", "error type", "jobs", "latest message", "latest", ""],
       groups.groups.map((g) => [g.type, g.error_type || "–", fmt(g.jobs), g.latest_message || "",
