@@ -7,9 +7,10 @@ from dataclasses import dataclass, field, fields
 
 from bench import database
 
-SCENARIOS = ("drain", "limited", "single", "latency", "floor", "fair", "soak")
-# the soak runs when --soak gives it minutes; the fair queues' scenario when named
-DEFAULT_SCENARIOS = SCENARIOS[:-2]
+SCENARIOS = ("drain", "limited", "single", "latency", "floor", "fair", "soak", "scale")
+# the soak runs when --soak gives it minutes, the scale scenario when --scale gives rows;
+# the fair queues' scenario when named
+DEFAULT_SCENARIOS = SCENARIOS[:-3]
 LEASE_BATCH = 100
 RUN_TIMEOUT_SECONDS = 3600.0
 REPORT_WIDTH = 150
@@ -43,6 +44,7 @@ class Config:
     soak_workers: int = 4
     soak_fail_every: int = 20
     soak_reference_rate: float = 50.0
+    scale_rows: int = 0  # rows of history the scale scenario fills (bench.history)
     scenarios: list[str] = field(default_factory=lambda: list(DEFAULT_SCENARIOS))
     database_name: str = database.DEFAULT_DATABASE
     service_env: dict[str, str] = field(default_factory=dict)
@@ -128,6 +130,14 @@ def parser() -> argparse.ArgumentParser:
         dest="soak_minutes",
         help="run the soak for MINUTES (alone, unless --only names more)",
     )
+    a(
+        "--scale",
+        type=_positive,
+        metavar="ROWS",
+        dest="scale_rows",
+        help="time operator reads and hot calls on ROWS rows of history (alone, unless "
+        "--only names more)",
+    )
     for flag, kind, text in (
         ("--workers", _positive, "jobq serve processes"),
         ("--generators", _positive, "load-generator processes"),
@@ -180,4 +190,11 @@ def config_from(args: argparse.Namespace) -> Config:
             config.scenarios.append("soak")
     elif "soak" in config.scenarios:
         raise SystemExit("the soak needs its length: --soak MINUTES")
+    if config.scale_rows:
+        if args.scenarios is None and not config.soak_minutes:
+            config.scenarios = ["scale"]
+        elif "scale" not in config.scenarios:
+            config.scenarios.append("scale")
+    elif "scale" in config.scenarios:
+        raise SystemExit("the scale scenario needs its size: --scale ROWS")
     return config

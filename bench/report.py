@@ -53,6 +53,12 @@ TARGETS = [
            "fair drain's time per job with 10,000 keys / with 10"),
     Target("fair_flooded_p99", "<=", 2, "x", ("fair", "flooded_p99_vs_quiet"),
            "tenants B-K's enqueue-to-lease p99 with A's flood queued / without"),
+    Target("scale_read_vs_empty", "<=", 1.5, "x", ("scale", "worst_read_vs_empty"),
+           "scale: the slowest operator read's p50, full / nearly empty table"),
+    Target("scale_read_p50", "<=", 20, "ms", ("scale", "worst_read_p50_ms"),
+           "scale: the slowest operator read's p50 on the full table"),
+    Target("scale_hot_vs_empty", "<=", 1.2, "x", ("scale", "worst_hot_vs_empty"),
+           "scale: enqueue and lease p50, full / nearly empty table (the worse)"),
     *(
         Target(f"soak_{bound.key}", "<=", bound.most, "x",
                ("soak", "summary", bound.key, "late_vs_early"),
@@ -120,6 +126,8 @@ def render(report: dict[str, Any], console: Console) -> None:
     _render_cpu(scenarios, console)
     if "soak" in scenarios:
         _render_soak(scenarios["soak"], console)
+    if "scale" in scenarios:
+        _render_scale(scenarios["scale"], console)
     for note in report["notes"]:
         console.print(f"[yellow]note:[/] {note}")
 
@@ -288,3 +296,20 @@ def _render_soak(soak: dict[str, Any], console: Console) -> None:
             verdict,
         )
     console.print(summary)
+
+
+def _render_scale(scale: dict[str, Any], console: Console) -> None:
+    table = _table(
+        f"Scale: {scale['rows']:,} rows of history against {scale['empty_rows']:,} "
+        f"(p50 / p95 ms of {scale['calls']} calls; fill {scale['fill_seconds']} s)",
+        "call", "nearly empty", f"{scale['rows']:,} rows", "p50 ratio",
+    )  # fmt: skip
+    for name, call in scale["calls_by_name"].items():
+        e, f = call["empty"], call["full"]
+        table.add_row(
+            name,
+            f"{e['p50_ms']:.2f} / {e['p95_ms']:.2f}",
+            f"{f['p50_ms']:.2f} / {f['p95_ms']:.2f}",
+            f"{call['p50_vs_empty']:.2f}x",
+        )
+    console.print(table)

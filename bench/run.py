@@ -46,6 +46,7 @@ from bench.base import Bench
 from bench.fair import fair
 from bench.options import REPORT_WIDTH, Config, config_from, parser
 from bench.references import floor
+from bench.scale import scale
 from bench.service import REPO, Service
 from bench.soak import soak
 
@@ -57,6 +58,7 @@ STEPS: dict[str, Callable[[Bench], None]] = {
     "floor": floor,
     "fair": fair,
     "soak": soak,
+    "scale": scale,
 }
 WARMED = {"drain", "single", "latency", "floor"}  # the scenarios an untimed round steadies
 BUSY_BEFORE_WARNING_CORES = 0.25
