@@ -87,6 +87,7 @@ from tests.processes.chaos.limited import check_limited
 from tests.processes.chaos.options import PG_DIRNAME, HarnessError, Options, parse_args, say
 from tests.processes.chaos.report import report
 from tests.processes.chaos.run import Run
+from tests.processes.chaos.statistics import check_statistics
 from tests.processes.chaos.verdict import Verdict
 from tests.processes.chaos.workflows import check_workflows
 
@@ -112,6 +113,7 @@ async def execute(opts: Options) -> int:
         side_verdict = Verdict()
         flow_figures = await check_workflows(run.flows, run.db, side_verdict)
         limited_figures = await check_limited(run.limited, run.db, side_verdict)
+        statistics_figures = await check_statistics(run.db, side_verdict)
         side = await run.db.fetch("SELECT id FROM jobq.jobs WHERE queue = ANY($1)", SIDE_QUEUES)
         run.side_ids = {r["id"] for r in side}
     except (
@@ -131,6 +133,7 @@ async def execute(opts: Options) -> int:
     figures = checks.all()
     figures["workflows"] = flow_figures
     figures["limited"] = limited_figures
+    figures["statistics"] = statistics_figures
     checks.v.counts.update(side_verdict.counts)
     for kind, examples in side_verdict.examples.items():
         checks.v.examples[kind].extend(examples)
