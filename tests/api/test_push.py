@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -16,8 +17,9 @@ from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 from standardwebhooks import Webhook
 
-from app.delivery import new_secret
-from tests.delivery_endpoint import Endpoint, serving
+from app.delivery import Secrets, new_secret, sign
+from jobq_client import Delivery, InvalidDelivery, verify_delivery
+from tests.delivery_endpoint import Answer, Endpoint, Received, serving
 
 pytestmark = pytest.mark.pgbouncer
 
@@ -312,3 +314,36 @@ async def test_shutdown_gives_the_leases_of_unfinished_deliveries_back(
     assert time.monotonic() - started < 5
     row = await db.fetchrow("SELECT state, attempt FROM jobq.jobs WHERE id = $1", job_id)
     assert row is not None and (row["state"], row["attempt"]) == ("queued", 0)
+
+
+async def test_the_sdk_verifies_a_delivery_and_refuses_a_replay(
+    push_client: httpx.AsyncClient, endpoint: Endpoint
+) -> None:
+    old, new = SECRET, new_secret()
+    seen: list[Delivery] = []
+
+    def receive(got: Received) -> Answer:
+        try:
+            delivery = verify_delivery(got.body, got.headers, [new, old])
+        except InvalidDelivery:
+            return 401, {}, b""
+        seen.append(delivery)
+        return 200, {"content-type": "application/json"}, b'{"sdk": true}'
+
+    endpoint.extra["/sdk"] = receive
+    body = {"push": {"url": endpoint.base + "/sdk", "secrets": [old]}}
+    await push_client.put("/v1/queues/hooks/settings", json=body)
+    job_id = await _enqueue(push_client, "hooks")
+    job = await _until(push_client, job_id, _state("succeeded"))
+    assert job["result"] == {"sdk": True}
+    (delivery,) = seen
+    assert (delivery.job_id, delivery.type, delivery.payload) == (job_id, "work", {"n": 1})
+    assert delivery.message_id == f"job_{job_id}_attempt_1"
+    # the same request again ten minutes on, or with another secret: refused
+    got = endpoint.received("/sdk")[0]
+    replay = {**sign(Secrets([old]), delivery.message_id, got.body.decode(),
+                     at=datetime.now(UTC) - timedelta(minutes=10))}  # fmt: skip
+    with pytest.raises(InvalidDelivery, match="too old"):
+        verify_delivery(got.body, replay, old)
+    with pytest.raises(InvalidDelivery):
+        verify_delivery(got.body, got.headers, new_secret())

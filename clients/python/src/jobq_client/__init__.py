@@ -82,6 +82,7 @@ from jobq_client._models import (
     Ref,
     Related,
 )
+from jobq_client._push import Delivery, InvalidDelivery, verify_delivery
 from jobq_client._worker import Worker
 
 __version__ = "0.1.0"
@@ -100,6 +101,7 @@ __all__ = [
     "Conflict",
     "ConnectionFailed",
     "DatabaseUnavailable",
+    "Delivery",
     "Dependencies",
     "Enqueued",
     "ErrorInfo",
@@ -107,6 +109,7 @@ __all__ = [
     "Forbidden",
     "Heartbeat",
     "InternalError",
+    "InvalidDelivery",
     "InvalidJson",
     "Job",
     "JobCancelled",
@@ -155,4 +158,5 @@ __all__ = [
     "ValidationError",
     "Worker",
     "__version__",
+    "verify_delivery",
 ]
