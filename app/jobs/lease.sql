@@ -317,6 +317,10 @@ SELECT pair.queue, pair.type, now()
 -- key, best priority first: with aging, priority + 1 per `aging_seconds` waited since
 -- run_at, at most + `aging_max`, found by a loose scan of the key's priorities in use.
 -- Also within `max_running` and the queue's `rate_limit`, logged as in lease_limited.
+-- Every look at a key's jobs orders by `fairness_key` first (a probe is a LIMIT 1, not
+-- EXISTS, whose ORDER BY the planner drops): only jobs_fair_claim_idx gives that order,
+-- so no plan scans past another key's jobs (with statistics that saw one tenant's
+-- flood, every key looked as common as it, and a scan looked sure to find one soon).
 WITH RECURSIVE settings AS MATERIALIZED (
     SELECT q.max_running, q.rate_limit_jobs, q.rate_limit_seconds, q.fair_weights,
            q.rate_limit_per_key_jobs AS key_jobs, q.rate_limit_per_key_seconds AS key_seconds,
@@ -345,9 +349,11 @@ walk(key, pass, weight, room, due, idle, found) AS (
      WHERE (SELECT n FROM room) > 0
     UNION ALL
     SELECT nxt.key, nxt.pass, nxt.weight, p.room, p.room > 0 AND p.due,
-           NOT p.due AND NOT EXISTS (
-               SELECT FROM jobq.jobs j
-                WHERE j.queue = :queue AND j.fairness_key = nxt.key AND j.state = 'queued'),
+           NOT p.due AND (
+               SELECT true FROM jobq.jobs j
+                WHERE j.queue = :queue AND j.fairness_key = nxt.key AND j.state = 'queued'
+                ORDER BY j.fairness_key, j.priority DESC, j.run_at, j.id
+                LIMIT 1) IS NULL,
            w.found + CAST(p.room > 0 AND p.due AS integer)
       FROM walk w
      CROSS JOIN LATERAL (
@@ -367,12 +373,16 @@ walk(key, pass, weight, room, due, idle, found) AS (
                                AND r.at > statement_timestamp()
                                           - make_interval(secs => s.key_seconds)) END
                        AS room,
-                   EXISTS (SELECT FROM jobq.jobs j
-                            WHERE j.queue = :queue AND j.fairness_key = nxt.key
-                              AND j.state = 'queued' AND j.run_at <= now()
-                              AND (cardinality(CAST(:types AS text[])) = 0
-                                   OR j.type = ANY(CAST(:types AS text[])))) AS due
+                   coalesce((
+                       SELECT true FROM jobq.jobs j
+                        WHERE j.queue = :queue AND j.fairness_key = nxt.key
+                          AND j.state = 'queued' AND j.run_at <= now()
+                          AND (cardinality(CAST(:types AS text[])) = 0
+                               OR j.type = ANY(CAST(:types AS text[])))
+                        ORDER BY j.fairness_key, j.priority DESC, j.run_at, j.id
+                        LIMIT 1), false) AS due
               FROM settings s
+            OFFSET 0  -- each probe once (not once for each place that names it)
            ) AS p
      WHERE w.found < (SELECT n FROM room)
 ),
@@ -407,7 +417,7 @@ candidates AS (
                         AND j.state = 'queued' AND j.run_at <= now()
                         AND (cardinality(CAST(:types AS text[])) = 0
                              OR j.type = ANY(CAST(:types AS text[])))
-                      ORDER BY j.priority DESC, j.run_at, j.id
+                      ORDER BY j.fairness_key, j.priority DESC, j.run_at, j.id
                       LIMIT wanted.n) AS x
             UNION ALL
             -- with aging: the longest-waiting due jobs of each priority in use, best first
@@ -417,12 +427,12 @@ candidates AS (
                            WHERE s.aging_seconds IS NOT NULL
                              AND j.queue = :queue AND j.fairness_key = k.key
                              AND j.state = 'queued'
-                           ORDER BY j.priority DESC LIMIT 1)
+                           ORDER BY j.fairness_key, j.priority DESC LIMIT 1)
                          UNION ALL
                          SELECT (SELECT j.priority FROM jobq.jobs j
                                   WHERE j.queue = :queue AND j.fairness_key = k.key
                                     AND j.state = 'queued' AND j.priority < l.priority
-                                  ORDER BY j.priority DESC LIMIT 1)
+                                  ORDER BY j.fairness_key, j.priority DESC LIMIT 1)
                            FROM levels l
                           WHERE l.priority IS NOT NULL
                      )
@@ -439,7 +449,7 @@ candidates AS (
                                 AND j.run_at <= now()
                                 AND (cardinality(CAST(:types AS text[])) = 0
                                      OR j.type = ANY(CAST(:types AS text[])))
-                              ORDER BY j.run_at, j.id
+                              ORDER BY j.fairness_key, j.run_at, j.id
                               LIMIT wanted.n
                             ) AS o
                       WHERE l.priority IS NOT NULL
