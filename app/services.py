@@ -150,6 +150,7 @@ def build(
         retain_failed_seconds=settings.retain_failed_seconds,
         interval_seconds=settings.prune_interval_seconds,
         batch_size=settings.prune_batch_size,
+        pause_seconds=settings.prune_pause_seconds,
     )
     vacuumer = Vacuumer(maintenance, interval_seconds=settings.vacuum_interval_seconds)
     statistics = StatisticsKeeper(

@@ -26,6 +26,7 @@ DEFAULT_PRUNE_INTERVAL_SECONDS = 60.0
 DEFAULT_VACUUM_INTERVAL_SECONDS = 30.0
 DEFAULT_SCHEDULER_INTERVAL_SECONDS = 1.0
 DEFAULT_PRUNE_BATCH_SIZE = 1000
+DEFAULT_PRUNE_PAUSE_SECONDS = 0.5
 DEFAULT_STATS_FOLD_INTERVAL_SECONDS = 1.0
 DEFAULT_STATS_FOLD_BATCH_SIZE = 10_000
 DEFAULT_STATS_RETENTION_DAYS = 30.0
@@ -145,6 +146,13 @@ class Settings(BaseSettings):
         description="How often the maintenance leader looks for due schedule ticks.",
     )
     prune_batch_size: int = Field(default=DEFAULT_PRUNE_BATCH_SIZE, ge=1)
+    prune_pause_seconds: float = Field(
+        default=DEFAULT_PRUNE_PAUSE_SECONDS,
+        ge=0,
+        le=60,
+        description="The pruner rests this long between two batches, so that deleting a "
+        "day of history does not crowd the hot path.",
+    )
     stats_fold_interval_seconds: float = Field(
         default=DEFAULT_STATS_FOLD_INTERVAL_SECONDS,
         gt=0,

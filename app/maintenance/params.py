@@ -24,6 +24,8 @@ class PruneFinishedParams(NamedTuple):
     batch_size: int
     succeeded_age: float | None  # seconds the service keeps a succeeded job; None: for ever
     failed_age: float | None  # ... and a failed or cancelled one (a queue's own ages first)
+    skip_ids: list[int]  # jobs a batch before failed to delete
+    only_id: int | None  # that job alone; None: any
 
 
 class TablesToVacuumParams(NamedTuple):

@@ -79,41 +79,51 @@ SELECT id
  LIMIT :batch_size;
 
 
+-- fragment: past_retention
+-- The finished jobs (`j`) past their retention, oldest first, but `skip_ids` (jobs this
+-- pass could not delete); `only_id`: that job alone. The queue's own ages where its
+-- settings have them, else the service's (an age of NULL keeps them).
+  FROM jobq.jobs j
+ CROSS JOIN (SELECT CAST(:succeeded_age AS double precision) AS succeeded,
+                    CAST(:failed_age AS double precision) AS failed) AS ages
+ -- the shortest age any queue keeps anything: older than this is worth looking at
+ CROSS JOIN LATERAL (
+        SELECT least(ages.succeeded, ages.failed,
+                     (SELECT min(least(q.retain_succeeded_seconds, q.retain_failed_seconds))
+                        FROM jobq.queues q)) AS age
+       ) AS youngest
+  LEFT JOIN jobq.queues q ON q.name = j.queue
+ WHERE j.finished_at < now() - make_interval(secs => youngest.age)
+   AND ((j.state = 'succeeded'
+         AND j.finished_at < now() - make_interval(
+             secs => coalesce(q.retain_succeeded_seconds, ages.succeeded)))
+     OR (j.state IN ('failed', 'cancelled')
+         AND j.finished_at < now() - make_interval(
+             secs => coalesce(q.retain_failed_seconds, ages.failed))))
+   AND j.id <> ALL(CAST(:skip_ids AS bigint[]))
+   AND (CAST(:only_id AS bigint) IS NULL OR j.id = :only_id)
+ ORDER BY j.finished_at
+ LIMIT :batch_size
+
+
 -- name: prune_finished
--- Delete up to `batch_size` finished jobs past their retention: the queue's own ages where
--- its settings have them, else the service's (an age of NULL keeps them).
-WITH ages AS (
-    SELECT CAST(:succeeded_age AS double precision) AS succeeded,
-           CAST(:failed_age AS double precision) AS failed
-),
-youngest AS (
-    -- the shortest age any queue keeps anything: older than this is worth looking at
-    SELECT least(ages.succeeded, ages.failed,
-                 (SELECT min(least(q.retain_succeeded_seconds, q.retain_failed_seconds))
-                    FROM jobq.queues q)) AS age
-      FROM ages
-),
-doomed AS (
+-- Delete up to `batch_size` finished jobs past their retention (see past_retention).
+WITH doomed AS (
     SELECT j.id
-      FROM jobq.jobs j
-     CROSS JOIN ages
-     CROSS JOIN youngest
-      LEFT JOIN jobq.queues q ON q.name = j.queue
-     WHERE j.finished_at < now() - make_interval(secs => youngest.age)
-       AND ((j.state = 'succeeded'
-             AND j.finished_at < now() - make_interval(
-                 secs => coalesce(q.retain_succeeded_seconds, ages.succeeded)))
-         OR (j.state IN ('failed', 'cancelled')
-             AND j.finished_at < now() - make_interval(
-                 secs => coalesce(q.retain_failed_seconds, ages.failed))))
-     ORDER BY j.finished_at
-     LIMIT :batch_size
+    {past_retention}
        FOR UPDATE OF j SKIP LOCKED
 )
 DELETE FROM jobq.jobs j
  USING doomed
  WHERE j.id = doomed.id
 RETURNING j.state;
+
+
+-- name: finished_past_retention
+-- The ids of up to `batch_size` finished jobs past their retention (see past_retention):
+-- a failed batch's jobs, to delete one at a time.
+SELECT j.id
+{past_retention};
 
 
 -- name: tables_to_vacuum

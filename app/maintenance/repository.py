@@ -27,6 +27,7 @@ QUERIES = Queries(Path(__file__).with_name("queries.sql"))
 REAP_EXPIRED = QUERIES.bind("reap_expired", ReapExpiredParams)
 EXPIRED_LEASES = QUERIES.bind("expired_leases", ExpiredLeasesParams)
 PRUNE_FINISHED = QUERIES.bind("prune_finished", PruneFinishedParams)
+FINISHED_PAST_RETENTION = QUERIES.bind("finished_past_retention", PruneFinishedParams)
 TABLES_TO_VACUUM = QUERIES.bind("tables_to_vacuum", TablesToVacuumParams)
 FOLD_STAT_DELTAS = QUERIES.bind("fold_stat_deltas", FoldStatDeltasParams)
 PRUNE_QUEUE_MINUTES = QUERIES.bind("prune_queue_minutes", PruneQueueMinutesParams)
@@ -95,15 +96,28 @@ class MaintenanceRepository:
         return [record["id"] for record in records]
 
     async def prune_batch(
-        self, batch_size: int, succeeded_age: float | None, failed_age: float | None
+        self,
+        batch_size: int,
+        succeeded_age: float | None,
+        failed_age: float | None,
+        skip: list[int] | None = None,
+        only: int | None = None,
     ) -> LeaderBatch[JobState] | None:
-        """The states of one batch of finished jobs deleted past retention; None when
-        another replica is maintaining."""
-        return await self._as_leader(
-            PRUNE_FINISHED,
-            PruneFinishedParams(batch_size, succeeded_age, failed_age),
-            _state,
-        )
+        """The states of one batch of finished jobs deleted past retention (but `skip`;
+        `only`: that job alone); None when another replica is maintaining."""
+        params = PruneFinishedParams(batch_size, succeeded_age, failed_age, skip or [], only)
+        return await self._as_leader(PRUNE_FINISHED, params, _state)
+
+    async def finished_past_retention(
+        self,
+        batch_size: int,
+        succeeded_age: float | None,
+        failed_age: float | None,
+        skip: list[int],
+    ) -> list[int]:
+        """The ids of up to `batch_size` finished jobs past retention, but `skip`."""
+        params = PruneFinishedParams(batch_size, succeeded_age, failed_age, skip, None)
+        return [record["id"] for record in await self._db.fetch(FINISHED_PAST_RETENTION, params)]
 
     async def fold_stat_deltas(self, batch_size: int) -> int | None:
         """How many statistics deltas one slice folded; None when another replica is

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -97,6 +99,57 @@ async def test_pruning_works_in_batches(
     )
     assert (await app.state.services.pruner.run_once()).succeeded == 30
     assert await _ids(db) == set()
+
+
+async def test_a_job_the_pruner_cannot_delete_is_logged_and_the_rest_are_pruned(
+    app_factory: Callable[..., FastAPI],
+    client_factory: Callable[[FastAPI], Any],
+    db: asyncpg.Connection,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = app_factory(prune_batch_size=4, prune_pause_seconds=0)
+    client: httpx.AsyncClient = await client_factory(app)
+    jobs = [await _finish(client, "complete") for _ in range(10)]
+    await db.execute("UPDATE jobq.jobs SET finished_at = now() - interval '2 days'")
+    await db.execute(
+        f"""
+        CREATE FUNCTION jobq.test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'this job cannot go'; END $$;
+        CREATE TRIGGER test_refuse BEFORE DELETE ON jobq.jobs FOR EACH ROW
+            WHEN (OLD.id = {jobs[1]}) EXECUTE FUNCTION jobq.test_refuse();
+        """
+    )
+    pruner: Pruner = app.state.services.pruner
+    try:
+        with caplog.at_level(logging.ERROR, logger="jobq.pruner"):
+            result = await pruner.run_once()
+    finally:
+        await db.execute("DROP TRIGGER test_refuse ON jobq.jobs; DROP FUNCTION jobq.test_refuse()")
+    assert (result.succeeded, result.refused) == (9, 1)
+    assert await _ids(db) == {jobs[1]}
+    logged = [
+        getattr(r, "fields", {}).get("job_id")
+        for r in caplog.records
+        if getattr(r, "event", None) == "pruner.job_failed"
+    ]
+    assert logged == [jobs[1]], caplog.text
+    assert (await pruner.run_once()).succeeded == 1  # once it can go, it goes
+
+
+async def test_the_pruner_rests_between_batches(
+    app_factory: Callable[..., FastAPI],
+    client_factory: Callable[[FastAPI], Any],
+    db: asyncpg.Connection,
+) -> None:
+    app = app_factory(prune_batch_size=10, prune_pause_seconds=0.2)
+    client: httpx.AsyncClient = await client_factory(app)
+    await client.post("/v1/queues/default/jobs/batch", json={"jobs": [{"type": "t"}] * 30})
+    await db.execute(
+        "UPDATE jobq.jobs SET state = 'succeeded', finished_at = now() - interval '2 days'"
+    )
+    started = time.monotonic()
+    assert (await app.state.services.pruner.run_once()).succeeded == 30
+    assert time.monotonic() - started >= 0.6  # three full batches, each followed by a rest
 
 
 async def test_only_the_maintenance_leader_prunes(
