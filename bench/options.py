@@ -7,10 +7,12 @@ from dataclasses import dataclass, field, fields
 
 from bench import database
 
-SCENARIOS = ("drain", "limited", "single", "latency", "floor", "fair", "soak", "scale")
+SCENARIOS = ("drain", "limited", "single", "latency", "floor", "fair", "prune", "soak", "scale")
 # the soak runs when --soak gives it minutes, the scale scenario when --scale gives rows;
-# the fair queues' scenario when named
-DEFAULT_SCENARIOS = SCENARIOS[:-3]
+# the fair queues' and the pruner's scenarios when named
+DEFAULT_SCENARIOS = SCENARIOS[:-4]
+# The service under test keeps its finished jobs: the prune scenario's pruner is measured.
+KEEP_FINISHED = {"JOBQ_RETAIN_SUCCEEDED_SECONDS": "0", "JOBQ_RETAIN_FAILED_SECONDS": "0"}
 LEASE_BATCH = 100
 RUN_TIMEOUT_SECONDS = 3600.0
 REPORT_WIDTH = 150
@@ -33,6 +35,7 @@ class Config:
     latency_workers: int = 4
     latency_interval_ms: float = 10.0
     limited_hold_ms: float = 20.0  # the limited drain: each leased batch held this long
+    prune_rows: int = 2_000_000  # the prune scenario: finished jobs to delete
     floor_rounds: int = 3  # jobq's and the floor's loads back to back
     floor_drain_jobs: int = 100_000  # ... their drain
     floor_single_jobs: int = 5_000  # ... their single-job path
@@ -63,6 +66,7 @@ QUICK = {
     "floor_single_jobs": 100,
     "fair_flood_jobs": 2000,
     "fair_steady_seconds": 2.0,
+    "prune_rows": 20_000,
     "warmup": False,
 }
 
@@ -151,6 +155,7 @@ def parser() -> argparse.ArgumentParser:
         ("--latency-workers", _positive, "workers long-polling for them"),
         ("--latency-interval-ms", float, "mean gap between two of them, ±50%"),
         ("--limited-hold-ms", float, "the limited drain's work per leased batch"),
+        ("--prune-rows", _positive, "finished jobs the prune scenario deletes"),
         ("--floor-rounds", _positive, "rounds of jobq and the floor back to back"),
         ("--floor-drain-jobs", _positive, "jobs per drain of a round"),
         ("--floor-single-jobs", _positive, "jobs per single-job load of a round"),
@@ -182,6 +187,8 @@ def config_from(args: argparse.Namespace) -> Config:
         if value is not None and option.name != "quick":
             setattr(config, option.name, value)
     config.service_env = dict(args.service_env or [])
+    if "prune" in config.scenarios:
+        config.service_env = {**KEEP_FINISHED, **config.service_env}
     config.enqueue_batch = min(config.enqueue_batch, 1000)
     if config.soak_minutes:
         if args.scenarios is None:

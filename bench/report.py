@@ -124,6 +124,8 @@ def render(report: dict[str, Any], console: Console) -> None:
         _render_rounds(scenarios["floor"], console)
     _render_latency(scenarios, console)
     _render_cpu(scenarios, console)
+    if "prune" in scenarios:
+        _render_prune(scenarios["prune"], console)
     if "soak" in scenarios:
         _render_soak(scenarios["soak"], console)
     if "scale" in scenarios:
@@ -238,6 +240,27 @@ def _render_cpu(scenarios: dict[str, Any], console: Console) -> None:
             table.add_row(label, *(_num(f, 1) for f in per_job), *(_num(f, 2) for f in cores))
     if table.row_count:
         console.print(table)
+
+
+def _render_prune(prune: dict[str, Any], console: Console) -> None:
+    """The pruner's pass without and with its rest, and the lease latency beside it."""
+    table = _table(
+        f"The pruner deleting {prune['rows']:,} finished jobs beside a lease load",
+        "rest (s)", "seconds", "rows/s", "WAL MB", "dead tuples", "lease p99 alone",
+        "lease p99 pruning", "p99 ratio",
+    )  # fmt: skip
+    for run in prune["runs"]:
+        table.add_row(
+            _num(run["pause_seconds"], 2),
+            _num(run["seconds"], 1),
+            _num(run["rows_per_s"]),
+            _num(run["wal_bytes"] / 1e6, 0),
+            _num(run["dead_tuples"]),
+            _num(run["lease_alone"]["p99_ms"], 2),
+            _num(run["lease_pruning"]["p99_ms"], 2),
+            _num(run["lease_p99_ratio"], 2),
+        )
+    console.print(table)
 
 
 SHOWN_SAMPLES = 20

@@ -15,6 +15,8 @@
    - latency: enqueue-to-lease latency with workers already long-polling;
    - floor: the drain, the single-job path and enqueue-to-lease through jobq and through
      the framework floor (`bench.floor`), back to back in rounds (`bench.references`);
+   - prune (`--only prune`): the pruner deleting `--prune-rows` finished jobs beside a
+     lease load, without and with its rest between batches (`bench.prune`);
    - soak (`--soak MINUTES`): a steady load with retention on, sampled (`bench.soak`).
 4. A table on stdout (`bench.report`), JSON with `--json PATH` (`-` for stdout, the
    table then goes to stderr); `--check` makes a missed target exit 1.
@@ -45,6 +47,7 @@ from bench import database, report, scenarios
 from bench.base import Bench
 from bench.fair import fair
 from bench.options import REPORT_WIDTH, Config, config_from, parser
+from bench.prune import prune
 from bench.references import floor
 from bench.scale import scale
 from bench.service import REPO, Service
@@ -57,6 +60,7 @@ STEPS: dict[str, Callable[[Bench], None]] = {
     "latency": scenarios.latency,
     "floor": floor,
     "fair": fair,
+    "prune": prune,
     "soak": soak,
     "scale": scale,
 }

@@ -23,10 +23,17 @@ def test_every_scenario_named_on_the_command_line_has_a_step() -> None:
     assert tuple(STEPS) == SCENARIOS
 
 
-def test_the_defaults_run_every_scenario_but_the_soak() -> None:
+def test_the_defaults_run_every_scenario_but_fair_prune_and_the_soak() -> None:
     config = _config()
     assert config == Config()
     assert config.scenarios == ["drain", "limited", "single", "latency", "floor"]
+    assert config.service_env == {}
+
+
+def test_the_prune_runs_when_named_and_the_service_then_keeps_finished_jobs() -> None:
+    config = _config("--only", "prune", "--prune-rows", "5000")
+    assert (config.scenarios, config.prune_rows) == (["prune"], 5000)
+    assert config.service_env["JOBQ_RETAIN_SUCCEEDED_SECONDS"] == "0"  # its pruner idles
 
 
 def test_quick_is_small_and_explicit_options_still_apply() -> None:
@@ -52,7 +59,7 @@ def test_service_env_and_warm_up() -> None:
 @pytest.mark.parametrize(
     ("args", "refused"),
     [
-        (("--only", "bare"), "choose from drain, limited, single, latency, floor, fair, soak"),
+        (("--only", "bare"), "choose from drain, limited, single, latency, floor, fair, prune"),
         (("--workers", "0"), "must be at least 1"),
         (("--service-env", "JOBQ_A"), "expected NAME=VALUE"),
     ],
