@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0028, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0029, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -159,6 +159,10 @@ CREATE TABLE jobq.jobs (
     notify_finish boolean DEFAULT false NOT NULL,
     concurrency_key text,
     fairness_key text,
+    unique_key text,
+    unique_period integer,
+    unique_since timestamp with time zone,
+    unique_states smallint,
     CONSTRAINT running_has_lease CHECK (((state <> 'running'::jobq.job_state) OR ((lease_id IS NOT NULL) AND (lease_expires_at IS NOT NULL))))
 )
 WITH (fillfactor='90', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_insert_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
@@ -407,6 +411,57 @@ END
 $$;
 
 --
+-- Name: check_unique(jsonb, text); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.check_unique(options jsonb, field text DEFAULT 'unique'::text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    all_states CONSTANT text[] := ARRAY['waiting', 'queued', 'running', 'succeeded', 'failed',
+                                        'cancelled'];
+BEGIN
+    IF options IS NULL OR options = 'null' THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(options) <> 'object' THEN
+        RAISE EXCEPTION '% must be a JSON object', field
+            USING ERRCODE = 'JQ422', DETAIL = field;
+    END IF;
+    IF EXISTS (SELECT FROM jsonb_object_keys(options) AS k
+                WHERE k NOT IN ('key', 'period', 'states', 'on_conflict')) THEN
+        RAISE EXCEPTION '% takes key, period, states and on_conflict', field
+            USING ERRCODE = 'JQ422', DETAIL = field;
+    END IF;
+    IF jsonb_typeof(options->'key') IS DISTINCT FROM 'string'
+       OR length(options->>'key') NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION '%.key must be 1 to 255 characters', field
+            USING ERRCODE = 'JQ422', DETAIL = field || '.key';
+    END IF;
+    IF jsonb_typeof(options->'period') NOT IN ('number', 'null')
+       OR (options->>'period')::numeric NOT BETWEEN 1 AND 31622400
+       OR (options->>'period')::numeric <> floor((options->>'period')::numeric) THEN
+        RAISE EXCEPTION '%.period must be a whole number of seconds from 1 to 31622400', field
+            USING ERRCODE = 'JQ422', DETAIL = field || '.period';
+    END IF;
+    IF jsonb_typeof(options->'states') NOT IN ('array', 'null')
+       OR (jsonb_typeof(options->'states') = 'array'
+           AND (EXISTS (SELECT FROM jsonb_array_elements(options->'states') AS s
+                         WHERE jsonb_typeof(s) <> 'string' OR s #>> '{}' <> ALL(all_states))
+                OR NOT options->'states' @> '["waiting", "queued", "running"]')) THEN
+        RAISE EXCEPTION '%.states must be job states, among them waiting, queued and running',
+            field
+            USING ERRCODE = 'JQ422', DETAIL = field || '.states';
+    END IF;
+    IF jsonb_typeof(options->'on_conflict') NOT IN ('string', 'null')
+       OR options->>'on_conflict' NOT IN ('return_existing', 'replace') THEN
+        RAISE EXCEPTION '%.on_conflict must be return_existing or replace', field
+            USING ERRCODE = 'JQ422', DETAIL = field || '.on_conflict';
+    END IF;
+END
+$$;
+
+--
 -- Name: count_job_changes(); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
@@ -471,10 +526,10 @@ $$;
 COMMENT ON FUNCTION jobq.duration_bucket(seconds double precision) IS 'The histogram bucket of a duration: half powers of two from a millisecond.';
 
 --
--- Name: enqueue(text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, bigint[], text, text, text[], text[], text); Type: FUNCTION; Schema: jobq; Owner: -
+-- Name: enqueue(text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, bigint[], text, text, text[], text[], text, text, integer, text[], text); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
-CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, delay_seconds double precision DEFAULT NULL::double precision, max_attempts integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, metadata jsonb DEFAULT '{}'::jsonb, depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text, concurrency_key text DEFAULT NULL::text, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[], fairness_key text DEFAULT NULL::text) RETURNS TABLE(id bigint, state jobq.job_state, deduplicated boolean)
+CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, delay_seconds double precision DEFAULT NULL::double precision, max_attempts integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, metadata jsonb DEFAULT '{}'::jsonb, depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text, concurrency_key text DEFAULT NULL::text, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[], fairness_key text DEFAULT NULL::text, unique_key text DEFAULT NULL::text, unique_period integer DEFAULT NULL::integer, unique_states text[] DEFAULT NULL::text[], unique_on_conflict text DEFAULT NULL::text) RETURNS TABLE(id bigint, state jobq.job_state, deduplicated boolean, replaced boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -490,25 +545,36 @@ DECLARE
     new_depth integer := 0;
     refusal record;
     made record;
+    -- the options as the API takes them (NULL: none)
+    options jsonb := CASE WHEN num_nonnulls(unique_key, unique_period, unique_states,
+                                            unique_on_conflict) > 0
+                          THEN jsonb_strip_nulls(jsonb_build_object(
+                                   'key', unique_key, 'period', unique_period,
+                                   'states', to_jsonb(unique_states),
+                                   'on_conflict', unique_on_conflict)) END;
 BEGIN
     SELECT * INTO limits FROM jobq.enqueue_limits_for(enqueue.queue);
     PERFORM jobq.check_job(limits, queue, type, payload, priority, run_at, delay_seconds,
                            max_attempts, lease_seconds, idempotency_key, metadata,
                            on_parent_failure, concurrency_key, cardinality(parents));
     PERFORM jobq.check_fairness_key(fairness_key, 'fairness_key');
+    PERFORM jobq.check_unique(options);
 
     IF cardinality(parents) > 0 THEN
         -- Before its parents are read: the job already holding the key, whatever its
         -- state, is the answer; then a full queue refuses it.
         IF idempotency_key IS NOT NULL THEN
             RETURN QUERY
-                SELECT j.id, j.state, true FROM jobq.jobs j
+                SELECT j.id, j.state, true, false FROM jobq.jobs j
                  WHERE j.queue = enqueue.queue AND j.idempotency_key = enqueue.idempotency_key;
             IF FOUND THEN
                 RETURN;
             END IF;
         END IF;
-        SELECT * INTO refusal FROM jobq.backlog_refusal(enqueue.queue, ARRAY[NULL::text]);
+        SELECT * INTO refusal
+          FROM jobq.backlog_refusal(enqueue.queue,
+                                    jobq.new_job_keys(enqueue.queue, ARRAY[type],
+                                                      ARRAY[NULL::text], ARRAY[options]));
         IF FOUND THEN
             RAISE EXCEPTION 'queue % already holds its max_backlog of % unfinished jobs',
                 enqueue.queue, refusal.max_backlog
@@ -549,7 +615,7 @@ BEGIN
         END IF;
     END IF;
 
-    SELECT f.id, f.state, f.deduplicated, f.refused_max_backlog
+    SELECT f.id, f.state, f.deduplicated, f.refused_max_backlog, f.replaced
       INTO made
       FROM jobq.insert_jobs(
                enqueue.queue, ARRAY[type], ARRAY[payload], ARRAY[priority], ARRAY[run_at],
@@ -561,16 +627,21 @@ BEGIN
                parent_failures => ARRAY[CASE WHEN failed_parent IS NOT NULL
                                              THEN jobq.parent_failed(failed_parent,
                                                                      failed_state) END],
-               fairness_keys => ARRAY[fairness_key]
+               fairness_keys => ARRAY[fairness_key],
+               uniques => ARRAY[options]
            ) AS f;
     IF made.refused_max_backlog IS NOT NULL THEN
         RAISE EXCEPTION 'queue % already holds its max_backlog of % unfinished jobs',
             enqueue.queue, made.refused_max_backlog
             USING ERRCODE = 'JQ429', DETAIL = 'queue';
     END IF;
+    IF made.id IS NULL AND options IS NOT NULL THEN
+        RAISE EXCEPTION 'the job holding this uniqueness keeps changing; try again'
+            USING ERRCODE = 'serialization_failure';
+    END IF;
     IF made.id IS NULL THEN  -- another transaction took the key meanwhile, and committed
         RETURN QUERY
-            SELECT j.id, j.state, true FROM jobq.jobs j
+            SELECT j.id, j.state, true, false FROM jobq.jobs j
              WHERE j.queue = enqueue.queue AND j.idempotency_key = enqueue.idempotency_key;
         RETURN;
     END IF;
@@ -584,7 +655,7 @@ BEGIN
                new_depth
           FROM unnest(found_parents, found_states) AS f(id, state);
     END IF;
-    RETURN QUERY SELECT made.id, made.state, made.deduplicated;
+    RETURN QUERY SELECT made.id, made.state, made.deduplicated, made.replaced;
 END
 $$;
 
@@ -608,7 +679,7 @@ $$;
 -- Name: enqueue_many(text, jsonb, text[], text[]); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
-CREATE FUNCTION jobq.enqueue_many(queue text, jobs jsonb, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[]) RETURNS TABLE(ord integer, id bigint, state jobq.job_state, deduplicated boolean)
+CREATE FUNCTION jobq.enqueue_many(queue text, jobs jsonb, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[]) RETURNS TABLE(ord integer, id bigint, state jobq.job_state, deduplicated boolean, replaced boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -641,11 +712,22 @@ BEGIN
             limits.max_batch_dependencies, edges
             USING ERRCODE = 'JQ422', DETAIL = 'jobs';
     END IF;
+    FOR item IN SELECT value FROM jsonb_array_elements(jobs) LOOP
+        IF jsonb_typeof(item) = 'object' THEN
+            PERFORM jobq.check_unique(item->'unique', format('jobs.%s.unique', position));
+        END IF;
+        position := position + 1;
+    END LOOP;
+    position := 0;
     -- All or nothing: the whole batch is admitted before its first job is made.
     SELECT * INTO admission
-      FROM jobq.backlog_refusal(enqueue_many.queue,
-                                ARRAY(SELECT i.job->>'idempotency_key'
-                                        FROM jsonb_array_elements(jobs) AS i(job)));
+      FROM jobq.backlog_refusal(
+               enqueue_many.queue,
+               (SELECT jobq.new_job_keys(enqueue_many.queue,
+                                         array_agg(i.job->>'type' ORDER BY i.n),
+                                         array_agg(i.job->>'idempotency_key' ORDER BY i.n),
+                                         array_agg(nullif(i.job->'unique', 'null') ORDER BY i.n))
+                  FROM jsonb_array_elements(jobs) WITH ORDINALITY AS i(job, n)));
     IF FOUND THEN
         RAISE EXCEPTION 'the batch''s % new jobs do not fit in queue %', admission.new_jobs,
             enqueue_many.queue
@@ -671,7 +753,7 @@ BEGIN
         END LOOP;
         FOR created IN
             SELECT f.ord, f.id AS job_id, f.state AS job_state, f.deduplicated,
-                   f.refused_new_jobs
+                   f.refused_new_jobs, f.replaced
               FROM (SELECT array_agg(i.job->>'type' ORDER BY i.n) AS types,
                            array_agg(i.job->'payload' ORDER BY i.n) AS payloads,
                            array_agg(coalesce((i.job->>'priority')::integer, 0) ORDER BY i.n)
@@ -688,7 +770,8 @@ BEGIN
                            array_agg(i.job->>'concurrency_key' ORDER BY i.n) AS concurrency_keys,
                            array_agg(coalesce(i.job->>'on_parent_failure', 'cancel') = 'run'
                                      ORDER BY i.n) AS runs_on_parent_failure,
-                           array_agg(i.job->>'fairness_key' ORDER BY i.n) AS fairness_keys
+                           array_agg(i.job->>'fairness_key' ORDER BY i.n) AS fairness_keys,
+                           array_agg(nullif(i.job->'unique', 'null') ORDER BY i.n) AS uniques
                       FROM jsonb_array_elements(jobs) WITH ORDINALITY AS i(job, n)) AS a
              CROSS JOIN LATERAL jobq.insert_jobs(
                        enqueue_many.queue, a.types, a.payloads, a.priorities, a.run_ats,
@@ -696,7 +779,8 @@ BEGIN
                        a.concurrency_keys, limits.default_max_attempts,
                        limits.default_lease_seconds,
                        runs_on_parent_failure => a.runs_on_parent_failure,
-                       fairness_keys => a.fairness_keys) AS f
+                       fairness_keys => a.fairness_keys,
+                       uniques => a.uniques) AS f
              ORDER BY f.ord
         LOOP
             IF created.refused_new_jobs IS NOT NULL THEN
@@ -708,6 +792,11 @@ BEGIN
             id := created.job_id;
             state := created.job_state;
             deduplicated := created.deduplicated;
+            replaced := created.replaced;
+            IF id IS NULL AND jobs->ord->'unique' IS NOT NULL THEN
+                RAISE EXCEPTION 'the job holding jobs[%]''s uniqueness keeps changing; try again', ord
+                    USING ERRCODE = 'serialization_failure';
+            END IF;
             IF id IS NULL THEN  -- another transaction took the key meanwhile, and committed
                 SELECT j.id, j.state INTO id, state
                   FROM jobq.jobs j
@@ -756,12 +845,19 @@ BEGIN
             -- the batch's own items are the caller's, whatever their queue
             parent_queues => CASE WHEN parent_queues IS NULL THEN NULL
                                   ELSE parent_queues || enqueue_many.queue END,
-            parent_queue_patterns => parent_queue_patterns);
+            parent_queue_patterns => parent_queue_patterns,
+            unique_key => item->'unique'->>'key',
+            unique_period => (item->'unique'->>'period')::integer,
+            unique_states => CASE WHEN jsonb_typeof(item->'unique'->'states') = 'array'
+                                  THEN ARRAY(SELECT jsonb_array_elements_text(
+                                                        item->'unique'->'states')) END,
+            unique_on_conflict => item->'unique'->>'on_conflict');
         ids := ids || created.id;
         ord := position;
         id := created.id;
         state := created.state;
         deduplicated := created.deduplicated;
+        replaced := created.replaced;
         RETURN NEXT;
         position := position + 1;
     END LOOP;
@@ -835,16 +931,117 @@ $$;
 COMMENT ON FUNCTION jobq.forget_job_counts() IS 'After jobq.jobs is truncated: no job is counted (the minutes keep their history).';
 
 --
--- Name: insert_jobs(text, text[], jsonb[], integer[], timestamp with time zone[], double precision[], integer[], integer[], text[], jsonb[], text[], integer, integer, integer[], boolean[], jsonb[], text[]); Type: FUNCTION; Schema: jobq; Owner: -
+-- Name: insert_jobs(text, text[], jsonb[], integer[], timestamp with time zone[], double precision[], integer[], integer[], text[], jsonb[], text[], integer, integer, integer[], boolean[], jsonb[], text[], jsonb[]); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
-CREATE FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[] DEFAULT NULL::integer[], runs_on_parent_failure boolean[] DEFAULT NULL::boolean[], parent_failures jsonb[] DEFAULT NULL::jsonb[], fairness_keys text[] DEFAULT NULL::text[]) RETURNS TABLE(ord integer, id bigint, state jobq.job_state, deduplicated boolean, job jobq.jobs, refused_max_backlog integer, refused_backlog bigint, refused_new_jobs bigint)
+CREATE FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[] DEFAULT NULL::integer[], runs_on_parent_failure boolean[] DEFAULT NULL::boolean[], parent_failures jsonb[] DEFAULT NULL::jsonb[], fairness_keys text[] DEFAULT NULL::text[], uniques jsonb[] DEFAULT NULL::jsonb[]) RETURNS TABLE(ord integer, id bigint, state jobq.job_state, deduplicated boolean, job jobq.jobs, refused_max_backlog integer, refused_backlog bigint, refused_new_jobs bigint, replaced boolean)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
 DECLARE
     made jobq.jobs;
+    holder jobq.jobs;
+    refusal record;
+    options jsonb;
+    since timestamptz;
 BEGIN
+    IF coalesce(num_nonnulls(VARIADIC uniques), 0) > 0 THEN
+        -- Jobs with unique options: admitted together (jobq.new_job_keys), then made one
+        -- at a time, each answered by the job holding its key or its uniqueness if any.
+        SELECT * INTO refusal
+          FROM jobq.backlog_refusal(insert_jobs.queue,
+                                    jobq.new_job_keys(insert_jobs.queue, types,
+                                                      idempotency_keys, uniques));
+        IF FOUND THEN
+            RETURN QUERY
+                SELECT n::integer, NULL::bigint, NULL::jobq.job_state, false, NULL::jobq.jobs,
+                       refusal.max_backlog, refusal.backlog, refusal.new_jobs, false
+                  FROM generate_series(1, cardinality(types)) AS n;
+            RETURN;
+        END IF;
+        FOR n IN 1..cardinality(types) LOOP
+            options := uniques[n];
+            since := jobq.unique_since(options);
+            ord := n;
+            id := NULL;
+            state := NULL;
+            job := NULL;
+            replaced := false;
+            -- a few times: the job holding it may finish between the insert and the look
+            FOR round IN 1..3 LOOP
+                INSERT INTO jobq.jobs AS j (queue, type, payload, priority, run_at,
+                                            max_attempts, lease_seconds, idempotency_key,
+                                            metadata, concurrency_key, state, waiting_for,
+                                            has_parents, run_on_parent_failure, finished_at,
+                                            last_error, fairness_key, unique_key,
+                                            unique_period, unique_since, unique_states)
+                SELECT insert_jobs.queue, types[n], coalesce(payloads[n], 'null'::jsonb),
+                       priorities[n],
+                       coalesce(run_ats[n], now() + make_interval(secs => coalesce(delays[n], 0))),
+                       coalesce(insert_jobs.max_attempts[n], q.max_attempts, default_max_attempts),
+                       coalesce(insert_jobs.lease_seconds[n], q.lease_seconds,
+                                default_lease_seconds),
+                       idempotency_keys[n], coalesce(metadatas[n], '{}'::jsonb),
+                       concurrency_keys[n],
+                       CASE WHEN parent_failures[n] IS NOT NULL THEN 'cancelled'
+                            WHEN waiting_fors[n] > 0 THEN 'waiting'
+                            ELSE 'queued' END::jobq.job_state,
+                       coalesce(waiting_fors[n], 0), waiting_fors[n] IS NOT NULL,
+                       coalesce(runs_on_parent_failure[n], false),
+                       CASE WHEN parent_failures[n] IS NOT NULL THEN now() END,
+                       parent_failures[n],
+                       CASE WHEN q.ordering = 'fair' THEN coalesce(fairness_keys[n], '')
+                            ELSE fairness_keys[n] END,
+                       options->>'key', (options->>'period')::integer, since,
+                       jobq.unique_states_mask(options)
+                  FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = insert_jobs.queue
+                -- any unique index: the idempotency key's and the uniqueness's
+                ON CONFLICT DO NOTHING
+                RETURNING j.* INTO made;
+                IF FOUND THEN
+                    IF made.state = 'queued' THEN
+                        PERFORM jobq.announce_due(made.queue, made.run_at, 1);
+                    END IF;
+                    deduplicated := false;
+                    EXIT;
+                END IF;
+                deduplicated := true;
+                SELECT * INTO made FROM jobq.jobs e
+                 WHERE e.queue = insert_jobs.queue AND e.idempotency_key = idempotency_keys[n];
+                IF NOT FOUND AND options IS NOT NULL THEN
+                    SELECT * INTO made
+                      FROM jobq.unique_holder(insert_jobs.queue, types[n], options->>'key',
+                                              since);
+                    IF FOUND AND options->>'on_conflict' = 'replace' THEN
+                        UPDATE jobq.jobs j
+                           SET payload = coalesce(payloads[n], 'null'::jsonb),
+                               run_at = coalesce(run_ats[n],
+                                                 now() + make_interval(secs => coalesce(delays[n], 0))),
+                               updated_at = now()
+                         WHERE j.id = made.id AND j.state = 'queued'
+                        RETURNING j.* INTO holder;
+                        IF FOUND THEN
+                            PERFORM jobq.announce_due(holder.queue, holder.run_at, 1);
+                            made := holder;
+                            replaced := true;
+                        ELSIF made.state = 'queued' THEN
+                            CONTINUE;  -- leased meanwhile: look again
+                        END IF;
+                    END IF;
+                END IF;
+                EXIT WHEN made.id IS NOT NULL;
+                made := NULL;
+            END LOOP;
+            id := made.id;
+            state := made.state;
+            IF cardinality(types) = 1 THEN
+                job := made;
+            END IF;
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+
     IF cardinality(types) = 1 THEN
         -- One job (a single enqueue): a plain INSERT, which PostgreSQL sets up for a
         -- fraction of the batch's statement below (its CTEs and joins are set up afresh
@@ -883,6 +1080,7 @@ BEGIN
             state := made.state;
             deduplicated := false;
             job := made;
+            replaced := false;
             RETURN NEXT;
             RETURN;
         END IF;
@@ -948,7 +1146,7 @@ BEGIN
            coalesce(mine.state, sibling.state, earlier.state),
            mine.id IS NULL,
            CASE WHEN cardinality(types) = 1 THEN coalesce(mine.whole, earlier) END,
-           refused.max_backlog, refused.backlog, refused.new_jobs
+           refused.max_backlog, refused.backlog, refused.new_jobs, false
       FROM input i
       LEFT JOIN refused ON true
       LEFT JOIN inserted mine ON mine.id = i.id
@@ -1026,6 +1224,35 @@ BEGIN
         level := level + 1;
     END LOOP;
     RETURN level;
+END
+$$;
+
+--
+-- Name: new_job_keys(text, text[], text[], jsonb[]); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.new_job_keys(queue text, types text[], keys text[], uniques jsonb[]) RETURNS text[]
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    IF coalesce(num_nonnulls(VARIADIC uniques), 0) = 0 THEN
+        RETURN keys;
+    END IF;
+    RETURN ARRAY(
+        SELECT n.key
+          FROM (SELECT i.key, i.options, i.type, i.ord,
+                       row_number() OVER (PARTITION BY i.type, i.options->>'key',
+                                                       jobq.unique_since(i.options),
+                                                       CASE WHEN i.options IS NULL THEN i.ord END
+                                          ORDER BY i.ord) AS nth
+                  FROM unnest(types, keys, uniques) WITH ORDINALITY AS i(type, key, options, ord)
+               ) AS n
+         WHERE n.options IS NULL
+            OR (n.nth = 1
+                AND NOT EXISTS (SELECT FROM jobq.unique_holder(new_job_keys.queue, n.type,
+                                                               n.options->>'key',
+                                                               jobq.unique_since(n.options))))
+         ORDER BY n.ord);
 END
 $$;
 
@@ -1434,6 +1661,65 @@ BEGIN
     SELECT (SELECT count(*) FROM keyless), (SELECT count(*) FROM added),
            (SELECT count(*) FROM dropped);
 END
+$$;
+
+--
+-- Name: unique_holder(text, text, text, timestamp with time zone); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.unique_holder(queue text, type text, key text, since timestamp with time zone) RETURNS SETOF jobq.jobs
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT * FROM jobq.jobs j
+     WHERE j.queue = unique_holder.queue AND j.type = unique_holder.type
+       AND j.unique_key = unique_holder.key AND j.unique_since = unique_holder.since
+       AND j.unique_key IS NOT NULL AND (j.unique_states & jobq.unique_state_bit(j.state)) <> 0
+$$;
+
+--
+-- Name: unique_since(jsonb); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.unique_since(options jsonb) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT CASE WHEN options IS NULL THEN NULL
+                WHEN options->>'period' IS NULL THEN '-infinity'::timestamptz
+                ELSE to_timestamp(floor(extract(epoch FROM now()) / (options->>'period')::integer)
+                                  * (options->>'period')::integer) END
+$$;
+
+--
+-- Name: unique_state_bit(jobq.job_state); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.unique_state_bit(state jobq.job_state) RETURNS smallint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE state
+        WHEN 'waiting' THEN 1
+        WHEN 'queued' THEN 2
+        WHEN 'running' THEN 4
+        WHEN 'succeeded' THEN 8
+        WHEN 'failed' THEN 16
+        WHEN 'cancelled' THEN 32
+        ELSE 0
+    END::smallint
+$$;
+
+--
+-- Name: unique_states_mask(jsonb); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.unique_states_mask(options jsonb) RETURNS smallint
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT CASE WHEN options IS NULL THEN NULL
+                ELSE (SELECT bit_or(jobq.unique_state_bit(s::jobq.job_state))
+                        FROM jsonb_array_elements_text(
+                                 coalesce(options->'states',
+                                          '["waiting", "queued", "running", "succeeded"]')) AS s)
+           END
 $$;
 
 --
@@ -1954,6 +2240,12 @@ CREATE INDEX jobs_key_claim_idx ON jobq.jobs USING btree (queue, concurrency_key
 CREATE INDEX jobs_running_idx ON jobq.jobs USING btree (queue, concurrency_key) WITH (deduplicate_items=off) WHERE (state = 'running'::jobq.job_state);
 
 --
+-- Name: jobs_unique_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE UNIQUE INDEX jobs_unique_idx ON jobq.jobs USING btree (queue, type, unique_key, unique_since) WHERE ((unique_key IS NOT NULL) AND ((unique_states & jobq.unique_state_bit(state)) <> 0));
+
+--
 -- Name: jobs_waiting_idx; Type: INDEX; Schema: jobq; Owner: -
 --
 
@@ -2110,6 +2402,12 @@ REVOKE ALL ON FUNCTION jobq.check_job(limits jobq.enqueue_limits, queue text, ty
 REVOKE ALL ON FUNCTION jobq.check_new_dependencies() FROM PUBLIC;
 
 --
+-- Name: FUNCTION check_unique(options jsonb, field text); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.check_unique(options jsonb, field text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION count_job_changes(); Type: ACL; Schema: jobq; Owner: -
 --
 
@@ -2122,11 +2420,11 @@ REVOKE ALL ON FUNCTION jobq.count_job_changes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION jobq.duration_bucket(seconds double precision) FROM PUBLIC;
 
 --
--- Name: FUNCTION enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text); Type: ACL; Schema: jobq; Owner: -
+-- Name: FUNCTION enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text); Type: ACL; Schema: jobq; Owner: -
 --
 
-REVOKE ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text) FROM PUBLIC;
-GRANT ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text) TO jobq_producer;
+REVOKE ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text) FROM PUBLIC;
+GRANT ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text) TO jobq_producer;
 
 --
 -- Name: FUNCTION enqueue_limits_for(queue text); Type: ACL; Schema: jobq; Owner: -
@@ -2160,10 +2458,10 @@ REVOKE ALL ON FUNCTION jobq.forget_fair_key(queue text, key text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION jobq.forget_job_counts() FROM PUBLIC;
 
 --
--- Name: FUNCTION insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[]); Type: ACL; Schema: jobq; Owner: -
+-- Name: FUNCTION insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[], uniques jsonb[]); Type: ACL; Schema: jobq; Owner: -
 --
 
-REVOKE ALL ON FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[], uniques jsonb[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION job_stats_of(queue text, state jobq.job_state, created_at timestamp with time zone, started_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, sign integer, history boolean); Type: ACL; Schema: jobq; Owner: -
@@ -2176,6 +2474,12 @@ REVOKE ALL ON FUNCTION jobq.job_stats_of(queue text, state jobq.job_state, creat
 --
 
 REVOKE ALL ON FUNCTION jobq.json_depth(doc jsonb, stop_after integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION new_job_keys(queue text, types text[], keys text[], uniques jsonb[]); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.new_job_keys(queue text, types text[], keys text[], uniques jsonb[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION parent_failed(parent bigint, parent_state text); Type: ACL; Schema: jobq; Owner: -
@@ -2242,3 +2546,27 @@ REVOKE ALL ON FUNCTION jobq.settle_dependents(parents bigint[], states text[], o
 --
 
 REVOKE ALL ON FUNCTION jobq.sync_fair_keys(queue text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION unique_holder(queue text, type text, key text, since timestamp with time zone); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.unique_holder(queue text, type text, key text, since timestamp with time zone) FROM PUBLIC;
+
+--
+-- Name: FUNCTION unique_since(options jsonb); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.unique_since(options jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION unique_state_bit(state jobq.job_state); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.unique_state_bit(state jobq.job_state) FROM PUBLIC;
+
+--
+-- Name: FUNCTION unique_states_mask(options jsonb); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.unique_states_mask(options jsonb) FROM PUBLIC;

@@ -44,6 +44,15 @@ def _traceback(error: ErrorInfo | None) -> str | None:
     return trace.rstrip("\n") if isinstance(trace, str) and trace.strip() else None
 
 
+def _unique(job: JobRecord) -> str:
+    """Its uniqueness in one line: key, period (and its start), states."""
+    unique = job.unique
+    if unique is None:
+        return "-"
+    period = f", one per {unique.period} s from {when(unique.since, compact=False)}"
+    return f"{unique.key}{period if unique.period else ''}, while {' / '.join(unique.states)}"
+
+
 def _state(job: JobRecord) -> str:
     return job.state + (" (cancel requested)" if job.cancel_requested else "")
 
@@ -129,6 +138,7 @@ def show_job(ctx: typer.Context, job_id: JobIdArgument) -> None:
         "progress": progress(job.progress),
         "last error": "-" if error is None else f"{error.type}: {error.message}",
         "idempotency key": job.idempotency_key or "-",
+        "unique": _unique(job),
     }
     details = table(f"job {job.id}", [("field", "key"), ("value", "text")])
     details.show_header = False

@@ -22,7 +22,8 @@ places it in the request (`within("body")`).
     │   ├── KeyExists
     │   ├── JobFinished
     │   ├── JobNotRetryable
-    │   │   └── ParentEnded
+    │   │   ├── ParentEnded
+    │   │   └── UniqueHeld
     │   └── JobRunning
     ├── PayloadTooLarge (413)
     ├── ValidationFailed (422)
@@ -311,6 +312,14 @@ class ParentEnded(JobNotRetryable):
 
     code = "parent_ended"
     title = "Parent ended"
+
+
+class UniqueHeld(JobNotRetryable):
+    """Another job holds this job's uniqueness (its `unique` key, in its period and
+    states): retried, the two would break it. Retry this one once that one has finished."""
+
+    code = "unique_held"
+    title = "Uniqueness held"
 
 
 class JobRunning(Conflict):

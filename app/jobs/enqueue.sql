@@ -8,7 +8,7 @@
 -- Make one job through jobq.insert_jobs, the enqueue's rules (jobq.enqueue runs them
 -- too): the job, new or holding the key; or the queue's refusal; or neither (the job
 -- holding the key went between the insert and the look: try again).
-SELECT (f.job).*, f.deduplicated, f.refused_max_backlog, f.refused_backlog
+SELECT (f.job).*, f.deduplicated, f.refused_max_backlog, f.refused_backlog, f.replaced
   FROM jobq.insert_jobs(
            CAST(:queue AS text), ARRAY[CAST(:type AS text)], ARRAY[CAST(:payload AS jsonb)],
            ARRAY[CAST(:priority AS integer)], ARRAY[CAST(:run_at AS timestamptz)],
@@ -18,7 +18,8 @@ SELECT (f.job).*, f.deduplicated, f.refused_max_backlog, f.refused_backlog
            ARRAY[CAST(:concurrency_key AS text)], CAST(:default_max_attempts AS integer),
            CAST(:default_lease_seconds AS integer),
            runs_on_parent_failure => ARRAY[CAST(:runs_on_parent_failure AS boolean)],
-           fairness_keys => ARRAY[CAST(:fairness_key AS text)]
+           fairness_keys => ARRAY[CAST(:fairness_key AS text)],
+           uniques => ARRAY[CAST(:unique AS jsonb)]
        ) AS f;
 
 
@@ -26,7 +27,7 @@ SELECT (f.job).*, f.deduplicated, f.refused_max_backlog, f.refused_backlog
 -- Make a batch of jobs in one queue through jobq.insert_jobs, if it fits: one row a
 -- job, in order (no id: its key changed hands meanwhile), or the refusal on every row.
 SELECT f.ord, f.id, f.state, f.deduplicated,
-       f.refused_max_backlog, f.refused_backlog, f.refused_new_jobs
+       f.refused_max_backlog, f.refused_backlog, f.refused_new_jobs, f.replaced
   FROM jobq.insert_jobs(
            CAST(:queue AS text), CAST(:types AS text[]), CAST(:payloads AS jsonb[]),
            CAST(:priorities AS integer[]), CAST(:run_ats AS timestamptz[]),
@@ -35,7 +36,8 @@ SELECT f.ord, f.id, f.state, f.deduplicated,
            CAST(:metadatas AS jsonb[]), CAST(:concurrency_keys AS text[]),
            CAST(:default_max_attempts AS integer), CAST(:default_lease_seconds AS integer),
            runs_on_parent_failure => CAST(:runs_on_parent_failure AS boolean[]),
-           fairness_keys => CAST(:fairness_keys AS text[])
+           fairness_keys => CAST(:fairness_keys AS text[]),
+           uniques => CAST(:uniques AS jsonb[])
        ) AS f
  ORDER BY f.ord;
 
@@ -43,7 +45,7 @@ SELECT f.ord, f.id, f.state, f.deduplicated,
 -- name: enqueue_with_dependencies
 -- Enqueue one job that depends on others, through the SQL function producers use too;
 -- its parents must be in the queues the caller's key may use (NULL names: any queue).
-SELECT id, state, deduplicated
+SELECT id, state, deduplicated, replaced
   FROM jobq.enqueue(queue => :queue, type => :type, payload => CAST(:payload AS jsonb),
                     priority => :priority, run_at => :run_at,
                     delay_seconds => :delay_seconds, max_attempts => :max_attempts,
@@ -54,13 +56,19 @@ SELECT id, state, deduplicated
                     concurrency_key => :concurrency_key,
                     parent_queues => CAST(:allowed_names AS text[]),
                     parent_queue_patterns => CAST(:allowed_patterns AS text[]),
-                    fairness_key => :fairness_key);
+                    fairness_key => :fairness_key,
+                    unique_key => CAST(:unique AS jsonb)->>'key',
+                    unique_period => CAST(CAST(:unique AS jsonb)->>'period' AS integer),
+                    unique_states => CASE WHEN CAST(:unique AS jsonb) ? 'states'
+                                          THEN ARRAY(SELECT jsonb_array_elements_text(
+                                                   CAST(:unique AS jsonb)->'states')) END,
+                    unique_on_conflict => CAST(:unique AS jsonb)->>'on_conflict');
 
 
 -- name: enqueue_workflow
 -- Enqueue a batch whose items depend on jobs or on earlier items, through the SQL
 -- function; the parents it names must be in the queues the caller's key may use.
-SELECT ord, id, state, deduplicated
+SELECT ord, id, state, deduplicated, replaced
   FROM jobq.enqueue_many(:queue, CAST(:jobs AS jsonb),
                          parent_queues => CAST(:allowed_names AS text[]),
                          parent_queue_patterns => CAST(:allowed_patterns AS text[]));

@@ -34,6 +34,7 @@ class NewJob(NamedTuple):
     concurrency_key: str | None
     runs_on_parent_failure: bool
     fairness_key: str | None
+    unique: str | None  # the `unique` options as JSON
 
 
 class Defaults(NamedTuple):
@@ -59,6 +60,7 @@ class EnqueueOneParams(NamedTuple):
     concurrency_key: str | None
     runs_on_parent_failure: bool
     fairness_key: str | None
+    unique: str | None
     default_max_attempts: int
     default_lease_seconds: int
 
@@ -80,6 +82,7 @@ class EnqueueManyParams(NamedTuple):
     concurrency_keys: list[str | None]
     runs_on_parent_failure: list[bool]
     fairness_keys: list[str | None]
+    uniques: list[str | None]
     default_max_attempts: int
     default_lease_seconds: int
 
@@ -101,6 +104,7 @@ class EnqueueWithDependenciesParams(NamedTuple):
     allowed_names: list[str] | None
     allowed_patterns: list[str] | None
     fairness_key: str | None
+    unique: str | None
 
 
 class EnqueueWorkflowParams(NamedTuple):

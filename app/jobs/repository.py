@@ -11,6 +11,7 @@ from pathlib import Path
 import asyncpg
 
 from app.core.config import DEFAULT_MAX_LEASE_BATCH
+from app.core.errors import UniqueHeld
 from app.core.retry import Backoff
 from app.db.database import Database, fetch_in
 from app.db.statement import NO_PARAMS, NoParams, P, Queries, Statement
@@ -58,6 +59,10 @@ from app.jobs.rows import (
     job_at,
     many,
 )
+
+# The unique index of jobs' uniqueness (migration 0029): an operator's retry of a job
+# whose uniqueness another job took meanwhile breaks it.
+UNIQUE_INDEX = "jobs_unique_idx"
 
 QUERIES = Queries(
     *(Path(__file__).with_name(f"{part}.sql") for part in ("enqueue", "lease", "finish", "jobs"))
@@ -162,7 +167,7 @@ class JobsRepository:
             return Refused(record["refused_max_backlog"], record["refused_backlog"])
         if record["id"] is None:
             return None
-        return Enqueued(job_at(record, 0), deduplicated=record["deduplicated"])
+        return Enqueued(job_at(record, 0), record["deduplicated"], record["replaced"])
 
     async def enqueue_many(
         self, queue: str, jobs: Sequence[NewJob], defaults: Defaults
@@ -178,7 +183,10 @@ class JobsRepository:
             return Refused(
                 first["refused_max_backlog"], first["refused_backlog"], first["refused_new_jobs"]
             )
-        return [BatchItem(r["ord"], r["id"], r["state"], r["deduplicated"]) for r in records]
+        return [
+            BatchItem(r["ord"], r["id"], r["state"], r["deduplicated"], r["replaced"])
+            for r in records
+        ]
 
     # ---- workers -------------------------------------------------------------------
 
@@ -317,7 +325,12 @@ class JobsRepository:
     ) -> JobRow | None:
         """The job, queued again; None when it is neither failed nor cancelled."""
         params = RetryJobParams(job_id=job_id, reset_attempts=reset_attempts, run_at=run_at)
-        record = await self._db.fetch_one(RETRY_JOB, params)
+        try:
+            record = await self._db.fetch_one(RETRY_JOB, params)
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name != UNIQUE_INDEX:
+                raise
+            raise UniqueHeld(job_id=job_id) from None
         return None if record is None else JobRow._make(record)
 
     async def delete(self, job_id: int) -> bool:
@@ -338,23 +351,28 @@ class JobsRepository:
 
     async def enqueue_with_dependencies(
         self, queue: str, job: NewJob, parents: list[int], on_parent_failure: str, allowed: Allowed
-    ) -> tuple[int, bool]:
-        """(the job's id, whether it already held its key), its `parents` of the `allowed`
-        queues; `FunctionRefused` if refused."""
+    ) -> tuple[int, bool, bool]:
+        """(the job's id, whether another job held its key or uniqueness, whether that
+        one was replaced), its `parents` of the `allowed` queues; `FunctionRefused` if
+        refused."""
         call = EnqueueWithDependenciesParams(
             queue, job.type, job.payload, job.priority, job.run_at, job.delay_seconds,
             job.max_attempts, job.lease_seconds, job.idempotency_key, job.metadata, parents,
             on_parent_failure, job.concurrency_key, *_allowed(allowed), job.fairness_key,
+            job.unique,
         )  # fmt: skip
         (record,) = await self._refusable(ENQUEUE_WITH_DEPENDENCIES, call)
-        return record["id"], record["deduplicated"]
+        return record["id"], record["deduplicated"], record["replaced"]
 
     async def enqueue_workflow(self, queue: str, jobs: str, allowed: Allowed) -> list[BatchItem]:
         """One item per job of the JSON array `jobs`, in order, its parents of the
         `allowed` queues; `FunctionRefused` if refused."""
         params = EnqueueWorkflowParams(queue, jobs, *_allowed(allowed))
         records = await self._refusable(ENQUEUE_WORKFLOW, params)
-        return [BatchItem(r["ord"], r["id"], r["state"], r["deduplicated"]) for r in records]
+        return [
+            BatchItem(r["ord"], r["id"], r["state"], r["deduplicated"], r["replaced"])
+            for r in records
+        ]
 
     async def parents_of(self, child_ids: list[int], allowed: Allowed) -> list[Parent]:
         """The children's parents in the `allowed` queues, with their results."""

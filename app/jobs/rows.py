@@ -19,6 +19,12 @@ import asyncpg
 # A job's state: the values of the `state` column (the enum `jobq.job_state`).
 JobState = Literal["waiting", "queued", "running", "succeeded", "failed", "cancelled"]
 
+# Each state's bit in a job's `unique_states` mask (jobq.unique_state_bit in SQL; a test
+# holds the two to each other).
+UNIQUE_STATE_BITS: dict[JobState, int] = {
+    "waiting": 1, "queued": 2, "running": 4, "succeeded": 8, "failed": 16, "cancelled": 32,
+}  # fmt: skip
+
 # A job's `on_parent_failure` by its `run_on_parent_failure` column.
 ON_PARENT_FAILURE = {True: "run", False: "cancel"}
 
@@ -63,6 +69,10 @@ class JobRow(NamedTuple):
     notify_finish: bool
     concurrency_key: str | None
     fairness_key: str | None
+    unique_key: str | None
+    unique_period: int | None
+    unique_since: datetime | None  # the period's start; -infinity without a period
+    unique_states: int | None  # a mask of UNIQUE_STATE_BITS
 
     @property
     def history(self) -> list[dict[str, Any]]:
@@ -113,10 +123,12 @@ def job_at(record: asyncpg.Record, start: int) -> JobRow:
 
 
 class Enqueued(NamedTuple):
-    """The job an enqueue created, or the one already holding its idempotency key."""
+    """The job an enqueue created, or the one already holding its idempotency key or its
+    uniqueness (`replaced`: its payload and run time are the enqueue's now)."""
 
     job: JobRow
     deduplicated: bool
+    replaced: bool = False
 
 
 class Refused(NamedTuple):
@@ -134,6 +146,7 @@ class BatchItem(NamedTuple):
     id: int | None
     state: JobState | None
     deduplicated: bool
+    replaced: bool = False
 
 
 class LimitedState(NamedTuple):

@@ -61,6 +61,50 @@ class Ref(Strict):
     ref: Annotated[int, Field(ge=0, le=DEFAULT_MAX_ENQUEUE_BATCH - 1), JsonNumber]
 
 
+UniqueKey = ShortText
+UniquePeriod = Annotated[int, Field(ge=1, le=MAX_DELAY_SECONDS), JsonNumber]
+OnConflict = Literal["return_existing", "replace"]
+# The states a job passes through before it finishes: a job holds its uniqueness in them
+# whatever `states` says, so it never comes back into the unique index (River's rule).
+UNIQUE_REQUIRED_STATES: tuple[JobState, ...] = ("waiting", "queued", "running")
+
+
+class UniqueIn(Strict):
+    """One job of this type per queue and key, per period and while in these states."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"key": "digest:user-42", "period": 3600}],
+        }
+    )
+
+    key: UniqueKey = Field(description="The uniqueness key, with the job's queue and type.")
+    period: UniquePeriod | None = Field(
+        default=None,
+        description="Seconds: one job per key in each period, periods counted from the Unix "
+        "epoch (3600: one per clock hour of the enqueue). Default: no period.",
+    )
+    states: list[JobState] | None = Field(
+        default=None,
+        min_length=1,
+        description="The states in which a job holds the key; they must include `waiting`, "
+        "`queued` and `running`. Default: those and `succeeded` (a failed or cancelled job "
+        "does not keep another from being made).",
+    )
+    on_conflict: OnConflict = Field(
+        default="return_existing",
+        description="When a job holds the key: `return_existing` answers it; `replace` "
+        "also gives it this enqueue's `payload` and run time if it is still `queued` "
+        "(debounce), else answers it as it is.",
+    )
+
+    @model_validator(mode="after")
+    def _required_states(self) -> UniqueIn:
+        if self.states is not None and not set(UNIQUE_REQUIRED_STATES) <= set(self.states):
+            raise ValueError("states must include waiting, queued and running")
+        return self
+
+
 class JobIn(Strict):
     """A job to enqueue."""
 
@@ -131,6 +175,11 @@ class JobIn(Strict):
         description="Who the job is for (a tenant, say). A `fair` queue's leases take turns "
         "across its keys, each key's best job first; jobs without a key share one turn. "
         "A fifo queue ignores it.",
+    )
+    unique: UniqueIn | None = Field(
+        default=None,
+        description="Uniqueness: a job of this type in the queue holding `key` (in the "
+        "period, while in the states) is answered, status 200, instead of a new one.",
     )
 
     @model_validator(mode="after")
@@ -378,6 +427,15 @@ class AttemptOut(BaseModel):
     error: dict[str, Any] | None
 
 
+class UniqueOut(BaseModel):
+    """The job's uniqueness, as it was enqueued with it."""
+
+    key: str
+    period: int | None
+    since: datetime | None = Field(description="The start of the job's period.")
+    states: list[JobState]
+
+
 class JobOut(BaseModel):
     """A job and its history."""
 
@@ -411,11 +469,14 @@ class JobOut(BaseModel):
     on_parent_failure: OnParentFailure
     concurrency_key: str | None
     fairness_key: str | None
+    unique: UniqueOut | None = None
     attempts: list[AttemptOut]
 
 
 class EnqueuedJob(JobOut):
-    """The job, and whether it already existed under the same idempotency key."""
+    """The job, and whether it already existed under the same idempotency key or
+    uniqueness (`deduplicated`), and whether this enqueue replaced its payload and run
+    time (`replaced`, with `unique.on_conflict: replace`)."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -430,18 +491,21 @@ class EnqueuedJob(JobOut):
                     "result": None,
                     "attempts": [],
                     "deduplicated": False,
+                    "replaced": False,
                 }
             ]
         }
     )
 
     deduplicated: bool
+    replaced: bool = False
 
 
 class BatchItemOut(BaseModel):
     id: int
     state: JobState
     deduplicated: bool
+    replaced: bool = False
 
 
 class DeduplicatedBrief(BatchItemOut):
@@ -449,7 +513,9 @@ class DeduplicatedBrief(BatchItemOut):
     jobs (no `read` scope): only its id and state, as a batch enqueue answers."""
 
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"id": 1, "state": "succeeded", "deduplicated": True}]}
+        json_schema_extra={
+            "examples": [{"id": 1, "state": "succeeded", "deduplicated": True, "replaced": False}]
+        }
     )
 
 

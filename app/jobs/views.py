@@ -16,7 +16,15 @@ from fastapi import Response
 
 from app.api.answers import answer
 from app.core.errors import JobqError
-from app.jobs.rows import ON_PARENT_FAILURE, BatchItem, Dependency, Enqueued, JobRow, Parent
+from app.jobs.rows import (
+    ON_PARENT_FAILURE,
+    UNIQUE_STATE_BITS,
+    BatchItem,
+    Dependency,
+    Enqueued,
+    JobRow,
+    Parent,
+)
 from app.jobs.schemas import AttemptOut
 from app.jobs.service import Finished, Heartbeat, Lease
 
@@ -92,7 +100,19 @@ def job(row: JobRow) -> dict[str, Any]:
         "concurrency_key": row.concurrency_key,
         # a fair queue's keyless jobs share the key '' (shown as none)
         "fairness_key": row.fairness_key or None,
+        "unique": None if row.unique_key is None else unique(row),
         "attempts": [_attempt(record) for record in row.history],
+    }
+
+
+def unique(row: JobRow) -> dict[str, Any]:
+    """`UniqueOut`, of a job enqueued with `unique` options."""
+    mask = row.unique_states or 0
+    return {
+        "key": row.unique_key,
+        "period": row.unique_period,
+        "since": row.unique_since if row.unique_period is not None else None,
+        "states": [state for state, bit in UNIQUE_STATE_BITS.items() if mask & bit],
     }
 
 
@@ -106,18 +126,25 @@ def job_answer(row: JobRow, status_code: int = 200, **extra: Any) -> Response:
 def enqueued(found: Enqueued) -> Response:
     """`EnqueuedJob`: 201 for a new job, 200 for the one already holding the key."""
     status = 200 if found.deduplicated else 201
-    return job_answer(found.job, status, deduplicated=found.deduplicated)
+    return job_answer(found.job, status, deduplicated=found.deduplicated, replaced=found.replaced)
 
 
 def deduplicated_brief(found: Enqueued) -> Response:
     """`DeduplicatedBrief`: the job holding the key, to a caller that may not read it."""
     job = found.job
-    return answer({"id": job.id, "state": job.state, "deduplicated": True})
+    return answer(
+        {"id": job.id, "state": job.state, "deduplicated": True, "replaced": found.replaced}
+    )
 
 
 def batch(items: Iterable[BatchItem]) -> dict[str, Any]:
     """`BatchOut`."""
-    return {"jobs": [{"id": i.id, "state": i.state, "deduplicated": i.deduplicated} for i in items]}
+    return {
+        "jobs": [
+            {"id": i.id, "state": i.state, "deduplicated": i.deduplicated, "replaced": i.replaced}
+            for i in items
+        ]
+    }
 
 
 def page(rows: list[JobRow], limit: int) -> dict[str, Any]:

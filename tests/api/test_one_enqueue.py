@@ -34,10 +34,13 @@ _SQL_TYPES = {
     "concurrency_key": "text",
     "fairness_key": "text",
 }
+# `unique`'s options, as jobq.enqueue takes them.
+_UNIQUE_SQL_TYPES = {"key": "text", "period": "integer", "states": "text[]", "on_conflict": "text"}
 # What each refusal stands for: HTTP's status, the SQL function's SQLSTATE.
 _REFUSALS = {"JQ422": 422, "JQ413": 413, "JQ429": 429}
 
 AT = "2031-05-06T07:08:09.123456Z"
+YEAR = 31_622_400  # a period neither run crosses the end of
 
 # name: (queue settings, steps)
 CASES: dict[str, tuple[dict[str, Any], list[Step]]] = {
@@ -158,6 +161,72 @@ CASES: dict[str, tuple[dict[str, Any], list[Step]]] = {
             [{"type": "f", "idempotency_key": "k"}],
         ],
     ),
+    "uniqueness": (
+        {},
+        [
+            {"type": "t", "unique": {"key": "u"}},
+            {"type": "t", "payload": 2, "unique": {"key": "u"}},  # answered by the first
+            {"type": "other", "unique": {"key": "u"}},  # another type: a job of its own
+            {"type": "t", "unique": {"key": "u", "period": YEAR}},  # a period: a job of its own
+            {"type": "t", "unique": {"key": "u", "period": YEAR}, "idempotency_key": "k"},
+            {"type": "t", "idempotency_key": "k", "unique": {"key": "u", "on_conflict": "replace"}},
+            {
+                "type": "t",
+                "payload": "last",
+                "run_at": AT,
+                "unique": {"key": "u", "on_conflict": "replace"},
+            },
+            {"type": "t", "unique": {"key": "s", "states": ["waiting", "queued", "running"]}},
+            {"type": "t", "unique": {"key": ""}},
+            {"type": "t", "unique": {"key": "x" * 256}},
+            {"type": "t", "unique": {"key": "s", "states": ["queued", "running"]}},
+            {"type": "t", "unique": {"key": "s", "period": 0}},
+            {"type": "t", "unique": {"key": "s", "on_conflict": "update"}},
+        ],
+    ),
+    "uniqueness in a full queue": (
+        {"max_backlog": 2},
+        [
+            {"type": "t", "unique": {"key": "a"}},
+            {"type": "t"},
+            {"type": "t", "unique": {"key": "a", "on_conflict": "replace"}, "run_at": AT},
+            {"type": "t", "unique": {"key": "b"}},
+            # a batch that makes no job fits; one that makes one does not
+            [{"type": "t", "unique": {"key": "a"}}, {"type": "t", "unique": {"key": "a"}}],
+            [{"type": "t", "unique": {"key": "a"}}, {"type": "t", "unique": {"key": "b"}}],
+        ],
+    ),
+    "a batch with uniqueness": (
+        {},
+        [
+            [
+                {"type": "t", "unique": {"key": "a"}},
+                {"type": "t", "payload": 1, "unique": {"key": "a", "on_conflict": "replace"}},
+                {"type": "t", "unique": {"key": "b"}, "idempotency_key": "k"},
+                {"type": "t"},
+            ],
+            [{"type": "t", "unique": {"key": "b"}}, {"type": "u", "unique": {"key": "b"}}],
+            [{"type": "t", "unique": {"key": "c", "states": ["queued"]}}],
+        ],
+    ),
+    "uniqueness with dependencies": (
+        {},
+        [
+            {"type": "parent"},
+            {"type": "child", "depends_on": [1], "unique": {"key": "c"}},
+            {"type": "child", "depends_on": [1], "unique": {"key": "c"}},
+            [{"type": "child", "depends_on": [1], "unique": {"key": "c"}}],
+            # a waiting job holding it is answered as it is, `replace` or not
+            [
+                {"type": "child", "depends_on": [1], "unique": {"key": "d"}},
+                {
+                    "type": "child",
+                    "depends_on": [{"ref": 0}],
+                    "unique": {"key": "d", "on_conflict": "replace"},
+                },
+            ],
+        ],
+    ),
     "a batch with dependencies": (
         {},
         [
@@ -189,18 +258,23 @@ async def _over_http(client: httpx.AsyncClient, queue: str, step: Step) -> Any:
     if isinstance(step, list):
         response = await client.post(f"/v1/queues/{queue}/jobs/batch", json={"jobs": step})
         if response.status_code == 201:
-            return [job["deduplicated"] for job in response.json()["jobs"]]
+            return [_answer(job) for job in response.json()["jobs"]]
     else:
         response = await client.post(f"/v1/queues/{queue}/jobs", json=step)
         if response.status_code in (200, 201):
             assert response.json()["deduplicated"] == (response.status_code == 200)
-            return response.json()["deduplicated"]
+            return _answer(response.json())
     assert response.headers["content-type"].startswith("application/problem+json")
     return response.status_code
 
 
+def _answer(job: Any) -> bool | str:
+    """Whether another job held the key or uniqueness; "replaced" if it was replaced."""
+    return "replaced" if job["replaced"] else bool(job["deduplicated"])
+
+
 def _sql_value(name: str, value: Any) -> Any:
-    if _SQL_TYPES[name] == "jsonb":
+    if _SQL_TYPES.get(name) == "jsonb":
         return json.dumps(value)
     if name == "run_at":
         return datetime.fromisoformat(value)
@@ -213,12 +287,15 @@ async def _through_sql(db: asyncpg.Connection, queue: str, step: Step) -> Any:
             rows = await db.fetch(
                 "SELECT * FROM jobq.enqueue_many($1, $2::jsonb)", queue, json.dumps(step)
             )
-            return [row["deduplicated"] for row in rows]
-        named = [f"{name} => ${i}::{_SQL_TYPES[name]}" for i, name in enumerate(step, start=2)]
-        args = [_sql_value(name, value) for name, value in step.items()]
+            return [_answer(row) for row in rows]
+        fields = {k: v for k, v in step.items() if k != "unique"}
+        fields.update({f"unique_{k}": v for k, v in step.get("unique", {}).items()})
+        types = {**_SQL_TYPES, **{f"unique_{k}": t for k, t in _UNIQUE_SQL_TYPES.items()}}
+        named = [f"{name} => ${i}::{types[name]}" for i, name in enumerate(fields, start=2)]
+        args = [_sql_value(name, value) for name, value in fields.items()]
         row = await db.fetchrow(f"SELECT * FROM jobq.enqueue($1, {', '.join(named)})", queue, *args)
         assert row is not None
-        return row["deduplicated"]
+        return _answer(row)
     except asyncpg.PostgresError as error:
         return _REFUSALS[error.sqlstate]
 
@@ -273,7 +350,7 @@ async def test_the_cases_meet_every_answer(
         for step in steps:
             answer = await _over_http(client, queue, step)
             answers.update(answer if isinstance(answer, list) else [answer])
-    assert answers == {False, True, 413, 422, 429}
+    assert answers == {False, True, "replaced", 413, 422, 429}
 
 
 # The batch statement's column for each of a job's fields.
@@ -283,6 +360,7 @@ BATCH_COLUMN_OF = {
     "lease_seconds": "lease_seconds", "idempotency_key": "idempotency_keys",
     "metadata": "metadatas", "concurrency_key": "concurrency_keys",
     "runs_on_parent_failure": "runs_on_parent_failure", "fairness_key": "fairness_keys",
+    "unique": "uniques",
 }  # fmt: skip
 
 

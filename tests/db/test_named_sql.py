@@ -105,6 +105,7 @@ def test_a_statement_runs_in_psql_as_written(database_url: str) -> None:
         "default_lease_seconds": "60",
         "runs_on_parent_failure": "false",
         "fairness_key": "NULL",
+        "unique": "NULL",
     }
     # psql puts a variable in as written, and reads `''` inside quotes as one quote:
     # `\set queue '''psql'''` is the SQL literal 'psql'.

@@ -27,7 +27,8 @@ def test_public_names_are_pinned() -> None:
             "verify_delivery",
             "Dependencies", "ErrorInfo", "Parent", "ParentEnded", "QueueSettings", "QueueStats",
             "RateLimit", "Stats", "Aging",
-            "Ref", "Related", "Retry", "Schedule", "ScheduleRun",
+            "Ref", "Related", "Retry", "Schedule", "ScheduleRun", "Unique", "UniqueHeld",
+            "Uniqueness",
             "__version__",
         ]
     )  # fmt: skip

@@ -31,7 +31,7 @@ from app.jobs.schemas import (
     Ref,
     WorkersOut,
 )
-from app.jobs.service import ItemRef, JobFilter, JobSpec
+from app.jobs.service import ItemRef, JobFilter, JobSpec, Unique
 from app.keys import EnqueueCaller, KeyedRoute, ReadCaller
 
 MAX_WORKERS_SHOWN = 500
@@ -49,6 +49,7 @@ def _spec(job: JobIn, key: str | None = None) -> JobSpec:
         None if parents is None
         else [ItemRef(p.ref) if isinstance(p, Ref) else p for p in parents],
         job.on_parent_failure, job.concurrency_key, job.fairness_key,
+        None if (u := job.unique) is None else Unique(u.key, u.period, u.states, u.on_conflict),
     )  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from app.jobs.service.enqueue import Enqueuer
 from app.jobs.service.handoff import AckAndLease
 from app.jobs.service.leases import Heartbeat, Lease, Leased, Leases, Progress, Wanted
 from app.jobs.service.reads import Reads
-from app.jobs.service.specs import ItemRef, JobSpec
+from app.jobs.service.specs import ItemRef, JobSpec, Unique
 from app.jobs.wakeups import Wakeups
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "Lease",
     "Leased",
     "Progress",
+    "Unique",
     "Wanted",
     "enqueue_limits",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from app.core.config import Settings
@@ -49,6 +50,7 @@ class Enqueuer:
             concurrency_key=job.concurrency_key,
             runs_on_parent_failure=job.on_parent_failure == "run",
             fairness_key=job.fairness_key,
+            unique=None if job.unique is None else json.dumps(job.unique.options()),
         )
 
     async def one(self, queue: str, job: JobSpec, allowed: Allowed = None) -> Enqueued:

@@ -18,6 +18,20 @@ class ItemRef(NamedTuple):
 Parent = int | ItemRef  # a job's id, or an earlier item of its batch
 
 
+class Unique(NamedTuple):
+    """A job's `unique` options: one job of its type in the queue per `key`, per `period`
+    seconds (None: none), while in `states` (None: the database's default)."""
+
+    key: str
+    period: int | None
+    states: Sequence[str] | None
+    on_conflict: Literal["return_existing", "replace"]
+
+    def options(self) -> dict[str, Any]:
+        """As `jobq.insert_jobs` and `jobq.enqueue_many` take them (None left out)."""
+        return {name: value for name, value in self._asdict().items() if value is not None}
+
+
 class JobSpec(NamedTuple):
     """A job to enqueue: JSON as values; None where it says nothing (the queue's settings
     or the service's defaults apply). It waits for the jobs `depends_on` names (None or
@@ -38,3 +52,4 @@ class JobSpec(NamedTuple):
     on_parent_failure: Literal["cancel", "run"]
     concurrency_key: str | None
     fairness_key: str | None
+    unique: Unique | None = None

@@ -34,6 +34,8 @@ def _item(job: JobSpec) -> dict[str, Any]:
             value = value.isoformat()
         elif name == "depends_on":
             value = [{"ref": p.ref} if isinstance(p, ItemRef) else p for p in value]
+        elif name == "unique":
+            value = value.options()
         item[name] = value
     return item
 
@@ -70,7 +72,7 @@ class Workflows:
                     "value_error",
                 )
         try:
-            job_id, deduplicated = await self._repo.enqueue_with_dependencies(
+            job_id, deduplicated, replaced = await self._repo.enqueue_with_dependencies(
                 queue, new, _parents(job), job.on_parent_failure, allowed
             )
         except FunctionRefused as error:
@@ -79,7 +81,7 @@ class Workflows:
         assert row is not None  # committed by the statement above, and not running
         if not deduplicated:
             telemetry.enqueued(queue, 1)
-        return Enqueued(row, deduplicated)
+        return Enqueued(row, deduplicated, replaced)
 
     async def batch(self, queue: str, jobs: Sequence[JobSpec], allowed: Allowed) -> list[BatchItem]:
         """A batch whose items may depend on jobs (of the `allowed` queues) and on earlier

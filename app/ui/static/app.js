@@ -364,7 +364,14 @@ function errorView(error) {
     details !== null ? [el("h3", {}, "Details"), json(details)] : null);
 }
 
-async function jobPage(id) {
+async // A job's uniqueness in one line: key, period (and its start), the states it holds it in.
+function uniqueText(unique) {
+  if (!unique) return "–";
+  const period = unique.period ? `, one per ${unique.period} s from ${unique.since}` : "";
+  return `${unique.key}${period}, while ${unique.states.join(" / ")}`;
+}
+
+function jobPage(id) {
   const [job, deps] = await Promise.all([
     api("GET", `/v1/jobs/${id}`), api("GET", `/v1/jobs/${id}/dependencies`)]);
   const p = job.progress;
@@ -390,6 +397,7 @@ async function jobPage(id) {
       ["run at", `${job.run_at} (${ago(job.run_at)})`], ["created", job.created_at],
       ["finished", job.finished_at || "–"], ["idempotency key", job.idempotency_key || "–"],
       ["concurrency key", job.concurrency_key || "–"],
+      ["unique", uniqueText(job.unique)],
       ["lease", job.worker_id ? `${job.worker_id}, ends ${ago(job.lease_expires_at)}` : "–"],
       ["cancel requested", job.cancel_requested ? "yes" : "no"],
     ]),

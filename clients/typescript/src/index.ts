@@ -17,16 +17,22 @@ export type BatchItem = Schemas["BatchItemOut"];
 export type Lease = Schemas["LeaseOut"];
 export type Parent = Schemas["ParentOut"];
 export type Problem = Schemas["Problem"];
+/** Uniqueness for an enqueue (`options.unique`): one job of its type in the queue per
+ * `key`, per `period` seconds and while in `states`; `on_conflict: "replace"` gives a
+ * queued job holding it this enqueue's payload and run time (debounce). */
+export type Unique = Schemas["UniqueIn"];
 /** Every field of an enqueue but `type` and `payload`, as the API names them. */
 export type EnqueueOptions = Omit<JobIn, "type" | "payload">;
 
-/** An enqueued job; `deduplicated` when a job already had its idempotency key. `job` is
- * the whole job, except when the API key lacks the `read` scope and the job existed:
+/** An enqueued job; `deduplicated` when a job already had its idempotency key or its
+ * uniqueness, `replaced` when this enqueue replaced that job's payload and run time. `job`
+ * is the whole job, except when the API key lacks the `read` scope and the job existed:
  * jobq then answers only its `id` and `state`, and `job` is null. */
 export interface Enqueued {
   id: number;
   state: JobState;
   deduplicated: boolean;
+  replaced: boolean;
   job: Job | null;
 }
 
@@ -52,7 +58,8 @@ export interface JobqOptions {
 
 /** The typed client (`GET`, `POST`, … of openapi-fetch) with the producer's calls. */
 export interface JobqClient extends Client<paths> {
-  /** Enqueue one job; a job that already had this idempotency key comes back as is. A
+  /** Enqueue one job; a job that already had this idempotency key or uniqueness
+   * (`options.unique`) comes back as is, or replaced (`unique.on_conflict`). A
    * key is always sent (a random one when none is given), so a retried enqueue whose
    * first try was committed returns that job instead of making a second one. */
   enqueue(queue: string, type: string, payload?: unknown, options?: EnqueueOptions): Promise<Enqueued>;
@@ -181,7 +188,8 @@ export function createJobq(options: JobqOptions = {}): JobqClient {
         client.POST("/v1/queues/{queue}/jobs", { params: { path: { queue } }, body, signal }),
       );
       const job = "payload" in answer ? (answer as Job) : null;
-      return { id: answer.id, state: answer.state, deduplicated: answer.deduplicated, job };
+      const { id, state, deduplicated } = answer;
+      return { id, state, deduplicated, replaced: answer.replaced ?? false, job };
     },
     async enqueueMany(queue: string, jobs: JobIn[]) {
       const body = { jobs: jobs.map(withKey) };

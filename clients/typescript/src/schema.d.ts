@@ -852,6 +852,11 @@ export interface components {
             state: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
             /** Deduplicated */
             deduplicated: boolean;
+            /**
+             * Replaced
+             * @default false
+             */
+            replaced?: boolean;
         };
         /**
          * BatchOut
@@ -913,7 +918,8 @@ export interface components {
          * @example {
          *       "id": 1,
          *       "state": "succeeded",
-         *       "deduplicated": true
+         *       "deduplicated": true,
+         *       "replaced": false
          *     }
          */
         DeduplicatedBrief: {
@@ -926,6 +932,11 @@ export interface components {
             state: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
             /** Deduplicated */
             deduplicated: boolean;
+            /**
+             * Replaced
+             * @default false
+             */
+            replaced?: boolean;
         };
         /**
          * DependenciesOut
@@ -956,7 +967,9 @@ export interface components {
         };
         /**
          * EnqueuedJob
-         * @description The job, and whether it already existed under the same idempotency key.
+         * @description The job, and whether it already existed under the same idempotency key or
+         *     uniqueness (`deduplicated`), and whether this enqueue replaced its payload and run
+         *     time (`replaced`, with `unique.on_conflict: replace`).
          * @example {
          *       "id": 1,
          *       "queue": "emails",
@@ -987,7 +1000,8 @@ export interface components {
          *       "concurrency_key": null,
          *       "fairness_key": null,
          *       "attempts": [],
-         *       "deduplicated": false
+         *       "deduplicated": false,
+         *       "replaced": false
          *     }
          */
         EnqueuedJob: {
@@ -1067,10 +1081,16 @@ export interface components {
             concurrency_key: string | null;
             /** Fairness Key */
             fairness_key: string | null;
+            unique?: components["schemas"]["UniqueOut"] | null;
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
             /** Deduplicated */
             deduplicated: boolean;
+            /**
+             * Replaced
+             * @default false
+             */
+            replaced?: boolean;
         };
         /**
          * ErrorIn
@@ -1317,6 +1337,8 @@ export interface components {
              * @description Who the job is for (a tenant, say). A `fair` queue's leases take turns across its keys, each key's best job first; jobs without a key share one turn. A fifo queue ignores it.
              */
             fairness_key?: string | null;
+            /** @description Uniqueness: a job of this type in the queue holding `key` (in the period, while in the states) is answered, status 200, instead of a new one. */
+            unique?: components["schemas"]["UniqueIn"] | null;
         };
         /**
          * JobOut
@@ -1446,6 +1468,7 @@ export interface components {
             concurrency_key: string | null;
             /** Fairness Key */
             fairness_key: string | null;
+            unique?: components["schemas"]["UniqueOut"] | null;
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
         };
@@ -2396,6 +2419,55 @@ export interface components {
             max_running_per_key: number;
             /** Rate Limit */
             rate_limit: number;
+        };
+        /**
+         * UniqueIn
+         * @description One job of this type per queue and key, per period and while in these states.
+         * @example {
+         *       "key": "digest:user-42",
+         *       "period": 3600
+         *     }
+         */
+        UniqueIn: {
+            /**
+             * Key
+             * @description The uniqueness key, with the job's queue and type.
+             */
+            key: string;
+            /**
+             * Period
+             * @description Seconds: one job per key in each period, periods counted from the Unix epoch (3600: one per clock hour of the enqueue). Default: no period.
+             */
+            period?: number | null;
+            /**
+             * States
+             * @description The states in which a job holds the key; they must include `waiting`, `queued` and `running`. Default: those and `succeeded` (a failed or cancelled job does not keep another from being made).
+             */
+            states?: ("waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled")[] | null;
+            /**
+             * On Conflict
+             * @description When a job holds the key: `return_existing` answers it; `replace` also gives it this enqueue's `payload` and run time if it is still `queued` (debounce), else answers it as it is.
+             * @default return_existing
+             * @enum {string}
+             */
+            on_conflict?: "return_existing" | "replace";
+        };
+        /**
+         * UniqueOut
+         * @description The job's uniqueness, as it was enqueued with it.
+         */
+        UniqueOut: {
+            /** Key */
+            key: string;
+            /** Period */
+            period: number | null;
+            /**
+             * Since
+             * @description The start of the job's period.
+             */
+            since: string | null;
+            /** States */
+            states: ("waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled")[];
         };
         /**
          * UnservedTypeOut

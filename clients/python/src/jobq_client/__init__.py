@@ -57,6 +57,7 @@ from jobq_client._errors import (
     TooManyRequests,
     Unauthorized,
     Unavailable,
+    UniqueHeld,
     UnsupportedMediaType,
     ValidationError,
 )
@@ -81,6 +82,8 @@ from jobq_client._models import (
     Progress,
     Ref,
     Related,
+    Unique,
+    Uniqueness,
 )
 from jobq_client._push import Delivery, InvalidDelivery, verify_delivery
 from jobq_client._worker import Worker
@@ -154,6 +157,9 @@ __all__ = [
     "TooManyRequests",
     "Unauthorized",
     "Unavailable",
+    "Unique",
+    "UniqueHeld",
+    "Uniqueness",
     "UnsupportedMediaType",
     "ValidationError",
     "Worker",

@@ -44,6 +44,7 @@ from jobq_client._models import (
     JobState,
     Lease,
     OnParentFailure,
+    Unique,
 )
 from jobq_client._operations import AsyncOperations, Operations
 
@@ -275,14 +276,16 @@ class Client(_Base, Operations):
         on_parent_failure: OnParentFailure | None = None,
         concurrency_key: str | None = None,
         fairness_key: str | None = None,
+        unique: Unique | None = None,
     ) -> Enqueued:
-        """Enqueue one job; a job that already had this idempotency key comes back as is.
+        """Enqueue one job; a job that already had this idempotency key or uniqueness
+        (`unique`) comes back as is (or replaced: `Unique(on_conflict="replace")`).
         With `depends_on`, it waits until those jobs succeeded (`on_parent_failure`: what
         their failure does to it). A fair queue takes turns across `fairness_key`s."""
         spec = JobSpec(
             type, payload, priority, run_at, delay_seconds, max_attempts, lease_seconds,
             idempotency_key, metadata, depends_on, on_parent_failure, concurrency_key,
-            fairness_key,
+            fairness_key, unique,
         )  # fmt: skip
         return self._call(_calls.enqueue(queue, spec))
 
@@ -527,14 +530,16 @@ class AsyncClient(_Base, AsyncOperations):
         on_parent_failure: OnParentFailure | None = None,
         concurrency_key: str | None = None,
         fairness_key: str | None = None,
+        unique: Unique | None = None,
     ) -> Enqueued:
-        """Enqueue one job; a job that already had this idempotency key comes back as is.
+        """Enqueue one job; a job that already had this idempotency key or uniqueness
+        (`unique`) comes back as is (or replaced: `Unique(on_conflict="replace")`).
         With `depends_on`, it waits until those jobs succeeded (`on_parent_failure`: what
         their failure does to it). A fair queue takes turns across `fairness_key`s."""
         spec = JobSpec(
             type, payload, priority, run_at, delay_seconds, max_attempts, lease_seconds,
             idempotency_key, metadata, depends_on, on_parent_failure, concurrency_key,
-            fairness_key,
+            fairness_key, unique,
         )  # fmt: skip
         return await self._call(_calls.enqueue(queue, spec))
 

@@ -22,7 +22,8 @@ status, or else `JobqError` itself. Catch by class, not by message.
     │   ├── KeyExists
     │   ├── JobFinished        nothing left to cancel
     │   ├── JobNotRetryable    only failed or cancelled jobs can be retried
-    │   │   └── ParentEnded    a parent it waits for ended for good: retry that one
+    │   │   ├── ParentEnded    a parent it waits for ended for good: retry that one
+    │   │   └── UniqueHeld     another job holds its uniqueness: wait for that one
     │   └── JobRunning         cancel it before deleting it
     ├── PayloadTooLarge (413)
     ├── UnsupportedMediaType (415)
@@ -197,6 +198,13 @@ class ParentEnded(JobNotRetryable):
     instead (its dependents follow)."""
 
     default_code = "parent_ended"
+
+
+class UniqueHeld(JobNotRetryable):
+    """Another job holds this job's uniqueness (its `unique` key, in its period and
+    states): retry this one once that one has finished."""
+
+    default_code = "unique_held"
 
 
 class JobRunning(Conflict):

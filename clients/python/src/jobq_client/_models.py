@@ -86,6 +86,23 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True)
+class Uniqueness:
+    """A job's uniqueness as it was enqueued (`JobRecord.unique`): its key, period (in
+    seconds) and the start of its period, and the states it holds the key in."""
+
+    key: str
+    period: int | None
+    since: datetime | None
+    states: list[JobState]
+
+    @classmethod
+    def from_json(cls, data: Any) -> Uniqueness | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(data["key"], data.get("period"), _time(data.get("since")), data["states"])
+
+
+@dataclass(frozen=True, slots=True)
 class JobRecord:
     """A job as the service shows it (`GET /v1/jobs/{id}`)."""
 
@@ -115,6 +132,7 @@ class JobRecord:
     on_parent_failure: OnParentFailure = "cancel"
     concurrency_key: str | None = None
     fairness_key: str | None = None
+    unique: Uniqueness | None = None
     attempts: list[Attempt] = field(default_factory=list)
 
     @property
@@ -152,13 +170,16 @@ class JobRecord:
             on_parent_failure=data.get("on_parent_failure") or "cancel",
             concurrency_key=data.get("concurrency_key"),
             fairness_key=data.get("fairness_key"),
+            unique=Uniqueness.from_json(data.get("unique")),
             attempts=[Attempt.from_json(a) for a in data.get("attempts") or []],
         )
 
 
 @dataclass(frozen=True, slots=True)
 class Enqueued:
-    """An enqueued job; `deduplicated` when a job already had its idempotency key.
+    """An enqueued job; `deduplicated` when a job already had its idempotency key or its
+    uniqueness (`Unique`), `replaced` when this enqueue replaced that job's payload and
+    run time (`Unique(on_conflict="replace")`).
 
     `job` is the whole job, except when a job already had the key and this client's API
     key lacks the `read` scope: jobq then answers only its `id` and `state`, and `job`
@@ -169,6 +190,7 @@ class Enqueued:
     state: JobState
     deduplicated: bool
     job: JobRecord | None
+    replaced: bool = False
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Enqueued:
@@ -178,6 +200,7 @@ class Enqueued:
             state=data["state"],
             deduplicated=bool(data["deduplicated"]),
             job=job,
+            replaced=bool(data.get("replaced", False)),
         )
 
 
@@ -188,10 +211,16 @@ class BatchItem:
     id: int
     state: JobState
     deduplicated: bool
+    replaced: bool = False
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BatchItem:
-        return cls(id=data["id"], state=data["state"], deduplicated=bool(data["deduplicated"]))
+        return cls(
+            id=data["id"],
+            state=data["state"],
+            deduplicated=bool(data["deduplicated"]),
+            replaced=bool(data.get("replaced", False)),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +359,35 @@ class Ref:
 
 
 @dataclass(frozen=True, slots=True)
+class Unique:
+    """Uniqueness for an enqueue: one job of its type in the queue per `key`, per
+    `period` (seconds, counted from the Unix epoch) and while in `states` (they must
+    include waiting, queued and running; default: those and succeeded). When a job holds
+    it, `on_conflict="return_existing"` (the default) answers that job;
+    `"replace"` also gives it this enqueue's payload and run time if it is still queued.
+
+        client.enqueue("mail", "digest", {"user": 42}, unique=Unique("digest:42", period=3600))
+        client.enqueue("search", "reindex", doc, delay_seconds=5,
+                       unique=Unique("doc:7", on_conflict="replace"))  # debounce
+    """
+
+    key: str
+    period: int | None = None
+    states: Sequence[JobState] | None = None
+    on_conflict: Literal["return_existing", "replace"] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"key": self.key}
+        if self.period is not None:
+            body["period"] = self.period
+        if self.states is not None:
+            body["states"] = list(self.states)
+        if self.on_conflict is not None:
+            body["on_conflict"] = self.on_conflict
+        return body
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """One job of a batch enqueue (`Client.enqueue_many`); `depends_on` may name job ids
     and earlier items of the batch (`Ref(i)`)."""
@@ -347,6 +405,7 @@ class JobSpec:
     on_parent_failure: OnParentFailure | None = None
     concurrency_key: str | None = None
     fairness_key: str | None = None
+    unique: Unique | None = None
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"type": self.type, "payload": self.payload}
@@ -365,6 +424,7 @@ class JobSpec:
             "on_parent_failure": self.on_parent_failure,
             "concurrency_key": self.concurrency_key,
             "fairness_key": self.fairness_key,
+            "unique": self.unique.to_json() if self.unique is not None else None,
         }
         body.update({key: value for key, value in optional.items() if value is not None})
         return body
