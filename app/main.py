@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
 from starlette.routing import BaseRoute
 
-from app import __version__, health, jobs, keys, queues, schedules, services, ui
+from app import __version__, health, jobs, keys, push, queues, schedules, services, ui
 from app.api import openapi, problems
 from app.api.body_limit import BodySizeLimit
 from app.api.middleware import RequestContext
@@ -77,6 +77,7 @@ def create_app(
         queues.routes.operators,
         queues.routes.settings,
         queues.routes.stats,
+        push.routes.router,
         schedules.router,
         health.metrics_router,
     ):

@@ -62,6 +62,7 @@ class Services:
     statistics: StatisticsKeeper
     scheduler: Scheduler
     dispatcher: push.Dispatcher
+    push_health: push.PushHealthService
     background: tuple[Background, ...]
     background_reaper: Reaper | None  # the reaper, when this process runs its loop
 
@@ -103,10 +104,11 @@ def build(
     allowlist = Allowlist.parse(settings.push_allowed_targets)
     push_targets = push.PushTargets(push.PushRepository(db), allowlist)
     job_services = JobServices.build(jobs_repo, settings, wakeups, finishes, limited)
+    breakers = Breakers.from_settings(DeliveryRepository(db), settings)
     dispatcher = push.Dispatcher(
         push_targets,
         job_services,
-        Breakers.from_settings(DeliveryRepository(db), settings),
+        breakers,
         allowlist,
         concurrency=settings.push_concurrency,
         max_lease_batch=settings.max_lease_batch,
@@ -207,6 +209,7 @@ def build(
         statistics=statistics,
         scheduler=scheduler,
         dispatcher=dispatcher,
+        push_health=push.PushHealthService(push_targets, breakers),
         background=(
             Step("process metrics", stop=process_exited),
             Step("closing the database pool", stop=engine.dispose),

@@ -6,11 +6,13 @@ does) and the delivery pieces (`app.delivery`); the queues' settings (`app.queue
 a queue's target. The rest of jobq uses this package through the names below.
 """
 
+from app.push import routes
 from app.push.repository import PushRepository
 from app.push.schemas import PushTargetIn, PushTargetOut
 from app.push.service import (
     DRAIN_SECONDS,
     Dispatcher,
+    PushHealthService,
     PushTarget,
     PushTargets,
     TargetChange,
@@ -21,6 +23,7 @@ from app.push.views import target as target_view
 __all__ = [
     "DRAIN_SECONDS",
     "Dispatcher",
+    "PushHealthService",
     "PushRepository",
     "PushTarget",
     "PushTargetIn",
@@ -28,5 +31,6 @@ __all__ = [
     "PushTargets",
     "TargetChange",
     "breaker_key",
+    "routes",
     "target_view",
 ]

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -61,3 +62,23 @@ class PushTargetOut(BaseModel):
     header_names: list[str]
     timeout_seconds: float
     secret_fingerprints: list[str]
+
+
+class BreakerOut(BaseModel):
+    """A target's circuit breaker: `open` holds deliveries back until `open_until`;
+    `half_open`: a pause is over, the next failure opens it again for twice as long."""
+
+    state: Literal["closed", "open", "half_open"]
+    failures: int = Field(description="Consecutive failed deliveries.")
+    trips: int = Field(description="Times it opened since the last success.")
+    open_until: datetime | None
+    failed_at: datetime | None
+    last_error: str | None = Field(description="The last failure: its class and excerpt.")
+
+
+class PushHealthOut(BaseModel):
+    """A pushed queue's target and the health of its deliveries."""
+
+    queue: str
+    target: PushTargetOut
+    breaker: BreakerOut

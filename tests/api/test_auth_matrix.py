@@ -167,6 +167,17 @@ async def _on_schedule(m: Matrix, kind: str, method: str, action: str) -> Outcom
     return await m.call(kind, method, f"/v1/schedules/{name}{action}")
 
 
+async def _on_pushed(m: Matrix, kind: str, method: str, action: str) -> Outcome:
+    """A call on the pushed queue `pushq` (its target set by the admin key just before;
+    no job of it is delivered: it has none)."""
+    target = {"url": "https://hooks.example.com/jobq", "secrets": ["whsec_" + "QUJD" * 8]}
+    made = await m.service.remote.put(
+        "/v1/queues/pushq/settings", json={"push": target}, headers=bearer(m.keys["admin"])
+    )
+    assert made.status_code == 200, made.text
+    return await m.call(kind, method, f"/v1/queues/pushq/push{action}")
+
+
 Example = Callable[[Matrix, str], Awaitable[Outcome]]
 EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/healthz"): lambda m, k: m.call(k, "GET", "/healthz"),
@@ -232,6 +243,8 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("POST", "/v1/queues/{queue}/purge"): lambda m, k: m.call(
         k, "POST", "/v1/queues/purged/purge", json={"confirm": "purged"}
     ),
+    ("GET", "/v1/queues/{queue}/push"): lambda m, k: _on_pushed(m, k, "GET", ""),
+    ("POST", "/v1/queues/{queue}/push/reset"): lambda m, k: _on_pushed(m, k, "POST", "/reset"),
 }
 
 

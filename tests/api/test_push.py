@@ -296,6 +296,18 @@ async def test_consecutive_failures_open_the_targets_breaker(
     row = await db.fetchrow("SELECT * FROM jobq.delivery_breakers")
     assert row is not None and row["target"] == "queue:hooks" and row["trips"] == 1
     assert row["last_error"].startswith("5xx: boom")
+    health = (await client.get("/v1/queues/hooks/push")).json()
+    assert health["breaker"]["state"] == "open" and health["breaker"]["failures"] == 2
+    assert health["target"]["url"] == endpoint.base + "/error"
+    metrics = (await client.get("/metrics")).text
+    assert 'jobq_push_deliveries_total{outcome="5xx",queue="hooks"}' in metrics
+    assert "jobq_push_delivery_seconds_bucket" in metrics
+    # an operator closes it: deliveries resume at once
+    reset = await client.post("/v1/queues/hooks/push/reset")
+    assert reset.status_code == 200 and reset.json()["breaker"]["state"] == "closed"
+    await _until(client, job_id, lambda job: job["attempt"] >= 3)
+    pulled = await client.get("/v1/queues/pulled/push")
+    assert pulled.status_code == 404 and pulled.json()["code"] == "not_found"
 
 
 async def test_shutdown_gives_the_leases_of_unfinished_deliveries_back(

@@ -34,7 +34,6 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import pydantic_core
@@ -43,6 +42,7 @@ from app.core import shutdown
 from app.core.errors import DatabaseUnavailable, JobqError
 from app.delivery import Allowlist, Attempt, Breakers, BreakerState, create_client, send, sign
 from app.jobs import AttemptError, JobServices, Lease, Wanted
+from app.push import telemetry
 from app.push.service.targets import PushTarget, PushTargets
 
 log = logging.getLogger("jobq.push")
@@ -264,11 +264,12 @@ class Dispatcher:
 
     async def _deliver(self, lease: Lease, target: PushTarget) -> None:
         held = self._breaker_states.get(target.breaker)
-        if held is not None and held.open and held.open_until is not None:
-            # leased by a round that began before the breaker opened: back until it closes
-            wait = (held.open_until - datetime.now(UTC)).total_seconds()
+        if held is not None and held.open:
+            # leased by a round that began before the breaker opened: given back, due
+            # again in a moment, when the rounds leave the queue out while it is open (a
+            # reset lets it go at once)
             with contextlib.suppress(JobqError):
-                await self._jobs.leases.release(lease.token, max(wait, 0.0))
+                await self._jobs.leases.release(lease.token, BREAKERS_REFRESH_SECONDS)
             return
         body = pydantic_core.to_json(envelope(lease))
         headers = {**target.headers, **sign(target.secrets, message_id(lease), body.decode())}
@@ -281,6 +282,7 @@ class Dispatcher:
             timeout_seconds=target.timeout_seconds,
             max_body_bytes=self._max_body_bytes,
         )
+        telemetry.delivered(target.queue, attempt.status_class, attempt.seconds)
         if self._on_attempt is not None:
             self._on_attempt(target, attempt)
         try:

@@ -558,6 +558,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queues/{queue}/push": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Push Health
+         * @description A pushed queue's target and its circuit breaker (404: the queue is pulled).
+         */
+        get: operations["getPushHealth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/queues/{queue}/push/reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume Push Deliveries
+         * @description Close a pushed queue's circuit breaker: its deliveries resume at once.
+         */
+        post: operations["resumePushDeliveries"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/schedules/{name}": {
         parameters: {
             query?: never;
@@ -865,6 +905,37 @@ export interface components {
         BatchOut: {
             /** Jobs */
             jobs: components["schemas"]["BatchItemOut"][];
+        };
+        /**
+         * BreakerOut
+         * @description A target's circuit breaker: `open` holds deliveries back until `open_until`;
+         *     `half_open`: a pause is over, the next failure opens it again for twice as long.
+         */
+        BreakerOut: {
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "closed" | "open" | "half_open";
+            /**
+             * Failures
+             * @description Consecutive failed deliveries.
+             */
+            failures: number;
+            /**
+             * Trips
+             * @description Times it opened since the last success.
+             */
+            trips: number;
+            /** Open Until */
+            open_until: string | null;
+            /** Failed At */
+            failed_at: string | null;
+            /**
+             * Last Error
+             * @description The last failure: its class and excerpt.
+             */
+            last_error: string | null;
         };
         /**
          * CompleteIn
@@ -1791,6 +1862,16 @@ export interface components {
         PurgeOut: {
             /** Deleted */
             deleted: number;
+        };
+        /**
+         * PushHealthOut
+         * @description A pushed queue's target and the health of its deliveries.
+         */
+        PushHealthOut: {
+            /** Queue */
+            queue: string;
+            target: components["schemas"]["PushTargetOut"];
+            breaker: components["schemas"]["BreakerOut"];
         };
         /**
          * PushTargetIn
@@ -4703,6 +4784,142 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getPushHealth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Queue name. */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushHealthOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    resumePushDeliveries: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Queue name. */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushHealthOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
