@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0029, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0030, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -163,6 +163,9 @@ CREATE TABLE jobq.jobs (
     unique_period integer,
     unique_since timestamp with time zone,
     unique_states smallint,
+    timeout_seconds integer,
+    start_by timestamp with time zone,
+    snoozes integer DEFAULT 0 NOT NULL,
     CONSTRAINT running_has_lease CHECK (((state <> 'running'::jobq.job_state) OR ((lease_id IS NOT NULL) AND (lease_expires_at IS NOT NULL))))
 )
 WITH (fillfactor='90', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_insert_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
@@ -371,6 +374,26 @@ END
 $_$;
 
 --
+-- Name: check_lifecycle(integer, timestamp with time zone, text); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.check_lifecycle(timeout_seconds integer, start_by timestamp with time zone, at text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+    IF timeout_seconds IS NOT NULL AND timeout_seconds NOT BETWEEN 1 AND 604800 THEN
+        RAISE EXCEPTION 'timeout_seconds must be between 1 and 604800'
+            USING ERRCODE = 'JQ422', DETAIL = at || 'timeout_seconds';
+    END IF;
+    IF start_by IS NOT NULL AND start_by NOT BETWEEN '1970-01-01T00:00:00Z'::timestamptz
+                                              AND '9999-12-30T23:59:59.999999Z'::timestamptz THEN
+        RAISE EXCEPTION 'start_by must be a time from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z'
+            USING ERRCODE = 'JQ422', DETAIL = at || 'start_by';
+    END IF;
+END
+$$;
+
+--
 -- Name: check_new_dependencies(); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
@@ -526,10 +549,10 @@ $$;
 COMMENT ON FUNCTION jobq.duration_bucket(seconds double precision) IS 'The histogram bucket of a duration: half powers of two from a millisecond.';
 
 --
--- Name: enqueue(text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, bigint[], text, text, text[], text[], text, text, integer, text[], text); Type: FUNCTION; Schema: jobq; Owner: -
+-- Name: enqueue(text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, bigint[], text, text, text[], text[], text, text, integer, text[], text, integer, timestamp with time zone); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
-CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, delay_seconds double precision DEFAULT NULL::double precision, max_attempts integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, metadata jsonb DEFAULT '{}'::jsonb, depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text, concurrency_key text DEFAULT NULL::text, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[], fairness_key text DEFAULT NULL::text, unique_key text DEFAULT NULL::text, unique_period integer DEFAULT NULL::integer, unique_states text[] DEFAULT NULL::text[], unique_on_conflict text DEFAULT NULL::text) RETURNS TABLE(id bigint, state jobq.job_state, deduplicated boolean, replaced boolean)
+CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, delay_seconds double precision DEFAULT NULL::double precision, max_attempts integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, metadata jsonb DEFAULT '{}'::jsonb, depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text, concurrency_key text DEFAULT NULL::text, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[], fairness_key text DEFAULT NULL::text, unique_key text DEFAULT NULL::text, unique_period integer DEFAULT NULL::integer, unique_states text[] DEFAULT NULL::text[], unique_on_conflict text DEFAULT NULL::text, timeout_seconds integer DEFAULT NULL::integer, start_by timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(id bigint, state jobq.job_state, deduplicated boolean, replaced boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -558,6 +581,7 @@ BEGIN
                            max_attempts, lease_seconds, idempotency_key, metadata,
                            on_parent_failure, concurrency_key, cardinality(parents));
     PERFORM jobq.check_fairness_key(fairness_key, 'fairness_key');
+    PERFORM jobq.check_lifecycle(timeout_seconds, start_by, '');
     PERFORM jobq.check_unique(options);
 
     IF cardinality(parents) > 0 THEN
@@ -628,7 +652,8 @@ BEGIN
                                              THEN jobq.parent_failed(failed_parent,
                                                                      failed_state) END],
                fairness_keys => ARRAY[fairness_key],
-               uniques => ARRAY[options]
+               uniques => ARRAY[options],
+               timeouts => ARRAY[timeout_seconds], start_bys => ARRAY[start_by]
            ) AS f;
     IF made.refused_max_backlog IS NOT NULL THEN
         RAISE EXCEPTION 'queue % already holds its max_backlog of % unfinished jobs',
@@ -749,6 +774,9 @@ BEGIN
                                    item->>'concurrency_key', 0);
             PERFORM jobq.check_fairness_key(item->>'fairness_key',
                                             format('jobs.%s.fairness_key', position));
+            PERFORM jobq.check_lifecycle((item->>'timeout_seconds')::integer,
+                                         (item->>'start_by')::timestamptz,
+                                         format('jobs.%s.', position));
             position := position + 1;
         END LOOP;
         FOR created IN
@@ -771,7 +799,11 @@ BEGIN
                            array_agg(coalesce(i.job->>'on_parent_failure', 'cancel') = 'run'
                                      ORDER BY i.n) AS runs_on_parent_failure,
                            array_agg(i.job->>'fairness_key' ORDER BY i.n) AS fairness_keys,
-                           array_agg(nullif(i.job->'unique', 'null') ORDER BY i.n) AS uniques
+                           array_agg(nullif(i.job->'unique', 'null') ORDER BY i.n) AS uniques,
+                           array_agg((i.job->>'timeout_seconds')::integer ORDER BY i.n)
+                               AS timeouts,
+                           array_agg((i.job->>'start_by')::timestamptz ORDER BY i.n)
+                               AS start_bys
                       FROM jsonb_array_elements(jobs) WITH ORDINALITY AS i(job, n)) AS a
              CROSS JOIN LATERAL jobq.insert_jobs(
                        enqueue_many.queue, a.types, a.payloads, a.priorities, a.run_ats,
@@ -780,7 +812,8 @@ BEGIN
                        limits.default_lease_seconds,
                        runs_on_parent_failure => a.runs_on_parent_failure,
                        fairness_keys => a.fairness_keys,
-                       uniques => a.uniques) AS f
+                       uniques => a.uniques, timeouts => a.timeouts,
+                       start_bys => a.start_bys) AS f
              ORDER BY f.ord
         LOOP
             IF created.refused_new_jobs IS NOT NULL THEN
@@ -842,6 +875,8 @@ BEGIN
             on_parent_failure => coalesce(item->>'on_parent_failure', 'cancel'),
             concurrency_key => item->>'concurrency_key',
             fairness_key => item->>'fairness_key',
+            timeout_seconds => (item->>'timeout_seconds')::integer,
+            start_by => (item->>'start_by')::timestamptz,
             -- the batch's own items are the caller's, whatever their queue
             parent_queues => CASE WHEN parent_queues IS NULL THEN NULL
                                   ELSE parent_queues || enqueue_many.queue END,
@@ -931,10 +966,10 @@ $$;
 COMMENT ON FUNCTION jobq.forget_job_counts() IS 'After jobq.jobs is truncated: no job is counted (the minutes keep their history).';
 
 --
--- Name: insert_jobs(text, text[], jsonb[], integer[], timestamp with time zone[], double precision[], integer[], integer[], text[], jsonb[], text[], integer, integer, integer[], boolean[], jsonb[], text[], jsonb[]); Type: FUNCTION; Schema: jobq; Owner: -
+-- Name: insert_jobs(text, text[], jsonb[], integer[], timestamp with time zone[], double precision[], integer[], integer[], text[], jsonb[], text[], integer, integer, integer[], boolean[], jsonb[], text[], jsonb[], integer[], timestamp with time zone[]); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
-CREATE FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[] DEFAULT NULL::integer[], runs_on_parent_failure boolean[] DEFAULT NULL::boolean[], parent_failures jsonb[] DEFAULT NULL::jsonb[], fairness_keys text[] DEFAULT NULL::text[], uniques jsonb[] DEFAULT NULL::jsonb[]) RETURNS TABLE(ord integer, id bigint, state jobq.job_state, deduplicated boolean, job jobq.jobs, refused_max_backlog integer, refused_backlog bigint, refused_new_jobs bigint, replaced boolean)
+CREATE FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[] DEFAULT NULL::integer[], runs_on_parent_failure boolean[] DEFAULT NULL::boolean[], parent_failures jsonb[] DEFAULT NULL::jsonb[], fairness_keys text[] DEFAULT NULL::text[], uniques jsonb[] DEFAULT NULL::jsonb[], timeouts integer[] DEFAULT NULL::integer[], start_bys timestamp with time zone[] DEFAULT NULL::timestamp with time zone[]) RETURNS TABLE(ord integer, id bigint, state jobq.job_state, deduplicated boolean, job jobq.jobs, refused_max_backlog integer, refused_backlog bigint, refused_new_jobs bigint, replaced boolean)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -974,7 +1009,8 @@ BEGIN
                                             metadata, concurrency_key, state, waiting_for,
                                             has_parents, run_on_parent_failure, finished_at,
                                             last_error, fairness_key, unique_key,
-                                            unique_period, unique_since, unique_states)
+                                            unique_period, unique_since, unique_states,
+                                            timeout_seconds, start_by)
                 SELECT insert_jobs.queue, types[n], coalesce(payloads[n], 'null'::jsonb),
                        priorities[n],
                        coalesce(run_ats[n], now() + make_interval(secs => coalesce(delays[n], 0))),
@@ -993,7 +1029,8 @@ BEGIN
                        CASE WHEN q.ordering = 'fair' THEN coalesce(fairness_keys[n], '')
                             ELSE fairness_keys[n] END,
                        options->>'key', (options->>'period')::integer, since,
-                       jobq.unique_states_mask(options)
+                       jobq.unique_states_mask(options),
+                       coalesce(timeouts[n], q.timeout_seconds), start_bys[n]
                   FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = insert_jobs.queue
                 -- any unique index: the idempotency key's and the uniqueness's
                 ON CONFLICT DO NOTHING
@@ -1051,7 +1088,7 @@ BEGIN
                                     lease_seconds, idempotency_key, metadata,
                                     concurrency_key, state, waiting_for, has_parents,
                                     run_on_parent_failure, finished_at, last_error,
-                                    fairness_key)
+                                    fairness_key, timeout_seconds, start_by)
         SELECT insert_jobs.queue, types[1], coalesce(payloads[1], 'null'::jsonb),
                priorities[1],
                coalesce(run_ats[1], now() + make_interval(secs => coalesce(delays[1], 0))),
@@ -1065,7 +1102,8 @@ BEGIN
                coalesce(runs_on_parent_failure[1], false),
                CASE WHEN parent_failures[1] IS NOT NULL THEN now() END, parent_failures[1],
                CASE WHEN q.ordering = 'fair' THEN coalesce(fairness_keys[1], '')
-                    ELSE fairness_keys[1] END
+                    ELSE fairness_keys[1] END,
+               coalesce(timeouts[1], q.timeout_seconds), start_bys[1]
           FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = insert_jobs.queue
          WHERE q.max_backlog IS NULL
             OR NOT EXISTS (SELECT FROM jobq.backlog_refusal(insert_jobs.queue, idempotency_keys))
@@ -1092,15 +1130,16 @@ BEGIN
           FROM unnest(types, payloads, priorities, run_ats, delays,
                       insert_jobs.max_attempts, insert_jobs.lease_seconds, idempotency_keys,
                       metadatas, concurrency_keys, waiting_fors, runs_on_parent_failure,
-                      parent_failures, fairness_keys)
+                      parent_failures, fairness_keys, timeouts, start_bys)
                WITH ORDINALITY AS i(type, payload, priority, run_at, delay, max_attempts,
                                     lease_seconds, idempotency_key, metadata,
                                     concurrency_key, waiting_for, run_on_parent_failure,
-                                    parent_failure, fairness_key, ord)
+                                    parent_failure, fairness_key, timeout_seconds,
+                                    start_by, ord)
     ),
     policy AS MATERIALIZED (
         -- the queue's own defaults, where its settings have them
-        SELECT q.max_attempts, q.lease_seconds, q.ordering
+        SELECT q.max_attempts, q.lease_seconds, q.ordering, q.timeout_seconds
           FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = insert_jobs.queue
     ),
     refused AS MATERIALIZED (
@@ -1111,7 +1150,7 @@ BEGIN
                                     lease_seconds, idempotency_key, metadata,
                                     concurrency_key, state, waiting_for, has_parents,
                                     run_on_parent_failure, finished_at, last_error,
-                                    fairness_key)
+                                    fairness_key, timeout_seconds, start_by)
         SELECT i.id, insert_jobs.queue, i.type, coalesce(i.payload, 'null'::jsonb),
                i.priority,
                coalesce(i.run_at, now() + make_interval(secs => coalesce(i.delay, 0))),
@@ -1125,7 +1164,8 @@ BEGIN
                coalesce(i.run_on_parent_failure, false),
                CASE WHEN i.parent_failure IS NOT NULL THEN now() END, i.parent_failure,
                CASE WHEN policy.ordering = 'fair' THEN coalesce(i.fairness_key, '')
-                    ELSE i.fairness_key END
+                    ELSE i.fairness_key END,
+               coalesce(i.timeout_seconds, policy.timeout_seconds), i.start_by
           FROM input i CROSS JOIN policy
          WHERE NOT EXISTS (SELECT FROM refused)
          ORDER BY i.ord
@@ -1991,6 +2031,7 @@ CREATE TABLE jobq.queues (
     aging_seconds double precision,
     aging_max integer,
     limited boolean GENERATED ALWAYS AS (((max_running IS NOT NULL) OR (max_running_per_key IS NOT NULL) OR (rate_limit_jobs IS NOT NULL) OR (ordering = 'fair'::text))) STORED,
+    timeout_seconds integer,
     CONSTRAINT aging_whole CHECK (((aging_seconds IS NULL) = (aging_max IS NULL))),
     CONSTRAINT fair_limits_need_fair_ordering CHECK (((ordering = 'fair'::text) OR ((rate_limit_per_key_jobs IS NULL) AND (aging_seconds IS NULL)))),
     CONSTRAINT fair_ordering_without_max_running_per_key CHECK (((ordering = 'fifo'::text) OR (max_running_per_key IS NULL))),
@@ -2012,6 +2053,7 @@ CREATE TABLE jobq.queues (
     CONSTRAINT queues_rate_limit_seconds_check CHECK ((rate_limit_seconds > (0)::double precision)),
     CONSTRAINT queues_retain_failed_seconds_check CHECK ((retain_failed_seconds >= (0)::double precision)),
     CONSTRAINT queues_retain_succeeded_seconds_check CHECK ((retain_succeeded_seconds >= (0)::double precision)),
+    CONSTRAINT queues_timeout_seconds_check CHECK ((timeout_seconds >= 1)),
     CONSTRAINT rate_limit_per_key_whole CHECK (((rate_limit_per_key_jobs IS NULL) = (rate_limit_per_key_seconds IS NULL))),
     CONSTRAINT rate_limit_whole CHECK (((rate_limit_jobs IS NULL) = (rate_limit_seconds IS NULL)))
 );
@@ -2240,6 +2282,12 @@ CREATE INDEX jobs_key_claim_idx ON jobq.jobs USING btree (queue, concurrency_key
 CREATE INDEX jobs_running_idx ON jobq.jobs USING btree (queue, concurrency_key) WITH (deduplicate_items=off) WHERE (state = 'running'::jobq.job_state);
 
 --
+-- Name: jobs_start_by_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX jobs_start_by_idx ON jobq.jobs USING btree (start_by) WHERE ((start_by IS NOT NULL) AND (state = ANY (ARRAY['waiting'::jobq.job_state, 'queued'::jobq.job_state])));
+
+--
 -- Name: jobs_unique_idx; Type: INDEX; Schema: jobq; Owner: -
 --
 
@@ -2396,6 +2444,12 @@ REVOKE ALL ON FUNCTION jobq.check_fairness_key(fairness_key text, field text) FR
 REVOKE ALL ON FUNCTION jobq.check_job(limits jobq.enqueue_limits, queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, on_parent_failure text, concurrency_key text, parents integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION check_lifecycle(timeout_seconds integer, start_by timestamp with time zone, at text); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.check_lifecycle(timeout_seconds integer, start_by timestamp with time zone, at text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION check_new_dependencies(); Type: ACL; Schema: jobq; Owner: -
 --
 
@@ -2420,11 +2474,11 @@ REVOKE ALL ON FUNCTION jobq.count_job_changes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION jobq.duration_bucket(seconds double precision) FROM PUBLIC;
 
 --
--- Name: FUNCTION enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text); Type: ACL; Schema: jobq; Owner: -
+-- Name: FUNCTION enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text, timeout_seconds integer, start_by timestamp with time zone); Type: ACL; Schema: jobq; Owner: -
 --
 
-REVOKE ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text) FROM PUBLIC;
-GRANT ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text) TO jobq_producer;
+REVOKE ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text, timeout_seconds integer, start_by timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text, timeout_seconds integer, start_by timestamp with time zone) TO jobq_producer;
 
 --
 -- Name: FUNCTION enqueue_limits_for(queue text); Type: ACL; Schema: jobq; Owner: -
@@ -2458,10 +2512,10 @@ REVOKE ALL ON FUNCTION jobq.forget_fair_key(queue text, key text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION jobq.forget_job_counts() FROM PUBLIC;
 
 --
--- Name: FUNCTION insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[], uniques jsonb[]); Type: ACL; Schema: jobq; Owner: -
+-- Name: FUNCTION insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[], uniques jsonb[], timeouts integer[], start_bys timestamp with time zone[]); Type: ACL; Schema: jobq; Owner: -
 --
 
-REVOKE ALL ON FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[], uniques jsonb[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[], uniques jsonb[], timeouts integer[], start_bys timestamp with time zone[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION job_stats_of(queue text, state jobq.job_state, created_at timestamp with time zone, started_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, sign integer, history boolean); Type: ACL; Schema: jobq; Owner: -

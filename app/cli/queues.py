@@ -220,6 +220,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "weights": ("fair_weights", _weights),
     "rate_limit_per_key": ("rate_limit_per_key", _rate),
     "aging": ("aging", _aging),
+    "timeout": ("timeout_seconds", _whole),
 }
 
 
@@ -275,6 +276,7 @@ def settings(
     push_header: PushHeader = None,
     push_timeout: PushTimeout = None,
     pull: Pull = False,
+    timeout: Annotated[str | None, _option("Default execution timeout of its jobs, s")] = None,
 ) -> None:
     """Show a queue's settings, or change those given (the others stay)."""
     given = {
@@ -293,6 +295,7 @@ def settings(
         "weights": weights,
         "rate_limit_per_key": rate_limit_per_key,
         "aging": aging,
+        "timeout": timeout,
     }
     changes = {}
     for option, value in given.items():

@@ -19,6 +19,7 @@ places it in the request (`within("body")`).
     │   └── ScheduleNotFound
     ├── Conflict (409)
     │   ├── LeaseLost
+    │   │   └── ExecutionTimeout
     │   ├── KeyExists
     │   ├── JobFinished
     │   ├── JobNotRetryable
@@ -119,6 +120,13 @@ class LeaseLost(Conflict):
 
     code = "lease_lost"
     title = "Lease lost"
+
+
+class ExecutionTimeout(LeaseLost):
+    """This attempt ran past the job's timeout_seconds: the service fails it as `timeout`."""
+
+    code = "execution_timeout"
+    title = "Execution timeout"
 
 
 class PayloadTooLarge(JobqError):

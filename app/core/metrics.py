@@ -61,6 +61,11 @@ JOBS_RETRIED = Counter(
 JOBS_LEASE_EXPIRED = Counter(
     "jobq_jobs_lease_expired", "Leases the reaper took back because they expired.", ["queue"]
 )
+JOBS_EXPIRED = Counter(
+    "jobq_jobs_expired",
+    "Jobs not leased by their start_by deadline: cancelled as `expired`.",
+    ["queue"],
+)
 JOBS_DEAD = Counter(
     "jobq_jobs_dead",
     "Jobs that ended `failed` for good (no attempt left, or not retryable).",

@@ -19,7 +19,9 @@ SELECT (f.job).*, f.deduplicated, f.refused_max_backlog, f.refused_backlog, f.re
            CAST(:default_lease_seconds AS integer),
            runs_on_parent_failure => ARRAY[CAST(:runs_on_parent_failure AS boolean)],
            fairness_keys => ARRAY[CAST(:fairness_key AS text)],
-           uniques => ARRAY[CAST(:unique AS jsonb)]
+           uniques => ARRAY[CAST(:unique AS jsonb)],
+           timeouts => ARRAY[CAST(:timeout_seconds AS integer)],
+           start_bys => ARRAY[CAST(:start_by AS timestamptz)]
        ) AS f;
 
 
@@ -37,7 +39,8 @@ SELECT f.ord, f.id, f.state, f.deduplicated,
            CAST(:default_max_attempts AS integer), CAST(:default_lease_seconds AS integer),
            runs_on_parent_failure => CAST(:runs_on_parent_failure AS boolean[]),
            fairness_keys => CAST(:fairness_keys AS text[]),
-           uniques => CAST(:uniques AS jsonb[])
+           uniques => CAST(:uniques AS jsonb[]),
+           timeouts => CAST(:timeouts AS integer[]), start_bys => CAST(:start_bys AS timestamptz[])
        ) AS f
  ORDER BY f.ord;
 
@@ -54,6 +57,8 @@ SELECT id, state, deduplicated, replaced
                     depends_on => CAST(:depends_on AS bigint[]),
                     on_parent_failure => :on_parent_failure,
                     concurrency_key => :concurrency_key,
+                    timeout_seconds => CAST(:timeout_seconds AS integer),
+                    start_by => CAST(:start_by AS timestamptz),
                     parent_queues => CAST(:allowed_names AS text[]),
                     parent_queue_patterns => CAST(:allowed_patterns AS text[]),
                     fairness_key => :fairness_key,

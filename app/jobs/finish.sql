@@ -1,12 +1,14 @@
 -- Heartbeat and finish: every transition on a lease checks `lease_id` and
 -- `state = 'running'` in the `WHERE` of the same `UPDATE`, so a stale worker matches
--- nothing. Batches travel as arrays and are unpacked with `unnest`. A statement that
--- makes jobs `queued` again announces them (jobq.announce_due); the NOTIFY is delivered
--- on commit. `:key_id` is the caller's API key (NULL: authentication is off).
+-- nothing; nor does one whose attempt ran past the job's `timeout_seconds`. Batches
+-- travel as arrays and are unpacked with `unnest`. A statement that makes jobs `queued`
+-- again announces them (jobq.announce_due); the NOTIFY is delivered on commit.
+-- `:key_id` is the caller's API key (NULL: authentication is off).
 
 
 -- name: heartbeat
 -- Extend a live lease (of this key) and record progress, writing at most once per interval.
+-- No lease ends past its attempt's timeout, and one past it is not extended.
 WITH held AS (
     SELECT id, lease_expires_at, cancel_requested,
            -- Write the row only when something worth writing changed: the lease's
@@ -14,7 +16,8 @@ WITH held AS (
            -- lease, if less); or progress last stored that interval ago or more.
            -- So a runaway worker writes its job's row once per interval.
            coalesce(:extend_seconds, current_lease_seconds) <> current_lease_seconds
-           OR now() + make_interval(secs => current_lease_seconds) NOT BETWEEN
+           OR least(now() + make_interval(secs => current_lease_seconds),
+                    attempted_at + make_interval(secs => timeout_seconds)) NOT BETWEEN
               lease_expires_at
               AND lease_expires_at + make_interval(secs => least(
                   CAST(:min_interval AS double precision), current_lease_seconds / 10.0))
@@ -26,12 +29,15 @@ WITH held AS (
      -- that no cached plan walks every running job to find this one (as in finish_one)
      WHERE id = :job_id AND lease_id = :lease_id AND state::text = 'running'
        AND (CAST(:key_id AS bigint) IS NULL OR lease_key_id = CAST(:key_id AS bigint))
+       AND (timeout_seconds IS NULL
+            OR now() < attempted_at + make_interval(secs => timeout_seconds))
 ),
 written AS (
     UPDATE jobq.jobs j
        SET current_lease_seconds = coalesce(:extend_seconds, j.current_lease_seconds),
-           lease_expires_at = now() + make_interval(
-               secs => coalesce(:extend_seconds, j.current_lease_seconds)),
+           lease_expires_at = least(
+               now() + make_interval(secs => coalesce(:extend_seconds, j.current_lease_seconds)),
+               j.attempted_at + make_interval(secs => j.timeout_seconds)),
            progress_percent = CASE WHEN :has_progress THEN :percent ELSE j.progress_percent END,
            progress_stage = CASE WHEN :has_progress THEN :stage ELSE j.progress_stage END,
            progress_message = CASE WHEN :has_progress THEN :message ELSE j.progress_message END,
@@ -82,6 +88,8 @@ UPDATE jobq.jobs j
  WHERE j.id = CAST(:job_id AS bigint) AND j.lease_id = CAST(:lease_id AS uuid)
    AND j.state::text = 'running'
    AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+   AND (j.timeout_seconds IS NULL
+        OR now() < j.attempted_at + make_interval(secs => j.timeout_seconds))
 -- a job queued again (a retry) is announced
 RETURNING j.*,
           CASE WHEN j.state = 'queued' THEN jobq.announce_due(j.queue, j.run_at, 1) END
@@ -139,6 +147,8 @@ finished AS (
       FROM input i
      WHERE j.id = i.job_id AND j.lease_id = i.lease_id AND j.state::text = 'running'
        AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+       AND (j.timeout_seconds IS NULL
+            OR now() < j.attempted_at + make_interval(secs => j.timeout_seconds))
     RETURNING i.ord, j.id, j.queue, j.state, j.attempt, j.attempted_at, j.updated_at,
               j.run_at, j.last_error
 ),
@@ -167,6 +177,8 @@ UPDATE jobq.jobs j
  WHERE j.id = CAST(:job_id AS bigint) AND j.lease_id = CAST(:lease_id AS uuid)
    AND j.state::text = 'running'
    AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+   AND (j.timeout_seconds IS NULL
+        OR now() < j.attempted_at + make_interval(secs => j.timeout_seconds))
 RETURNING j.*;
 
 
@@ -187,6 +199,8 @@ UPDATE jobq.jobs j
        WITH ORDINALITY AS i(job_id, lease_id, result, ord)
  WHERE j.id = i.job_id AND j.lease_id = i.lease_id AND j.state::text = 'running'
    AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+   AND (j.timeout_seconds IS NULL
+        OR now() < j.attempted_at + make_interval(secs => j.timeout_seconds))
 RETURNING i.ord, j.id, j.queue, j.state, j.attempt, j.attempted_at, j.updated_at,
           j.last_error;
 

@@ -9,13 +9,15 @@
 -- What every claim sets on the jobs it took (`j`): running, their next attempt, a new
 -- lease of `lease_seconds` (NULL: each job's own) for the worker and key, as of when
 -- the statement began: for lease and lease_queue, each its own transaction, that is
--- their now(); for lease_limited, after its lock (its transaction began waiting).
+-- their now(); for lease_limited, after its lock (its transaction began waiting). A
+-- job's timeout is the longest its lease may last (least() passes over a NULL one).
    SET state = 'running',
        attempt = j.attempt + 1,
        lease_id = gen_random_uuid(),
-       current_lease_seconds = coalesce(:lease_seconds, j.lease_seconds),
+       current_lease_seconds = least(coalesce(:lease_seconds, j.lease_seconds),
+                                     j.timeout_seconds),
        lease_expires_at = statement_timestamp() + make_interval(
-           secs => coalesce(:lease_seconds, j.lease_seconds)),
+           secs => least(coalesce(:lease_seconds, j.lease_seconds), j.timeout_seconds)),
        worker_id = :worker_id,
        lease_key_id = :key_id,
        attempted_at = statement_timestamp(),
@@ -41,6 +43,7 @@ picked AS (
             SELECT id, priority, run_at
               FROM jobq.jobs
              WHERE state = 'queued' AND queue = q.name AND run_at <= now()
+               AND (start_by IS NULL OR start_by > statement_timestamp())
                AND (cardinality(CAST(:types AS text[])) = 0
                     OR type = ANY(CAST(:types AS text[])))
              ORDER BY priority DESC, run_at, id
@@ -72,6 +75,8 @@ WITH picked AS (
     SELECT id
       FROM jobq.jobs
      WHERE state = 'queued' AND queue = :queue AND run_at <= now()
+       -- a job past its start deadline is never leased (the reaper expires it)
+       AND (start_by IS NULL OR start_by > statement_timestamp())
        AND (cardinality(CAST(:types AS text[])) = 0
             OR type = ANY(CAST(:types AS text[])))
        -- a paused or limited queue gives nothing here (as in `lease`)
@@ -170,6 +175,7 @@ candidates AS (
               FROM jobq.jobs j
              WHERE j.queue = :queue AND j.state = 'queued' AND j.concurrency_key = keys.k
                AND j.run_at <= now()
+               AND (j.start_by IS NULL OR j.start_by > statement_timestamp())
                AND (cardinality(CAST(:types AS text[])) = 0
                     OR j.type = ANY(CAST(:types AS text[])))
              ORDER BY j.priority DESC, j.run_at, j.id
@@ -185,6 +191,7 @@ candidates AS (
        FROM jobq.jobs j
       WHERE j.queue = :queue AND j.state = 'queued' AND j.run_at <= now()
         AND (j.concurrency_key IS NULL OR (SELECT per_key FROM room) IS NULL)
+        AND (j.start_by IS NULL OR j.start_by > statement_timestamp())
         AND (cardinality(CAST(:types AS text[])) = 0
              OR j.type = ANY(CAST(:types AS text[])))
       ORDER BY j.priority DESC, j.run_at, j.id
@@ -377,6 +384,7 @@ walk(key, pass, weight, room, due, idle, found) AS (
                        SELECT true FROM jobq.jobs j
                         WHERE j.queue = :queue AND j.fairness_key = nxt.key
                           AND j.state = 'queued' AND j.run_at <= now()
+                          AND (j.start_by IS NULL OR j.start_by > statement_timestamp())
                           AND (cardinality(CAST(:types AS text[])) = 0
                                OR j.type = ANY(CAST(:types AS text[])))
                         ORDER BY j.fairness_key, j.priority DESC, j.run_at, j.id
@@ -415,6 +423,7 @@ candidates AS (
                       WHERE s.aging_seconds IS NULL
                         AND j.queue = :queue AND j.fairness_key = k.key
                         AND j.state = 'queued' AND j.run_at <= now()
+                        AND (j.start_by IS NULL OR j.start_by > statement_timestamp())
                         AND (cardinality(CAST(:types AS text[])) = 0
                              OR j.type = ANY(CAST(:types AS text[])))
                       ORDER BY j.fairness_key, j.priority DESC, j.run_at, j.id
@@ -447,6 +456,7 @@ candidates AS (
                               WHERE j.queue = :queue AND j.fairness_key = k.key
                                 AND j.state = 'queued' AND j.priority = l.priority
                                 AND j.run_at <= now()
+                                AND (j.start_by IS NULL OR j.start_by > statement_timestamp())
                                 AND (cardinality(CAST(:types AS text[])) = 0
                                      OR j.type = ANY(CAST(:types AS text[])))
                               ORDER BY j.fairness_key, j.run_at, j.id

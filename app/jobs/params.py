@@ -35,6 +35,8 @@ class NewJob(NamedTuple):
     runs_on_parent_failure: bool
     fairness_key: str | None
     unique: str | None  # the `unique` options as JSON
+    timeout_seconds: int | None
+    start_by: datetime | None
 
 
 class Defaults(NamedTuple):
@@ -61,6 +63,8 @@ class EnqueueOneParams(NamedTuple):
     runs_on_parent_failure: bool
     fairness_key: str | None
     unique: str | None
+    timeout_seconds: int | None  # None: the queue's default, else none
+    start_by: datetime | None
     default_max_attempts: int
     default_lease_seconds: int
 
@@ -83,6 +87,8 @@ class EnqueueManyParams(NamedTuple):
     runs_on_parent_failure: list[bool]
     fairness_keys: list[str | None]
     uniques: list[str | None]
+    timeouts: list[int | None]
+    start_bys: list[datetime | None]
     default_max_attempts: int
     default_lease_seconds: int
 
@@ -101,6 +107,8 @@ class EnqueueWithDependenciesParams(NamedTuple):
     depends_on: list[int]
     on_parent_failure: str
     concurrency_key: str | None
+    timeout_seconds: int | None
+    start_by: datetime | None
     allowed_names: list[str] | None
     allowed_patterns: list[str] | None
     fairness_key: str | None

@@ -73,6 +73,9 @@ class JobRow(NamedTuple):
     unique_period: int | None
     unique_since: datetime | None  # the period's start; -infinity without a period
     unique_states: int | None  # a mask of UNIQUE_STATE_BITS
+    timeout_seconds: int | None
+    start_by: datetime | None
+    snoozes: int
 
     @property
     def history(self) -> list[dict[str, Any]]:

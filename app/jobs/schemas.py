@@ -19,6 +19,7 @@ from app.core.config import (
     DEFAULT_MAX_LEASE_BATCH,
     DEFAULT_MAX_PAYLOAD_BYTES,
     MAX_LEASE_SECONDS,
+    MAX_TIMEOUT_SECONDS,
 )
 from app.core.fields import MAX_ATTEMPTS_LIMIT, MAX_DELAY_SECONDS, MAX_PRIORITY, MIN_PRIORITY
 from app.core.names import MAX_BIGINT
@@ -43,6 +44,7 @@ ErrorMessage = Annotated[str, StringConstraints(max_length=MAX_ERROR_MESSAGE_CHA
 Priority = Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY), JsonNumber]
 LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS), JsonNumber]
 DelaySeconds = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS), JsonNumber]
+TimeoutSeconds = Annotated[int, Field(ge=1, le=MAX_TIMEOUT_SECONDS), JsonNumber]
 
 
 # ---- requests ------------------------------------------------------------------------
@@ -180,6 +182,17 @@ class JobIn(Strict):
         default=None,
         description="Uniqueness: a job of this type in the queue holding `key` (in the "
         "period, while in the states) is answered, status 200, instead of a new one.",
+    )
+    timeout_seconds: TimeoutSeconds | None = Field(
+        default=None,
+        description="Default: the queue's `timeout_seconds` setting, else none. No attempt "
+        "runs longer: its lease ends then whatever the heartbeats ask, and the attempt fails "
+        "with a `timeout` error (retried as any failure).",
+    )
+    start_by: Timestamp | None = Field(
+        default=None,
+        description=f"Default: none. A job not leased by this time never is: it ends "
+        f"`cancelled` with a `last_error` of type `expired` ({timestamps.RANGE}).",
     )
 
     @model_validator(mode="after")
@@ -396,6 +409,9 @@ JOB_EXAMPLE: dict[str, Any] = {
     "on_parent_failure": "cancel",
     "concurrency_key": None,
     "fairness_key": None,
+    "timeout_seconds": None,
+    "start_by": None,
+    "snoozes": 0,
     "attempts": [
         {
             "attempt": 1,
@@ -423,7 +439,11 @@ class AttemptOut(BaseModel):
     worker_id: str | None
     started_at: datetime | None
     finished_at: datetime
-    outcome: Literal["succeeded", "failed", "lease_expired"]
+    outcome: Literal["succeeded", "failed", "lease_expired", "timeout", "snoozed"] = Field(
+        description="`timeout`: it ran past the job's `timeout_seconds`; `snoozed`: the "
+        "worker put the job back for later, spending no attempt (the next lease has the "
+        "same `attempt`)."
+    )
     error: dict[str, Any] | None
 
 
@@ -470,6 +490,11 @@ class JobOut(BaseModel):
     concurrency_key: str | None
     fairness_key: str | None
     unique: UniqueOut | None = None
+    timeout_seconds: int | None = Field(description="No attempt runs longer (null: no limit).")
+    start_by: datetime | None = Field(
+        description="Not leased by then, it never is: it ends `cancelled`, `expired`."
+    )
+    snoozes: int = Field(description="Times a worker snoozed it (none spent an attempt).")
     attempts: list[AttemptOut]
 
 
@@ -566,6 +591,7 @@ class LeaseOut(BaseModel):
                 {
                     "lease_id": "1-2800d5329c5e4b7c9d1e0f2a3b4c5d6e",
                     "expires_at": "2026-11-22T04:09:33.474273Z",
+                    "timeout_at": None,
                     "job": {
                         **JOB_EXAMPLE,
                         "state": "running",
@@ -584,6 +610,11 @@ class LeaseOut(BaseModel):
 
     lease_id: str
     expires_at: datetime
+    timeout_at: datetime | None = Field(
+        description="When this attempt times out (the job's `timeout_seconds` after the "
+        "lease began): no heartbeat extends the lease past it, and the service fails the "
+        "attempt then. Null: no timeout."
+    )
     job: JobOut
     parents: list[ParentOut] = Field(
         description="The jobs this one depended on, with their results (empty if none)."

@@ -9,7 +9,7 @@ these dicts without FastAPI validating them again (`app.api.answers`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from fastapi import Response
@@ -101,6 +101,9 @@ def job(row: JobRow) -> dict[str, Any]:
         # a fair queue's keyless jobs share the key '' (shown as none)
         "fairness_key": row.fairness_key or None,
         "unique": None if row.unique_key is None else unique(row),
+        "timeout_seconds": row.timeout_seconds,
+        "start_by": row.start_by,
+        "snoozes": row.snoozes,
         "attempts": [_attempt(record) for record in row.history],
     }
 
@@ -157,11 +160,19 @@ def _parent(parent: Parent) -> dict[str, Any]:
     return {"id": parent.id, "type": parent.type, "state": parent.state, "result": parent.result}
 
 
+def timeout_at(row: JobRow) -> datetime | None:
+    """When the running attempt of `row` times out (None: it has no timeout)."""
+    if row.timeout_seconds is None or row.attempted_at is None:
+        return None
+    return row.attempted_at + timedelta(seconds=row.timeout_seconds)
+
+
 def _leases(granted: Iterable[Lease]) -> list[dict[str, Any]]:
     return [
         {
             "lease_id": lease.token,
             "expires_at": lease.expires_at,
+            "timeout_at": timeout_at(lease.job),
             "job": job(lease.job),
             "parents": [_parent(p) for p in lease.parents],
         }

@@ -15,6 +15,10 @@ class ReapExpiredParams(NamedTuple):
     backoff_jitter: float
 
 
+class ExpireUnstartedParams(NamedTuple):
+    batch_size: int
+
+
 class ExpiredLeasesParams(NamedTuple):
     batch_size: int
     skip_ids: list[int]

@@ -5,16 +5,26 @@
 
 -- name: reap_expired
 -- Return up to `batch_size` expired leases' jobs to the queue (or `failed`, `cancelled`
--- when it ran out of attempts or its cancellation was requested); note the pass. Leaves
--- out `skip_ids` (jobs this pass could not move); `only_id`: that job alone.
+-- when it ran out of attempts or its cancellation was requested), an attempt that ran
+-- to its timeout recorded as `timeout`; note the pass. Leaves out `skip_ids` (jobs
+-- this pass could not move); `only_id`: that job alone.
 WITH expired AS (
     SELECT id,
            -- another try, unless its cancellation was requested
            attempt < max_attempts AND NOT cancel_requested AS retry,
-           jsonb_build_object(
-               'type', 'lease_expired',
-               'message', 'the lease expired before the worker finished the job',
-               'details', jsonb_build_object('worker_id', worker_id)) AS error
+           -- a lease ends at its attempt's timeout at the latest (the claim and the
+           -- heartbeat cap it there): one that ended there ran out of time
+           CASE WHEN lease_expires_at >= attempted_at + make_interval(secs => timeout_seconds)
+                THEN jsonb_build_object(
+                    'type', 'timeout',
+                    'message', format('the attempt ran past the job''s timeout of %s s',
+                                      timeout_seconds),
+                    'details', jsonb_build_object('worker_id', worker_id,
+                                                  'timeout_seconds', timeout_seconds))
+                ELSE jsonb_build_object(
+                    'type', 'lease_expired',
+                    'message', 'the lease expired before the worker finished the job',
+                    'details', jsonb_build_object('worker_id', worker_id)) END AS error
       FROM jobq.jobs
      -- through the index of running jobs, the expired sorted here: no index keeps lease
      -- ends, so that a heartbeat extending one is a HOT update (migration 0020)
@@ -40,7 +50,8 @@ reaped AS (
            worker_id = NULL,
            attempts = j.attempts || jobq.attempt_record(
                j.attempt, j.lease_id, j.worker_id, j.lease_key_id, j.attempted_at,
-               'lease_expired', e.error),
+               CASE WHEN e.error->>'type' = 'timeout' THEN 'timeout'
+                    ELSE 'lease_expired' END, e.error),
            updated_at = now()
       FROM expired e
      WHERE j.id = e.id
@@ -66,6 +77,33 @@ SELECT reaped.*
   FROM reaped
  CROSS JOIN (SELECT count(*) FROM announced) AS announcements
  CROSS JOIN (SELECT count(*) FROM noted) AS notes;
+
+
+-- name: expire_unstarted
+-- Cancel up to `batch_size` jobs not leased by their start deadline (`start_by`), with
+-- a `last_error` of type `expired`; their dependents follow their on_parent_failure
+-- (the state trigger). A job being leased meanwhile is skipped: the claims lease no job
+-- past its deadline, and the next pass sees it if it is still waiting or queued.
+WITH doomed AS (
+    SELECT id
+      FROM jobq.jobs
+     WHERE start_by < now() AND start_by IS NOT NULL AND state IN ('waiting', 'queued')
+     ORDER BY start_by
+     LIMIT :batch_size
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobq.jobs j
+   SET state = 'cancelled',
+       finished_at = now(),
+       last_error = jsonb_build_object(
+           'type', 'expired',
+           'message', 'the job was not leased by its start_by deadline',
+           'details', jsonb_build_object('start_by', to_char(
+               j.start_by AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))),
+       updated_at = now()
+  FROM doomed
+ WHERE j.id = doomed.id AND j.state IN ('waiting', 'queued')
+RETURNING j.id, j.queue;
 
 
 -- name: expired_leases

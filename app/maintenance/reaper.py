@@ -1,6 +1,8 @@
 """The reaper: jobs whose lease expired go back to the queue, or to `failed`.
 
-A job whose cancellation was requested is not retried: it becomes `cancelled`.
+A job whose cancellation was requested is not retried: it becomes `cancelled`. A lease
+that ended at its attempt's timeout fails the attempt as `timeout`. Each pass also
+cancels the jobs not leased by their start deadline (`start_by`), as `expired`.
 
 A batch that fails (one job's move raises: its dependents' cascade, a broken row) does
 not stop the pass: its jobs are moved one at a time, each failure logged with the job
@@ -53,6 +55,7 @@ class ReapResult:
     failed: int = 0
     job_ids: list[int] = field(default_factory=list)
     cancelled: int = 0  # cancellation requested: stopped rather than retried
+    expired: list[int] = field(default_factory=list)  # not started by their deadline
 
     @property
     def reaped(self) -> int:
@@ -107,10 +110,23 @@ class Reaper:
             self._record(batch, result)
             if len(batch.rows) < self.batch_size:
                 break
+        if result.leader:
+            await self._expire(result)
         self._last_pass = time.monotonic()
         metrics.REAPER_LAST_RUN.set(time.time())
         self._report(result, self._last_pass - started)
         return result
+
+    async def _expire(self, result: ReapResult) -> None:
+        """Cancel the jobs past their start deadline, a batch at a time."""
+        while True:
+            batch = await self._repo.expire_batch(self.batch_size)
+            if batch is None:
+                return
+            telemetry.expired(batch.rows)
+            result.expired.extend(row.id for row in batch.rows)
+            if len(batch.rows) < self.batch_size:
+                return
 
     async def _reap_one_at_a_time(self, result: ReapResult, failed: list[int]) -> bool | None:
         """Move the next batch's jobs one by one, adding those that fail to `failed`;

@@ -15,16 +15,18 @@ from app.db.statement import P, Queries, Statement
 from app.jobs import JobState
 from app.maintenance.params import (
     ExpiredLeasesParams,
+    ExpireUnstartedParams,
     FoldStatDeltasParams,
     PruneFinishedParams,
     PruneQueueMinutesParams,
     ReapExpiredParams,
     TablesToVacuumParams,
 )
-from app.maintenance.rows import DeadRows, LeaderBatch, Reaped
+from app.maintenance.rows import DeadRows, Expired, LeaderBatch, Reaped
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
 REAP_EXPIRED = QUERIES.bind("reap_expired", ReapExpiredParams)
+EXPIRE_UNSTARTED = QUERIES.bind("expire_unstarted", ExpireUnstartedParams)
 EXPIRED_LEASES = QUERIES.bind("expired_leases", ExpiredLeasesParams)
 PRUNE_FINISHED = QUERIES.bind("prune_finished", PruneFinishedParams)
 FINISHED_PAST_RETENTION = QUERIES.bind("finished_past_retention", PruneFinishedParams)
@@ -87,6 +89,13 @@ class MaintenanceRepository:
                 backoff_jitter=backoff.jitter,
             ),
             Reaped._make,
+        )
+
+    async def expire_batch(self, batch_size: int) -> LeaderBatch[Expired] | None:
+        """Cancel one batch of jobs not leased by their start deadline; None when another
+        replica is maintaining."""
+        return await self._as_leader(
+            EXPIRE_UNSTARTED, ExpireUnstartedParams(batch_size), Expired._make
         )
 
     async def expired_leases(self, batch_size: int, skip: list[int]) -> list[int]:

@@ -21,6 +21,13 @@ class Reaped(NamedTuple):
     run_at: datetime
 
 
+class Expired(NamedTuple):
+    """A job not leased by its start deadline, now cancelled."""
+
+    id: int
+    queue: str
+
+
 class DeadRows(NamedTuple):
     """A table autovacuum leaves alone, and its dead rows (PostgreSQL's estimate)."""
 

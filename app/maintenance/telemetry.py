@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from app.core import metrics
 from app.core.logging import event
 from app.jobs import dead_job
-from app.maintenance.rows import Reaped
+from app.maintenance.rows import Expired, Reaped
 
 log = logging.getLogger("jobq.jobs")
 
@@ -47,3 +47,20 @@ def reaped(rows: Sequence[Reaped]) -> None:
     ):
         for queue, n in queues.items():
             metrics.child(counter, queue).inc(n)
+
+
+def expired(rows: Sequence[Expired]) -> None:
+    """Jobs not leased by their start deadline, cancelled by the reaper's pass."""
+    queues = Counter(row.queue for row in rows)
+    for row in rows:
+        event(
+            log,
+            "job.expired",
+            "job expired before it started job_id=%d queue=%s",
+            row.id,
+            row.queue,
+            job_id=row.id,
+            queue=row.queue,
+        )
+    for queue, n in queues.items():
+        metrics.child(metrics.JOBS_EXPIRED, queue).inc(n)

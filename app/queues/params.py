@@ -57,6 +57,7 @@ class SetQueueSettingsParams(NamedTuple):
     rate_limit_per_key_seconds: float | None
     aging_seconds: float | None
     aging_max: int | None
+    timeout_seconds: int | None
     given: list[str]
 
 

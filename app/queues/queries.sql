@@ -95,7 +95,7 @@ SELECT name, max_backlog, max_running, max_running_per_key, rate_limit_jobs,
        rate_limit_seconds, max_attempts, lease_seconds, backoff_base_seconds,
        backoff_cap_seconds, backoff_jitter, retain_succeeded_seconds, retain_failed_seconds,
        ordering, fair_weights, rate_limit_per_key_jobs, rate_limit_per_key_seconds,
-       aging_seconds, aging_max
+       aging_seconds, aging_max, timeout_seconds
   FROM jobq.queues
  WHERE name = :queue;
 
@@ -110,12 +110,13 @@ WITH changed AS (
         rate_limit_seconds, max_attempts, lease_seconds, backoff_base_seconds,
         backoff_cap_seconds, backoff_jitter, retain_succeeded_seconds, retain_failed_seconds,
         ordering, fair_weights, rate_limit_per_key_jobs, rate_limit_per_key_seconds,
-        aging_seconds, aging_max)
+        aging_seconds, aging_max, timeout_seconds)
     VALUES (:queue, :max_backlog, :max_running, :max_running_per_key, :rate_limit_jobs,
             :rate_limit_seconds, :max_attempts, :lease_seconds, :backoff_base_seconds,
             :backoff_cap_seconds, :backoff_jitter, :retain_succeeded_seconds,
             :retain_failed_seconds, coalesce(:ordering, 'fifo'), CAST(:fair_weights AS jsonb),
-            :rate_limit_per_key_jobs, :rate_limit_per_key_seconds, :aging_seconds, :aging_max)
+            :rate_limit_per_key_jobs, :rate_limit_per_key_seconds, :aging_seconds, :aging_max,
+            :timeout_seconds)
     ON CONFLICT (name) DO UPDATE SET
         max_backlog = CASE WHEN 'max_backlog' = ANY(CAST(:given AS text[]))
                            THEN excluded.max_backlog ELSE q.max_backlog END,
@@ -161,13 +162,15 @@ WITH changed AS (
                              THEN excluded.aging_seconds ELSE q.aging_seconds END,
         aging_max = CASE WHEN 'aging' = ANY(CAST(:given AS text[]))
                          THEN excluded.aging_max ELSE q.aging_max END,
+        timeout_seconds = CASE WHEN 'timeout_seconds' = ANY(CAST(:given AS text[]))
+                               THEN excluded.timeout_seconds ELSE q.timeout_seconds END,
         updated_at = now()
     RETURNING q.name, q.max_backlog, q.max_running, q.max_running_per_key,
               q.rate_limit_jobs, q.rate_limit_seconds, q.max_attempts, q.lease_seconds,
               q.backoff_base_seconds, q.backoff_cap_seconds, q.backoff_jitter,
               q.retain_succeeded_seconds, q.retain_failed_seconds, q.ordering,
               q.fair_weights, q.rate_limit_per_key_jobs, q.rate_limit_per_key_seconds,
-              q.aging_seconds, q.aging_max
+              q.aging_seconds, q.aging_max, q.timeout_seconds
 ),
 told AS MATERIALIZED (
     SELECT pg_notify('jobq_settings', name), jobq.announce_due(name, now(), NULL)

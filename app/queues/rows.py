@@ -36,6 +36,7 @@ class QueueSettingsRow(NamedTuple):
     rate_limit_per_key_seconds: float | None
     aging_seconds: float | None
     aging_max: int | None
+    timeout_seconds: int | None
 
 
 class QueueOverview(NamedTuple):

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.types import JsonNumber, Name, ShortText, Strict, Timestamp
 from app.core import timestamps
-from app.core.config import MAX_LEASE_SECONDS
+from app.core.config import MAX_LEASE_SECONDS, MAX_TIMEOUT_SECONDS
 from app.core.fields import MAX_ATTEMPTS_LIMIT
 from app.jobs import ProgressOut
 from app.push import PushTargetIn, PushTargetOut
@@ -135,6 +135,11 @@ class QueueSettingsIn(Strict):
         description="Push the queue's jobs to this HTTP endpoint instead of letting workers "
         "lease them; `null`: pulled by workers again.",
     )
+    timeout_seconds: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_SECONDS), JsonNumber] | None = Field(
+        default=None,
+        description="Default execution timeout of the queue's jobs, set as they are "
+        "enqueued (a job's own wins); `null`: none.",
+    )
 
     @model_validator(mode="after")
     def _names_one(self) -> QueueSettingsIn:
@@ -165,6 +170,7 @@ class QueueSettingsOut(BaseModel):
     push: PushTargetOut | None = Field(
         default=None, description="The queue's push target; `null`: workers lease its jobs."
     )
+    timeout_seconds: int | None
 
 
 DEFAULT_REDRIVE_LIMIT = 1000

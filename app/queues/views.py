@@ -49,6 +49,7 @@ def settings(current: QueueSettingsRow, target: PushTarget | None = None) -> dic
         if current.aging_seconds is None
         else {"per_seconds": current.aging_seconds, "max_boost": current.aging_max},
         "push": target_view(target),
+        "timeout_seconds": current.timeout_seconds,
     }
 
 

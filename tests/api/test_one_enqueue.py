@@ -33,6 +33,8 @@ _SQL_TYPES = {
     "on_parent_failure": "text",
     "concurrency_key": "text",
     "fairness_key": "text",
+    "timeout_seconds": "integer",
+    "start_by": "timestamptz",
 }
 # `unique`'s options, as jobq.enqueue takes them.
 _UNIQUE_SQL_TYPES = {"key": "text", "period": "integer", "states": "text[]", "on_conflict": "text"}
@@ -64,6 +66,28 @@ CASES: dict[str, tuple[dict[str, Any], list[Step]]] = {
     "the queue's settings": (
         {"max_attempts": 9, "lease_seconds": 77},
         [{"type": "t"}, {"type": "t", "max_attempts": 2, "lease_seconds": 5}],
+    ),
+    "timeouts and start deadlines": (
+        {"timeout_seconds": 30},
+        [
+            {"type": "t"},
+            {"type": "t", "timeout_seconds": 5, "start_by": AT},
+            {"type": "t", "timeout_seconds": 604800},
+            {"type": "t", "timeout_seconds": 604801},
+            {"type": "t", "timeout_seconds": 0},
+            {"type": "t", "start_by": "0001-01-01T00:00:00Z"},
+        ],
+    ),
+    "a batch with timeouts and start deadlines": (
+        {"timeout_seconds": 30},
+        [
+            [{"type": "a"}, {"type": "b", "timeout_seconds": 7, "start_by": AT}],
+            [{"type": "c", "timeout_seconds": 0}],
+            [
+                {"type": "d", "start_by": AT},
+                {"type": "e", "depends_on": [{"ref": 0}], "timeout_seconds": 9},
+            ],
+        ],
     ),
     "priorities": (
         {},
@@ -276,7 +300,7 @@ def _answer(job: Any) -> bool | str:
 def _sql_value(name: str, value: Any) -> Any:
     if _SQL_TYPES.get(name) == "jsonb":
         return json.dumps(value)
-    if name == "run_at":
+    if name in ("run_at", "start_by"):
         return datetime.fromisoformat(value)
     return value
 
@@ -361,6 +385,7 @@ BATCH_COLUMN_OF = {
     "metadata": "metadatas", "concurrency_key": "concurrency_keys",
     "runs_on_parent_failure": "runs_on_parent_failure", "fairness_key": "fairness_keys",
     "unique": "uniques",
+    "timeout_seconds": "timeouts", "start_by": "start_bys",
 }  # fmt: skip
 
 

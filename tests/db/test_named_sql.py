@@ -106,6 +106,8 @@ def test_a_statement_runs_in_psql_as_written(database_url: str) -> None:
         "runs_on_parent_failure": "false",
         "fairness_key": "NULL",
         "unique": "NULL",
+        "timeout_seconds": "NULL",
+        "start_by": "NULL",
     }
     # psql puts a variable in as written, and reads `''` inside quotes as one quote:
     # `\set queue '''psql'''` is the SQL literal 'psql'.

@@ -50,6 +50,7 @@ def _spec(job: JobIn, key: str | None = None) -> JobSpec:
         else [ItemRef(p.ref) if isinstance(p, Ref) else p for p in parents],
         job.on_parent_failure, job.concurrency_key, job.fairness_key,
         None if (u := job.unique) is None else Unique(u.key, u.period, u.states, u.on_conflict),
+        job.timeout_seconds, job.start_by,
     )  # fmt: skip
 
 

@@ -51,6 +51,8 @@ class Enqueuer:
             runs_on_parent_failure=job.on_parent_failure == "run",
             fairness_key=job.fairness_key,
             unique=None if job.unique is None else json.dumps(job.unique.options()),
+            timeout_seconds=job.timeout_seconds,
+            start_by=job.start_by,
         )
 
     async def one(self, queue: str, job: JobSpec, allowed: Allowed = None) -> Enqueued:

@@ -53,3 +53,5 @@ class JobSpec(NamedTuple):
     concurrency_key: str | None
     fairness_key: str | None
     unique: Unique | None = None
+    timeout_seconds: int | None = None
+    start_by: datetime | None = None

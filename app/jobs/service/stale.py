@@ -1,13 +1,20 @@
 """Why a lease transition matched no running job, read from the job's recorded history:
-never issued (404), another key's (403), superseded or finished differently (409), or
-a repeat of the same finishing call (no error: the same outcome again)."""
+never issued (404), another key's (403), superseded or finished differently (409; its
+attempt timed out: 409 `execution_timeout`), or a repeat of the same finishing call
+(no error: the same outcome again)."""
 
 from __future__ import annotations
 
 from typing import Literal
 from uuid import UUID
 
-from app.core.errors import JobqError, LeaseForbidden, LeaseLost, LeaseNotFound
+from app.core.errors import (
+    ExecutionTimeout,
+    JobqError,
+    LeaseForbidden,
+    LeaseLost,
+    LeaseNotFound,
+)
 from app.jobs.rows import JobRow
 
 Outcome = Literal["complete", "fail"]
@@ -32,6 +39,18 @@ def explain_stale(
         return LeaseForbidden("this lease was taken with another API key")
     if record is not None and outcome is not None and record["outcome"] == _OUTCOME_RECORD[outcome]:
         return None
+    # Still this lease's, running: only its attempt's timeout (past, not yet reaped)
+    # refuses it; or ended by the reaper at that timeout.
+    if (record is None and job.state == "running" and job.timeout_seconds is not None) or (
+        record is not None and record["outcome"] == "timeout"
+    ):
+        return ExecutionTimeout(
+            f"this attempt ran past the job's timeout of {job.timeout_seconds} s; "
+            f"the job is now {job.state}",
+            job_id=job.id,
+            state=job.state,
+            timeout_seconds=job.timeout_seconds,
+        )
     ended = f"ended as {record['outcome']}" if record is not None else "is no longer running"
     return LeaseLost(
         f"this lease {ended}; the job is now {job.state}", job_id=job.id, state=job.state

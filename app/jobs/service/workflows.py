@@ -30,7 +30,7 @@ def _item(job: JobSpec) -> dict[str, Any]:
     for name, value in zip(JobSpec._fields, job, strict=True):
         if value is None:
             continue
-        if name == "run_at":
+        if name in ("run_at", "start_by"):
             value = value.isoformat()
         elif name == "depends_on":
             value = [{"ref": p.ref} if isinstance(p, ItemRef) else p for p in value]

@@ -400,6 +400,9 @@ function jobPage(id) {
       ["unique", uniqueText(job.unique)],
       ["lease", job.worker_id ? `${job.worker_id}, ends ${ago(job.lease_expires_at)}` : "–"],
       ["cancel requested", job.cancel_requested ? "yes" : "no"],
+      ["timeout", job.timeout_seconds == null ? "none" : `${job.timeout_seconds} s an attempt`],
+      ["start by", job.start_by ? `${job.start_by} (${ago(job.start_by)})` : "none"],
+      ["snoozes", String(job.snoozes ?? 0)],
     ]),
     el("h2", {}, "Progress"),
     p ? el("div", {}, bar, `${p.percent ?? "–"}% ${p.stage || ""} ${p.message || ""} (${ago(p.updated_at)})`)

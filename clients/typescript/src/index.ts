@@ -251,13 +251,20 @@ export class Retry extends Error {
   }
 }
 
+const TIMED_OUT = Symbol("timed out");
+
 /** What a handler gets: the job, its parents' results, progress, cancellation. */
 export interface JobContext {
   readonly job: Job;
   readonly parents: Parent[];
   /** True once an operator asked to cancel the job (seen on a heartbeat). */
   readonly cancelRequested: boolean;
-  /** Aborted when cancellation is requested or the lease is lost: pass it to fetch(). */
+  /**
+   * True once this attempt ran past the job's `timeout_seconds`: the service failed it as
+   * `timeout`. Stop: the worker stops waiting for the handler `timeoutGraceSeconds` later.
+   */
+  readonly timedOut: boolean;
+  /** Aborted when cancellation is requested, the lease is lost or the attempt times out. */
   readonly signal: AbortSignal;
   /** Report progress now (it also extends the lease). */
   progress(percent?: number, stage?: string, message?: string): Promise<void>;
@@ -278,6 +285,8 @@ export interface WorkerOptions {
   leaseSeconds?: number;
   /** On stop, wait this long for running handlers (default 30 s). */
   graceSeconds?: number;
+  /** A handler still running this long after its job's timeout is abandoned (default 5 s). */
+  timeoutGraceSeconds?: number;
   log?: (message: string) => void;
 }
 
@@ -292,6 +301,9 @@ type Ack = Schemas["AckComplete"] | Schemas["AckFail"];
  * `max_running`, its slot is taken again without waiting for anyone); one that
  * finishes while the worker waits for jobs is acknowledged on its own. `stop()` (or
  * SIGTERM with `runUntilSignal`) leases no more and lets running handlers finish.
+ * A job with a `timeout_seconds` gets that long: then its `signal` is aborted and
+ * `timedOut` is true (the service fails the attempt as `timeout`), and
+ * `timeoutGraceSeconds` later the worker abandons the handler and frees its slot.
  */
 export class Worker {
   readonly client: Client<paths>;
@@ -450,11 +462,29 @@ export class Worker {
     };
     const every = Math.max(1, (this.options.leaseSeconds ?? lease.job.lease_seconds) / 3) * 1000;
     const timer = setInterval(() => beat().catch(() => undefined), every);
+    // The job's timeout, counted from now on this machine (the service's began a moment
+    // before): cancel cooperatively (the signal), then abandon the handler.
+    let timedOut = false;
+    let graceTimer: NodeJS.Timeout | undefined;
+    let timeoutTimer: NodeJS.Timeout | undefined;
+    const abandoned = new Promise<typeof TIMED_OUT>((resolve) => {
+      const seconds = lease.job.timeout_seconds;
+      if (seconds == null) return;
+      timeoutTimer = setTimeout(() => {
+        timedOut = true;
+        lost = true; // the service refuses this lease from now on
+        aborted.abort();
+        graceTimer = setTimeout(() => resolve(TIMED_OUT), (this.options.timeoutGraceSeconds ?? 5) * 1000);
+      }, seconds * 1000);
+    });
     const context: JobContext = {
       job: lease.job,
       parents: lease.parents,
       get cancelRequested() {
         return cancelRequested;
+      },
+      get timedOut() {
+        return timedOut;
       },
       signal: aborted.signal,
       progress: (percent, stage, message) => beat({ percent, stage, message }),
@@ -462,11 +492,20 @@ export class Worker {
     const started = Date.now();
     try {
       if (!handler) throw new Permanent(`no handler for ${lease.job.type}`);
-      const result = await handler(context);
+      const result = await Promise.race([Promise.resolve().then(() => handler(context)), abandoned]);
+      if (timedOut) {
+        const how = result === TIMED_OUT ? "abandoned" : "stopped";
+        this.log(`job ${lease.job.id} (${lease.job.type}) timed out after ${lease.job.timeout_seconds} s: ${how}`);
+        return;
+      }
       if (lost) return;
       await this.finish(lease, { lease_id: lease.lease_id, outcome: "complete", result: result ?? null });
       this.log(`job ${lease.job.id} (${lease.job.type}) succeeded in ${Date.now() - started} ms`);
     } catch (error) {
+      if (timedOut) {
+        this.log(`job ${lease.job.id} (${lease.job.type}) timed out after ${lease.job.timeout_seconds} s: stopped`);
+        return;
+      }
       if (lost) return;
       const failure = error instanceof Error ? error : new Error(String(error));
       await this.finish(lease, {
@@ -479,6 +518,8 @@ export class Worker {
       this.log(`job ${lease.job.id} (${lease.job.type}) failed: ${failure.name}: ${failure.message}`);
     } finally {
       clearInterval(timer);
+      clearTimeout(timeoutTimer);
+      clearTimeout(graceTimer);
     }
   }
 

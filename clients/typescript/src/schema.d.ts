@@ -849,9 +849,10 @@ export interface components {
             finished_at: string;
             /**
              * Outcome
+             * @description `timeout`: it ran past the job's `timeout_seconds`; `snoozed`: the worker put the job back for later, spending no attempt (the next lease has the same `attempt`).
              * @enum {string}
              */
-            outcome: "succeeded" | "failed" | "lease_expired";
+            outcome: "succeeded" | "failed" | "lease_expired" | "timeout" | "snoozed";
             /** Error */
             error: {
                 [key: string]: unknown;
@@ -1070,6 +1071,9 @@ export interface components {
          *       "on_parent_failure": "cancel",
          *       "concurrency_key": null,
          *       "fairness_key": null,
+         *       "timeout_seconds": null,
+         *       "start_by": null,
+         *       "snoozes": 0,
          *       "attempts": [],
          *       "deduplicated": false,
          *       "replaced": false
@@ -1153,6 +1157,21 @@ export interface components {
             /** Fairness Key */
             fairness_key: string | null;
             unique?: components["schemas"]["UniqueOut"] | null;
+            /**
+             * Timeout Seconds
+             * @description No attempt runs longer (null: no limit).
+             */
+            timeout_seconds: number | null;
+            /**
+             * Start By
+             * @description Not leased by then, it never is: it ends `cancelled`, `expired`.
+             */
+            start_by: string | null;
+            /**
+             * Snoozes
+             * @description Times a worker snoozed it (none spent an attempt).
+             */
+            snoozes: number;
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
             /** Deduplicated */
@@ -1410,6 +1429,16 @@ export interface components {
             fairness_key?: string | null;
             /** @description Uniqueness: a job of this type in the queue holding `key` (in the period, while in the states) is answered, status 200, instead of a new one. */
             unique?: components["schemas"]["UniqueIn"] | null;
+            /**
+             * Timeout Seconds
+             * @description Default: the queue's `timeout_seconds` setting, else none. No attempt runs longer: its lease ends then whatever the heartbeats ask, and the attempt fails with a `timeout` error (retried as any failure).
+             */
+            timeout_seconds?: number | null;
+            /**
+             * Start By
+             * @description Default: none. A job not leased by this time never is: it ends `cancelled` with a `last_error` of type `expired` (from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z).
+             */
+            start_by?: string | null;
         };
         /**
          * JobOut
@@ -1450,6 +1479,9 @@ export interface components {
          *       "on_parent_failure": "cancel",
          *       "concurrency_key": null,
          *       "fairness_key": null,
+         *       "timeout_seconds": null,
+         *       "start_by": null,
+         *       "snoozes": 0,
          *       "attempts": [
          *         {
          *           "attempt": 1,
@@ -1540,6 +1572,21 @@ export interface components {
             /** Fairness Key */
             fairness_key: string | null;
             unique?: components["schemas"]["UniqueOut"] | null;
+            /**
+             * Timeout Seconds
+             * @description No attempt runs longer (null: no limit).
+             */
+            timeout_seconds: number | null;
+            /**
+             * Start By
+             * @description Not leased by then, it never is: it ends `cancelled`, `expired`.
+             */
+            start_by: string | null;
+            /**
+             * Snoozes
+             * @description Times a worker snoozed it (none spent an attempt).
+             */
+            snoozes: number;
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
         };
@@ -1695,6 +1742,7 @@ export interface components {
          * @example {
          *       "lease_id": "1-2800d5329c5e4b7c9d1e0f2a3b4c5d6e",
          *       "expires_at": "2026-11-22T04:09:33.474273Z",
+         *       "timeout_at": null,
          *       "job": {
          *         "id": 1,
          *         "queue": "emails",
@@ -1724,6 +1772,9 @@ export interface components {
          *         "on_parent_failure": "cancel",
          *         "concurrency_key": null,
          *         "fairness_key": null,
+         *         "timeout_seconds": null,
+         *         "start_by": null,
+         *         "snoozes": 0,
          *         "attempts": []
          *       },
          *       "parents": []
@@ -1737,6 +1788,11 @@ export interface components {
              * Format: date-time
              */
             expires_at: string;
+            /**
+             * Timeout At
+             * @description When this attempt times out (the job's `timeout_seconds` after the lease began): no heartbeat extends the lease past it, and the service fails the attempt then. Null: no timeout.
+             */
+            timeout_at: string | null;
             job: components["schemas"]["JobOut"];
             /**
              * Parents
@@ -2108,6 +2164,11 @@ export interface components {
             aging?: components["schemas"]["Aging"] | null;
             /** @description Push the queue's jobs to this HTTP endpoint instead of letting workers lease them; `null`: pulled by workers again. */
             push?: components["schemas"]["PushTargetIn"] | null;
+            /**
+             * Timeout Seconds
+             * @description Default execution timeout of the queue's jobs, set as they are enqueued (a job's own wins); `null`: none.
+             */
+            timeout_seconds?: number | null;
         };
         /**
          * QueueSettingsOut
@@ -2150,6 +2211,8 @@ export interface components {
             aging: components["schemas"]["Aging"] | null;
             /** @description The queue's push target; `null`: workers lease its jobs. */
             push?: components["schemas"]["PushTargetOut"] | null;
+            /** Timeout Seconds */
+            timeout_seconds: number | null;
         };
         /**
          * QueueStateOut

@@ -168,6 +168,7 @@ class QueueSettings:
     rate_limit_per_key: RateLimit | None = None
     aging: Aging | None = None
     push: PushTargetInfo | None = None  # None: workers lease its jobs
+    timeout_seconds: int | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> QueueSettings:
@@ -195,6 +196,7 @@ class QueueSettings:
             else None,
             aging=Aging(aging["per_seconds"], aging["max_boost"]) if aging else None,
             push=PushTargetInfo.from_json(push) if push else None,
+            timeout_seconds=data.get("timeout_seconds"),
         )
 
 

@@ -277,15 +277,19 @@ class Client(_Base, Operations):
         concurrency_key: str | None = None,
         fairness_key: str | None = None,
         unique: Unique | None = None,
+        timeout_seconds: int | None = None,
+        start_by: datetime | None = None,
     ) -> Enqueued:
         """Enqueue one job; a job that already had this idempotency key or uniqueness
         (`unique`) comes back as is (or replaced: `Unique(on_conflict="replace")`).
         With `depends_on`, it waits until those jobs succeeded (`on_parent_failure`: what
-        their failure does to it). A fair queue takes turns across `fairness_key`s."""
+        their failure does to it). A fair queue takes turns across `fairness_key`s.
+        `timeout_seconds` bounds each attempt; a job not leased by `start_by` never is (it
+        ends cancelled as `expired`)."""
         spec = JobSpec(
             type, payload, priority, run_at, delay_seconds, max_attempts, lease_seconds,
             idempotency_key, metadata, depends_on, on_parent_failure, concurrency_key,
-            fairness_key, unique,
+            fairness_key, unique, timeout_seconds, start_by,
         )  # fmt: skip
         return self._call(_calls.enqueue(queue, spec))
 
@@ -531,15 +535,19 @@ class AsyncClient(_Base, AsyncOperations):
         concurrency_key: str | None = None,
         fairness_key: str | None = None,
         unique: Unique | None = None,
+        timeout_seconds: int | None = None,
+        start_by: datetime | None = None,
     ) -> Enqueued:
         """Enqueue one job; a job that already had this idempotency key or uniqueness
         (`unique`) comes back as is (or replaced: `Unique(on_conflict="replace")`).
         With `depends_on`, it waits until those jobs succeeded (`on_parent_failure`: what
-        their failure does to it). A fair queue takes turns across `fairness_key`s."""
+        their failure does to it). A fair queue takes turns across `fairness_key`s.
+        `timeout_seconds` bounds each attempt; a job not leased by `start_by` never is (it
+        ends cancelled as `expired`)."""
         spec = JobSpec(
             type, payload, priority, run_at, delay_seconds, max_attempts, lease_seconds,
             idempotency_key, metadata, depends_on, on_parent_failure, concurrency_key,
-            fairness_key, unique,
+            fairness_key, unique, timeout_seconds, start_by,
         )  # fmt: skip
         return await self._call(_calls.enqueue(queue, spec))
 

@@ -19,6 +19,7 @@ status, or else `JobqError` itself. Catch by class, not by message.
     ├── MethodNotAllowed (405)
     ├── Conflict (409)
     │   ├── LeaseLost          job_id, state: where the job is now
+    │   │   └── ExecutionTimeout   the attempt ran past the job's timeout_seconds
     │   ├── KeyExists
     │   ├── JobFinished        nothing left to cancel
     │   ├── JobNotRetryable    only failed or cancelled jobs can be retried
@@ -173,6 +174,12 @@ class LeaseLost(Conflict):
     def state(self) -> str | None:
         value = self.problem.get("state")
         return value if isinstance(value, str) else None
+
+
+class ExecutionTimeout(LeaseLost):
+    """The attempt ran past the job's `timeout_seconds`: the service fails it as `timeout`."""
+
+    default_code = "execution_timeout"
 
 
 class KeyExists(Conflict):

@@ -71,9 +71,12 @@ class Job:
         self.parents: list[Parent] = lease.parents  # the jobs it depended on, with results
         self._session = session
         self._cancel_requested = lease.job.cancel_requested
+        self.timeout_at: datetime | None = lease.timeout_at
+        self._timed_out = False
         self.lease_lost = False
         self.released = False
         self._next_beat = 0.0
+        self._deadline: float | None = None  # the loop's time of its timeout
 
     @property
     def id(self) -> int:
@@ -113,8 +116,16 @@ class Job:
         """Whether someone asked for this job to be cancelled (updated by each heartbeat)."""
         return self._cancel_requested
 
+    @property
+    def timed_out(self) -> bool:
+        """Whether this attempt ran past the job's `timeout_seconds` (the service has
+        failed it as `timeout`): stop working on it. An async handler is also cancelled."""
+        return self._timed_out
+
     def raise_if_cancelled(self) -> None:
-        """Raise `JobCancelled` when cancellation was requested."""
+        """Raise `JobCancelled` when cancellation was requested, or the attempt timed out."""
+        if self._timed_out:
+            raise JobCancelled("the attempt ran past the job's timeout")
         if self._cancel_requested:
             raise JobCancelled()
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 JobState = Literal["waiting", "queued", "running", "succeeded", "failed", "cancelled"]
 OnParentFailure = Literal["cancel", "run"]
-AttemptOutcome = Literal["succeeded", "failed", "lease_expired"]
+AttemptOutcome = Literal["succeeded", "failed", "lease_expired", "timeout", "snoozed"]
 FINISHED: tuple[JobState, ...] = ("succeeded", "failed", "cancelled")
 
 
@@ -64,7 +64,8 @@ class ErrorInfo:
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """One finished attempt: `outcome` is succeeded, failed or lease_expired."""
+    """One finished attempt: `outcome` is succeeded, failed, lease_expired, timeout (it ran
+    past the job's `timeout_seconds`) or snoozed (put back for later, no attempt spent)."""
 
     attempt: int
     worker_id: str | None
@@ -133,6 +134,9 @@ class JobRecord:
     concurrency_key: str | None = None
     fairness_key: str | None = None
     unique: Uniqueness | None = None
+    timeout_seconds: int | None = None
+    start_by: datetime | None = None
+    snoozes: int = 0
     attempts: list[Attempt] = field(default_factory=list)
 
     @property
@@ -171,6 +175,9 @@ class JobRecord:
             concurrency_key=data.get("concurrency_key"),
             fairness_key=data.get("fairness_key"),
             unique=Uniqueness.from_json(data.get("unique")),
+            timeout_seconds=data.get("timeout_seconds"),
+            start_by=_time(data.get("start_by")),
+            snoozes=int(data.get("snoozes") or 0),
             attempts=[Attempt.from_json(a) for a in data.get("attempts") or []],
         )
 
@@ -260,6 +267,7 @@ class Lease:
     expires_at: datetime
     job: JobRecord
     parents: list[Parent] = field(default_factory=list)
+    timeout_at: datetime | None = None  # when this attempt times out (None: no timeout)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Lease:
@@ -268,6 +276,7 @@ class Lease:
             expires_at=_required_time(data["expires_at"]),
             job=JobRecord.from_json(data["job"]),
             parents=[Parent.from_json(p) for p in data.get("parents") or []],
+            timeout_at=_time(data.get("timeout_at")),
         )
 
 
@@ -406,6 +415,8 @@ class JobSpec:
     concurrency_key: str | None = None
     fairness_key: str | None = None
     unique: Unique | None = None
+    timeout_seconds: int | None = None
+    start_by: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"type": self.type, "payload": self.payload}
@@ -425,6 +436,8 @@ class JobSpec:
             "concurrency_key": self.concurrency_key,
             "fairness_key": self.fairness_key,
             "unique": self.unique.to_json() if self.unique is not None else None,
+            "timeout_seconds": self.timeout_seconds,
+            "start_by": self.start_by.isoformat() if self.start_by is not None else None,
         }
         body.update({key: value for key, value in optional.items() if value is not None})
         return body

@@ -21,6 +21,13 @@ at once). When a finished job frees a slot of a worker that was full, its ack go
 once with the lease of the next jobs, in one call (complete-and-lease): on a queue with
 `max_running`, the slot the job held is taken again without waiting for anyone.
 
+A job with a `timeout_seconds` gets that long from its lease: then the service fails
+the attempt as `timeout` (and refuses this worker's calls for it), and the worker
+cancels the handler, cooperatively first (`job.timed_out` becomes true,
+`job.raise_if_cancelled()` raises, an async handler gets `CancelledError`), then by
+abandoning it after `timeout_grace_seconds` (a thread runs on, ignored); its slot is
+free again and the event is logged (`job.timed_out`).
+
 On SIGTERM or SIGINT (or `stop()`) the worker stops leasing, gives running handlers
 `grace_seconds` to finish, then releases the jobs still running: each is failed as a
 retryable `WorkerShutdown` with no delay, so another worker can take it at once (this
@@ -76,6 +83,7 @@ LEASE_ERROR_BACKOFF_SECONDS = 1.0
 LEASE_ERROR_BACKOFF_CAP_SECONDS = 30.0
 HEARTBEAT_RETRY_SECONDS = 1.0
 RELEASE_WAIT_SECONDS = 5.0
+DEFAULT_TIMEOUT_GRACE_SECONDS = 5.0  # a timed-out handler's time to stop before it is abandoned
 MAX_TRACEBACK_CHARS = 4000
 SHUTDOWN_ERROR_TYPE = "WorkerShutdown"
 
@@ -109,7 +117,8 @@ class Worker:
     `client` is an `AsyncClient` or a `Client` (its settings are used); by default one
     is made from the environment, as `Client()` is. Jobs are leased `concurrency` at most
     at a time, waiting up to `wait_seconds` for work (long poll). `lease_seconds`
-    overrides each job's own lease length.
+    overrides each job's own lease length. A handler still running
+    `timeout_grace_seconds` after its job's timeout is abandoned.
     """
 
     def __init__(
@@ -124,6 +133,7 @@ class Worker:
         grace_seconds: float = DEFAULT_GRACE_SECONDS,
         ack_interval_seconds: float = DEFAULT_ACK_INTERVAL_SECONDS,
         ack_batch_size: int = DEFAULT_ACK_BATCH_SIZE,
+        timeout_grace_seconds: float = DEFAULT_TIMEOUT_GRACE_SECONDS,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -138,6 +148,7 @@ class Worker:
         self.grace_seconds = grace_seconds
         self.ack_interval_seconds = ack_interval_seconds
         self.ack_batch_size = ack_batch_size
+        self.timeout_grace_seconds = timeout_grace_seconds
         self.handlers: dict[str, HandlerFunc] = {}
         self._session: _Session | None = None
         self._stop_requested = False
@@ -256,6 +267,10 @@ def _from_the_handler(frames: TracebackType | None) -> TracebackType | None:
     return frames
 
 
+class _TimedOut(Exception):
+    """The handler ran past its job's timeout."""
+
+
 class _Session:
     """One run of a worker: its running jobs, pending acks and stop state."""
 
@@ -366,6 +381,10 @@ class _Session:
     def start(self, lease: Lease) -> None:
         job = Job(lease, self)
         job._next_beat = self.loop.time() + self.beat_interval(job)
+        timeout = lease.job.timeout_seconds
+        # Counted from now, on this machine's clock: the service's began a little
+        # earlier, so it has failed the attempt by then.
+        job._deadline = None if timeout is None else self.loop.time() + timeout
         task = asyncio.create_task(self.execute(job), name=f"jobq-job-{job.id}")
         self.running[job.lease_id] = (job, task)
 
@@ -393,10 +412,16 @@ class _Session:
         handler = self.worker.handlers[job.type]
         started = time.monotonic()
         try:
-            if inspect.iscoroutinefunction(handler):
-                result = await handler(job)
-            else:
-                result = await self.in_thread(handler, job)
+            result = await self.within_timeout(handler, job)
+        except _TimedOut:
+            job.lease_lost = True
+            log.warning(
+                "job %s (%s) ran past its timeout of %ss; the service failed the attempt",
+                job.id, job.type, job.record.timeout_seconds,
+                extra=_fields(job, "job.timed_out", started,
+                              timeout_seconds=job.record.timeout_seconds),
+            )  # fmt: skip
+            return None
         except (LeaseLost, LeaseNotFound) as exc:
             job.lease_lost = True
             log.warning("job %s: lease lost (%s); dropping it", job.id, exc)
@@ -422,6 +447,30 @@ class _Session:
             extra=_fields(job, "job.finished", started),
         )  # fmt: skip
         return Complete(job.lease_id, result)
+
+    async def within_timeout(self, handler: HandlerFunc, job: Job) -> Any:
+        """The handler's result; `_TimedOut` when it ran past the job's timeout: it is
+        told (`job.timed_out`; an async one is cancelled), given `timeout_grace_seconds`
+        to stop, then abandoned."""
+        if inspect.iscoroutinefunction(handler):
+            run: asyncio.Future[Any] = asyncio.ensure_future(handler(job))
+        else:
+            run = asyncio.ensure_future(self.in_thread(handler, job))
+        if job._deadline is None:
+            return await run
+        try:
+            done, _ = await asyncio.wait({run}, timeout=max(0.0, job._deadline - self.loop.time()))
+        except asyncio.CancelledError:
+            run.cancel()  # released by drain(): the handler goes with it, as without a timeout
+            raise
+        if done:
+            return run.result()
+        job._timed_out = True
+        run.cancel()
+        await asyncio.wait({run}, timeout=self.worker.timeout_grace_seconds)
+        if run.done() and not run.cancelled():
+            run.exception()  # what it raised on its way out is of no use now
+        raise _TimedOut
 
     async def in_thread(self, handler: HandlerFunc, job: Job) -> Any:
         """Run a plain function in a daemon thread: one stuck past the grace period

@@ -126,3 +126,58 @@ test("honours cancellation, Permanent and Retry", TEST, async () => {
   const retried = await job(later);
   assert.ok(Date.parse(retried.run_at) - Date.now() > 50_000, retried.run_at);
 });
+
+test("cancels a handler past its job's timeout, then abandons one that goes on", TEST, async () => {
+  const enqueueTimed = async (type: string, priority: number) => {
+    const { data, error } = await jobq.POST("/v1/queues/{queue}/jobs", {
+      params: { path: { queue: "ts-t" } },
+      body: { type, priority, timeout_seconds: 1, max_attempts: 1 },
+    });
+    assert.equal(error, undefined);
+    return data!.id;
+  };
+  const polite = await enqueueTimed("polite", 3);
+  const deaf = await enqueueTimed("deaf", 2);
+  const quick = await enqueue("ts-t", "quick");
+  const seen: Record<string, number> = {};
+  const logged: string[] = [];
+  const worker = new Worker({
+    queues: ["ts-t"],
+    concurrency: 1,
+    waitSeconds: 1,
+    timeoutGraceSeconds: 0.5,
+    log: (message) => logged.push(message),
+  })
+    .handle("polite", async ({ signal, timedOut }) => {
+      seen.polite = Date.now();
+      while (!signal.aborted) await sleep(20);
+      seen.politeStopped = Date.now();
+      throw new Error(`stopped (timed out before: ${timedOut})`);
+    })
+    .handle("deaf", async () => {
+      seen.deaf = Date.now();
+      await sleep(4000); // ignores the signal: abandoned
+      return "too late";
+    })
+    .handle("quick", () => {
+      seen.quick = Date.now();
+      return "ok";
+    });
+  const running = worker.run();
+  await until(async () => (await job(quick)).state === "succeeded");
+  const stoppedAfter = seen.politeStopped! - seen.polite!;
+  assert.ok(stoppedAfter >= 900 && stoppedAfter < 2500, `${stoppedAfter} ms`);
+  const abandonedAfter = seen.quick! - seen.deaf!;
+  assert.ok(abandonedAfter >= 1400 && abandonedAfter < 3500, `${abandonedAfter} ms`);
+  // The service's reaper failed both attempts as `timeout`; the worker sent no ack.
+  for (const id of [polite, deaf]) {
+    await until(async () => (await job(id)).state === "failed", 20_000);
+    const failed = await job(id);
+    assert.equal(failed.last_error?.type, "timeout");
+    assert.deepEqual(failed.attempts.map((a) => a.outcome), ["timeout"]);
+  }
+  worker.stop();
+  await running;
+  assert.ok(logged.some((m) => /timed out after 1 s: stopped/.test(m)), logged.join("\n"));
+  assert.ok(logged.some((m) => /timed out after 1 s: abandoned/.test(m)), logged.join("\n"));
+});
