@@ -400,10 +400,9 @@ keys AS MATERIALIZED (
 horizon AS MATERIALIZED (
     -- no job whose turn comes after this one is picked: the pass of the last key walked
     -- with due jobs, when the walk found enough of them (each key's first job is
-    -- earlier); else the last pass plus `room` turns shared by the keys' weights (by
-    -- then every key has had that many turns)
+    -- earlier); with fewer keys, none (a key may have fewer jobs than its share)
     SELECT CASE WHEN count(*) >= (SELECT n FROM room) THEN max(pass)
-                ELSE max(pass) + (SELECT n FROM room) / sum(weight) END AS pass
+                ELSE CAST('Infinity' AS double precision) END AS pass
       FROM keys
 ),
 candidates AS (
