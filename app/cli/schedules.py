@@ -104,7 +104,11 @@ def set_schedule(
     ctx: typer.Context,
     name: NameArgument,
     cron: Annotated[
-        str, typer.Option(help="5 fields (min hour day month weekday) or @hourly, @daily…")
+        str,
+        typer.Option(
+            help="5 fields (min hour day month weekday), 6 with the second first, "
+            "@every 10s (1 s at least), or @hourly, @daily…"
+        ),
     ],
     queue: Annotated[str, typer.Option(help="The queue its jobs go to.")],
     type_: Annotated[str, typer.Option("--type", help="The jobs' type.")],

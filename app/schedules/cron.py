@@ -1,12 +1,19 @@
 """When a schedule ticks: a standard 5-field cron expression (or `@hourly`-style alias),
-in an IANA time zone, with daylight saving time handled as people expect.
+the same with a seconds field first (6 fields), or an interval (`@every 10s`), in an
+IANA time zone, with daylight saving time handled as people expect.
 
 Only standard cron is accepted, checked here field by field before croniter sees it:
 numbers, `*`, ranges (`1-5`), lists (`1,15`), steps (`*/15`, `1-30/5`) and the English
-names of months (`jan`) and days (`mon`, 0 and 7 both Sunday). Croniter's extensions
-(`R` random, `L`, `W`, `#`, `?`, a seconds field) are refused, and so is an expression
-that never matches (`0 0 31 2 *`). Time zones are the IANA names the system knows, but
-not `Factory` or `localtime`, which name no place.
+names of months (`jan`) and days (`mon`, 0 and 7 both Sunday); a sixth field is the
+second, first (croniter's `second_at_beginning`, as River's and Hatchet's cron read
+it). Croniter's extensions (`R` random, `L`, `W`, `#`, `?`) are refused, and so is an
+expression that never matches (`0 0 31 2 *`). Time zones are the IANA names the system
+knows, but not `Factory` or `localtime`, which name no place.
+
+An interval (`@every 1h30m`, `@every 10s`: hours, minutes and seconds, whole) ticks
+at every multiple of it since the Unix epoch, whatever the time zone, so each replica
+computes the same ticks. No schedule ticks more often than once a second
+(`MIN_TICK_SECONDS`): a 6-field cron cannot, and a shorter interval is refused.
 
 Ticks are computed in the zone's wall-clock time. A wall time that does not exist (the
 hour skipped when clocks go forward) is skipped; a wall time that happens twice (the
@@ -31,9 +38,13 @@ ALIASES = frozenset(
 )
 NOT_PLACES = frozenset({"Factory", "localtime", "posixrules"})  # in tzdata, but no zone
 FIELDS_RULE = (
-    "must be 5 fields (minute hour day-of-month month day-of-week) or one of "
-    + ", ".join(sorted(ALIASES))
+    "must be 5 fields (minute hour day-of-month month day-of-week), 6 with the second "
+    "first, an interval (@every 10s, @every 1h30m) or one of " + ", ".join(sorted(ALIASES))
 )
+MIN_TICK_SECONDS = 1  # the floor: no schedule ticks more often
+MAX_INTERVAL_SECONDS = 366 * 24 * 3600
+_EVERY = re.compile(r"@every\s+(?:(?P<h>[0-9]+)h)?(?:(?P<m>[0-9]+)m)?(?:(?P<s>[0-9]+)s)?")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +55,7 @@ class _Field:
     names: tuple[str, ...] = ()  # the names of low, low + 1, ...
 
 
+_SECOND = _Field("second", 0, 59)
 _FIELDS = (
     _Field("minute", 0, 59),
     _Field("hour", 0, 23),
@@ -136,21 +148,59 @@ def _never(days: set[int], months: set[int]) -> bool:
     return all(min(days) > calendar.monthrange(2024, month)[1] for month in months)
 
 
+def interval(expression: str) -> int | None:
+    """The seconds of an `@every` interval (not checked against the floor); None if the
+    expression is not one."""
+    match = _EVERY.fullmatch(expression.strip())
+    if match is None or not any(match.groupdict().values()):
+        return None
+    h, m, s = (int(match[unit] or 0) for unit in "hms")
+    return h * 3600 + m * 60 + s
+
+
+def _every(seconds: int) -> str:
+    """An interval as `check` writes it: `@every 1h30m`, `@every 10s`."""
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    parts = [f"{value}{unit}" for value, unit in ((h, "h"), (m, "m"), (s, "s")) if value]
+    return "@every " + "".join(parts)
+
+
 def check(expression: str) -> str:
-    """`expression`, if it is standard 5-field cron that matches some time, or an alias."""
+    """`expression`, if it is standard cron (5 fields, or 6 with the second first) that
+    matches some time, an alias, or an interval of `MIN_TICK_SECONDS` or more (written
+    as `_every` writes it)."""
     text = expression.strip()
     if text in ALIASES:
         return text
+    if text.startswith("@every"):
+        seconds = interval(text)
+        if seconds is None:
+            raise InvalidSchedule(
+                "cron",
+                f"{text!r}: an interval is whole hours, minutes and seconds, at least "
+                f"{MIN_TICK_SECONDS} s (the floor): @every 10s, @every 1h30m",
+            )
+        if not MIN_TICK_SECONDS <= seconds <= MAX_INTERVAL_SECONDS:
+            raise InvalidSchedule(
+                "cron",
+                f"{text!r}: an interval is at least {MIN_TICK_SECONDS} s (the floor) and at "
+                f"most {MAX_INTERVAL_SECONDS} s",
+            )
+        return _every(seconds)
     fields = text.split()
-    if len(fields) != 5:
+    if len(fields) not in (5, 6):
         raise InvalidSchedule("cron", f"{FIELDS_RULE}; it has {len(fields)}")
-    values = [_values(field, rule) for field, rule in zip(fields, _FIELDS, strict=True)]
+    if len(fields) == 6:
+        _values(fields[0], _SECOND)
+    values = [_values(field, rule) for field, rule in zip(fields[-5:], _FIELDS, strict=True)]
     # a day matches by day of month or by day of week, unless one of them is `*`
-    if fields[4] == "*" and _never(values[2], values[3]):
+    if fields[-1] == "*" and _never(values[2], values[3]):
         raise InvalidSchedule(
             "cron", f"{text!r} never matches: no month listed has day {min(values[2])}"
         )
-    if not croniter.is_valid(text):  # the same rules, as croniter reads them
+    # the same rules, as croniter reads them
+    if not croniter.is_valid(text, second_at_beginning=len(fields) == 6):
         raise InvalidSchedule("cron", FIELDS_RULE)
     return text
 
@@ -162,6 +212,8 @@ class Cron:
         """`strict=False`: a stored schedule, accepted when rules were looser, runs on."""
         self.expression = check(expression) if strict else expression.strip()
         self.zone = zone(timezone, strict=strict)
+        self.every = interval(self.expression)  # seconds, for an interval
+        self._seconds_first = len(self.expression.split()) == 6
 
     def first_after(self, moment: datetime) -> datetime:
         """The next tick after `moment`, or `InvalidSchedule` if croniter finds none."""
@@ -174,8 +226,9 @@ class Cron:
         """Wall-clock ticks from `start`'s wall time, as naive datetimes, either way."""
         wall = start.astimezone(self.zone).replace(tzinfo=None)
         if backwards:
-            wall += timedelta(seconds=1)  # cron has no seconds: a tick at `start` counts
-        ticks = croniter(self.expression, wall)
+            # a tick at `start` counts (5-field cron has no seconds; later ones are skipped)
+            wall += timedelta(seconds=1)
+        ticks = croniter(self.expression, wall, second_at_beginning=self._seconds_first)
         while True:
             yield ticks.get_prev(datetime) if backwards else ticks.get_next(datetime)
 
@@ -187,8 +240,21 @@ class Cron:
             return None  # skipped when clocks went forward
         return utc
 
+    def _intervals(self, moment: datetime, every: int, backwards: bool) -> Iterator[datetime]:
+        """An interval's ticks from the last at or before `moment`, either way."""
+        step = timedelta(seconds=every)
+        tick = _EPOCH + (moment - _EPOCH) // step * step
+        if not backwards:
+            tick += step
+        while True:
+            yield tick
+            tick = tick - step if backwards else tick + step
+
     def after(self, moment: datetime) -> Iterator[datetime]:
         """Every tick strictly after `moment` (aware), in UTC, in order."""
+        if self.every is not None:
+            yield from self._intervals(moment, self.every, backwards=False)
+            return
         for wall in self._walls(moment, backwards=False):
             utc = self._real(wall)
             if utc is not None and utc > moment:
@@ -196,6 +262,9 @@ class Cron:
 
     def before(self, moment: datetime) -> Iterator[datetime]:
         """Every tick at or before `moment` (aware), in UTC, newest first."""
+        if self.every is not None:
+            yield from self._intervals(moment, self.every, backwards=True)
+            return
         seen: datetime | None = None
         for wall in self._walls(moment, backwards=True):
             utc = self._real(wall)

@@ -11,9 +11,11 @@ So no tick is made twice, and a job already holding a tick's key was made by som
 else: the HTTP API refuses the `schedule:` prefix, but a database role might take it.
 The scheduler never adopts such a job as its run; it makes the tick's job without a key.
 
-After downtime (`catch_up`): `latest` makes the most recent missed tick only; `none`
-makes none of them, only a tick that came within `ON_TIME_SECONDS`; `all` makes each
-one, at most `catch_up_limit` (the most recent).
+Ticks that came within `ON_TIME_SECONDS` are on time: a pass makes every one of them
+(a schedule that ticks every second may have several due when a pass runs late).
+After downtime (`catch_up`), with no tick on time: `latest` makes the most recent missed
+tick only; `none` makes none of them; `all` makes each one, on time or not, at most
+`catch_up_limit` (the most recent).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from app.schedules.repository import SchedulerPass, SchedulesRepository
 from app.schedules.rows import ScheduleRow
 
 ON_TIME_SECONDS = 60.0  # a tick made up to this late is on time, not a missed one
+# every tick on time, for a schedule that ticks each second (the floor)
+MAX_ON_TIME_TICKS = int(ON_TIME_SECONDS) + 1
 DUE_BATCH = 100  # schedules handled per transaction
 log = logging.getLogger("jobq.scheduler")
 
@@ -49,11 +53,11 @@ def ticks_to_make(schedule: ScheduleRow, cron: Cron, now: datetime) -> list[date
     """The due ticks a pass makes for `schedule`, oldest first."""
     if schedule.catch_up == "all":
         return cron.missed(schedule.next_tick, now, schedule.catch_up_limit)
-    latest = cron.missed(schedule.next_tick, now, 1)
-    if schedule.catch_up == "none":
-        on_time = timedelta(seconds=ON_TIME_SECONDS)
-        return [tick for tick in latest if now - tick <= on_time]
-    return latest
+    since = max(schedule.next_tick, now - timedelta(seconds=ON_TIME_SECONDS))
+    on_time = cron.missed(since, now, MAX_ON_TIME_TICKS)
+    if on_time or schedule.catch_up == "none":
+        return on_time
+    return cron.missed(schedule.next_tick, now, 1)
 
 
 class Scheduler:

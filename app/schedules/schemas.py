@@ -46,8 +46,11 @@ class ScheduleIn(Strict):
     )
     cron: Annotated[str, StringConstraints(min_length=1, max_length=255)] = Field(
         description="5 fields (minute hour day-of-month month day-of-week) of numbers, `*`, "
-        "ranges `1-5`, lists `1,15`, steps `*/15` or `1-30/5` and names (`jan`, `mon`); or "
-        "@yearly, @monthly, @weekly, @daily, @midnight, @hourly. It must match some time."
+        "ranges `1-5`, lists `1,15`, steps `*/15` or `1-30/5` and names (`jan`, `mon`), or 6 "
+        "with the second first (`*/10 * * * * *`); an interval of whole hours, minutes and "
+        "seconds, at least 1 s (`@every 10s`, `@every 1h30m`: its multiples since the Unix "
+        "epoch); or @yearly, @monthly, @weekly, @daily, @midnight, @hourly. It must match "
+        "some time."
     )
     timezone: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(
         default="UTC",

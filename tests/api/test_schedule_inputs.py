@@ -148,7 +148,10 @@ async def test_a_schedules_payload_is_capped_as_a_jobs_is(
         ("0 0 ? * *", "day-of-month '?' is not a value"),
         ("5-1 * * * *", "minute range 5-1 runs backwards"),
         ("* * * *", "must be 5 fields"),
-        ("0 0 0 * * *", "must be 5 fields"),
+        ("0 0 0 * * * *", "must be 5 fields (minute hour day-of-month month day-of-week), 6"),
+        ("60 0 0 * * *", "second 60 is out of range 0-59"),
+        ("@every 0s", "at least 1 s (the floor)"),
+        ("@every 500ms", "at least 1 s (the floor)"),
     ],
 )
 async def test_cron_says_what_is_wrong(client: httpx.AsyncClient, cron: str, reason: str) -> None:

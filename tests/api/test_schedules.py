@@ -64,7 +64,8 @@ async def test_create_replace_read_pause_resume_delete(client: httpx.AsyncClient
 async def test_bad_schedules_are_refused_by_field(client: httpx.AsyncClient) -> None:
     for body, field in (
         ({**NIGHTLY, "cron": "every day"}, "cron"),
-        ({**NIGHTLY, "cron": "0 3 * * * *"}, "cron"),
+        ({**NIGHTLY, "cron": "0 3 * * * * *"}, "cron"),
+        ({**NIGHTLY, "cron": "@every 500ms"}, "cron"),  # under the floor of 1 s
         ({**NIGHTLY, "timezone": "Moon/Base"}, "timezone"),
         ({**NIGHTLY, "catch_up": "sometimes"}, "catch_up"),
         ({**NIGHTLY, "queue": "bad name"}, "queue"),

@@ -58,7 +58,11 @@ def test_aliases_and_utc() -> None:
     ("expression", "zone", "field"),
     [
         ("* * * *", "UTC", "cron"),
-        ("* * * * * *", "UTC", "cron"),
+        ("* * * * * * *", "UTC", "cron"),
+        ("60 * * * * *", "UTC", "cron"),
+        ("@every 0s", "UTC", "cron"),
+        ("@every 500ms", "UTC", "cron"),
+        ("@every 10", "UTC", "cron"),
         ("61 * * * *", "UTC", "cron"),
         ("@sometimes", "UTC", "cron"),
         ("* * * * *", "Mars/Olympus_Mons", "timezone"),
@@ -96,3 +100,46 @@ def test_catch_up_after_downtime() -> None:
     assert ticks_to_make(_schedule("none", on_time - timedelta(seconds=30)), cron, on_time) == [
         datetime(2026, 11, 24, 10, tzinfo=UTC)
     ]
+
+
+def test_a_sixth_field_is_the_second_first() -> None:
+    cron = Cron("*/2 * * * * *", "Europe/Paris")
+    start = datetime(2026, 3, 29, 0, 59, 58, 500_000, tzinfo=UTC)  # Paris skips 02:00-03:00
+    assert [t.isoformat() for t in islice(cron.after(start), 2)] == [
+        "2026-03-29T01:00:00+00:00",
+        "2026-03-29T01:00:02+00:00",
+    ]
+    assert Cron("30 0 9 * * mon", "UTC").next_after(start).isoformat() == (
+        "2026-03-30T09:00:30+00:00"
+    )
+
+
+def test_an_interval_ticks_at_its_multiples_since_the_epoch_in_any_zone() -> None:
+    for zone in ("UTC", "Asia/Kolkata"):
+        cron = Cron("@every 90s", zone)
+        assert cron.expression == "@every 1m30s"
+        moment = datetime(2026, 1, 1, 0, 0, 10, tzinfo=UTC)
+        assert [t.isoformat() for t in islice(cron.after(moment), 2)] == [
+            "2026-01-01T00:01:30+00:00",
+            "2026-01-01T00:03:00+00:00",
+        ]
+        assert cron.before(moment).__next__().isoformat() == "2026-01-01T00:00:00+00:00"
+    assert Cron("@every 1s", "UTC").missed(moment, moment + timedelta(seconds=3), 10) == [
+        moment + timedelta(seconds=n) for n in range(4)
+    ]
+
+
+def test_the_floor_is_one_second() -> None:
+    with pytest.raises(InvalidSchedule, match="at least 1 s"):
+        Cron("@every 0s", "UTC")
+    assert Cron("@every 1s", "UTC").expression == "@every 1s"
+
+
+def test_every_tick_on_time_is_made_whatever_the_catch_up() -> None:
+    """A pass that runs 5 s late on a 2-second schedule makes the three ticks it missed."""
+    cron = Cron("*/2 * * * * *", "UTC")
+    now = datetime(2026, 11, 24, 10, 0, 5, tzinfo=UTC)
+    for catch_up in ("latest", "none"):
+        assert ticks_to_make(_schedule(catch_up, now - timedelta(seconds=5)), cron, now) == [
+            now - timedelta(seconds=n) for n in (5, 3, 1)
+        ]

@@ -437,7 +437,8 @@ async function schedulesPage() {
   return [
     el("h1", {}, "Schedules"),
     data.schedules.length ? table(["name", "cron", "queue", "type", "state", "next runs", "last jobs"],
-      data.schedules.map((s) => [s.name, `${s.cron} ${s.timezone}`, link(queueHref(s.queue), s.queue),
+      // an interval ticks on the epoch's multiples, whatever the zone
+      data.schedules.map((s) => [s.name, s.cron.startsWith("@every") ? s.cron : `${s.cron} ${s.timezone}`, link(queueHref(s.queue), s.queue),
         s.type, s.paused ? "paused" : "active", s.next_runs.slice(0, 3).map(ago).join(", ") || "–",
         s.recent_runs.length ? el("span", {}, s.recent_runs.slice(0, 5).map((r, i) => [i ? ", " : "",
           r.job_id ? link(jobHref(r.job_id), `${r.job_id}`) : (r.refused || "–")])) : "–"]))

@@ -2402,7 +2402,7 @@ export interface components {
             payload?: unknown;
             /**
              * Cron
-             * @description 5 fields (minute hour day-of-month month day-of-week) of numbers, `*`, ranges `1-5`, lists `1,15`, steps `*\/15` or `1-30/5` and names (`jan`, `mon`); or @yearly, @monthly, @weekly, @daily, @midnight, @hourly. It must match some time.
+             * @description 5 fields (minute hour day-of-month month day-of-week) of numbers, `*`, ranges `1-5`, lists `1,15`, steps `*\/15` or `1-30/5` and names (`jan`, `mon`), or 6 with the second first (`*\/10 * * * * *`); an interval of whole hours, minutes and seconds, at least 1 s (`@every 10s`, `@every 1h30m`: its multiples since the Unix epoch); or @yearly, @monthly, @weekly, @daily, @midnight, @hourly. It must match some time.
              */
             cron: string;
             /**
