@@ -1,4 +1,4 @@
-"""`jobq jobs …`: list and show jobs; cancel, retry or delete one."""
+"""`jobq jobs …`: list, show and explain jobs; cancel, retry or delete one."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from app.cli._output import (
 from app.cli._service import Operator, Session
 from jobq_client import ErrorInfo, JobRecord
 
-jobs_cli = command_group("List and show jobs; cancel, retry or delete one.")
+jobs_cli = command_group("List, show and explain jobs; cancel, retry or delete one.")
 
 JobIdArgument = Annotated[int, typer.Argument(min=1, help="The job's id.")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
@@ -170,6 +170,35 @@ def show_job(ctx: typer.Context, job_id: JobIdArgument) -> None:
                 a.error.type if a.error else "-",
             )
         out.print(attempts)
+
+
+@jobs_cli.command("explain", cls=Operator)
+def explain_job(ctx: typer.Context, job_id: JobIdArgument) -> None:
+    """Why a job is not running now, or how it ended.
+
+    Every reason that holds is listed; a blocking reason alone keeps the next
+    lease of its queue from taking the job.
+    """
+    session = Session.of(ctx)
+    found = session.jobq.explain_job(job_id)
+    if session.as_json:
+        print_json(session.answer)
+        return
+    out = console()
+    verdict = "leasable: the next lease takes it" if found.leasable else "not leasable now"
+    out.print(f"job {found.job_id} ({found.queue} / {found.type}): {found.state}, {verdict}",
+              markup=False)  # fmt: skip
+    if not found.reasons:
+        return
+    rows = table(None, [("reason", "key"), ("blocks", "key"), ("detail", "text")])
+    for reason in found.reasons:
+        detail = reason.message
+        if reason.until is not None:
+            detail += f" (until {when(reason.until, compact=False)})"
+        if reason.parents:
+            detail += ": " + ", ".join(f"{p.id} {p.state}" for p in reason.parents)
+        rows.add_row(reason.code, "yes" if reason.blocking else "no", detail)
+    out.print(rows)
 
 
 def job_line(session: Session, job: JobRecord) -> None:

@@ -329,3 +329,13 @@ class DependenciesOfParams(NamedTuple):
     job_id: int
     allowed_names: list[str] | None
     allowed_patterns: list[str] | None
+
+
+# ---- explain.sql ---------------------------------------------------------------------
+
+
+class ExplainJobParams(NamedTuple):
+    job_id: int
+    allowed_names: list[str] | None
+    allowed_patterns: list[str] | None
+    max_ahead: int

@@ -30,6 +30,7 @@ from app.jobs.params import (
     EnqueueOneParams,
     EnqueueWithDependenciesParams,
     EnqueueWorkflowParams,
+    ExplainJobParams,
     FinishManyParams,
     FinishOneParams,
     HeartbeatParams,
@@ -50,6 +51,7 @@ from app.jobs.rows import (
     Beat,
     Dependency,
     Enqueued,
+    ExplainRow,
     FinishedBrief,
     JobRow,
     LimitedState,
@@ -65,7 +67,10 @@ from app.jobs.rows import (
 UNIQUE_INDEX = "jobs_unique_idx"
 
 QUERIES = Queries(
-    *(Path(__file__).with_name(f"{part}.sql") for part in ("enqueue", "lease", "finish", "jobs"))
+    *(
+        Path(__file__).with_name(f"{part}.sql")
+        for part in ("enqueue", "lease", "finish", "jobs", "explain")
+    )
 )
 ENQUEUE_ONE = QUERIES.bind("enqueue_one", EnqueueOneParams)
 ENQUEUE_MANY = QUERIES.bind("enqueue_many", EnqueueManyParams)
@@ -100,6 +105,7 @@ BLOCKING_PARENT = QUERIES.bind("blocking_parent", ByJobId)
 WATCH_JOB = QUERIES.bind("watch_job", ByJobId)
 RECORD_ENQUEUE_LIMITS = QUERIES.bind("record_enqueue_limits", RecordEnqueueLimitsParams)
 RECORD_LEASED_TYPES = QUERIES.bind("record_leased_types", RecordLeasedTypesParams)
+EXPLAIN_JOB = QUERIES.bind("explain_job", ExplainJobParams)
 
 
 # The queues a key may use: (exact names, LIKE patterns); None: every queue.
@@ -336,6 +342,12 @@ class JobsRepository:
     async def delete(self, job_id: int) -> bool:
         """Whether the job was deleted (it existed and was not running)."""
         return await self._db.fetch_one(DELETE_JOB, ByJobId(job_id)) is not None
+
+    async def explain(self, job_id: int, allowed: Allowed, max_ahead: int) -> ExplainRow | None:
+        """The job's facts against its queue now; None: no such job."""
+        params = ExplainJobParams(job_id, *_allowed(allowed), max_ahead)
+        record = await self._db.fetch_one(EXPLAIN_JOB, params)
+        return None if record is None else ExplainRow._make(record)
 
     # ---- dependencies and results ----------------------------------------------------
 

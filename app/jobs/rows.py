@@ -228,3 +228,41 @@ class Dependency(NamedTuple):
     queue: str
     type: str
     state: JobState
+
+
+class ExplainRow(NamedTuple):
+    """One job's facts against its queue's state now (`explain_job`)."""
+
+    id: int
+    queue: str
+    type: str
+    state: JobState
+    priority: int
+    run_at: datetime
+    scheduled: bool  # run_at is still ahead
+    attempt: int
+    max_attempts: int
+    finished_at: datetime | None
+    last_error: Any
+    cancel_requested: bool
+    at: datetime  # the statement's now
+    parents_waiting: int
+    parents: list[dict[str, Any]]  # the first unresolved parents: id, queue, type, state
+    paused: bool
+    ordering: str | None  # None: the queue has no settings row
+    max_running: int | None
+    running: int | None  # counted when max_running is set
+    max_running_per_key: int | None
+    concurrency_key: str | None
+    key_running: int | None  # counted when the key is limited
+    rate_limit_jobs: int | None
+    rate_used: int
+    rate_frees_at: datetime | None
+    fairness_key: str | None
+    key_rate_limit_jobs: int | None
+    key_rate_used: int
+    key_rate_frees_at: datetime | None
+    ahead: int  # due jobs a lease takes first, at most max_ahead + 1
+    higher_priority: int  # of them, of higher priority
+    type_leased_at: datetime | None
+    queue_leased_at: datetime | None

@@ -26,7 +26,7 @@ from app.jobs.rows import (
     Parent,
 )
 from app.jobs.schemas import AttemptOut
-from app.jobs.service import Finished, Heartbeat, Lease
+from app.jobs.service import Explanation, Finished, Heartbeat, Lease
 
 # What `AttemptOut` shows of a recorded attempt: not its lease token or API key.
 _ATTEMPT_FIELDS = tuple(AttemptOut.model_fields)
@@ -227,3 +227,31 @@ def acks(finished: Iterable[Finished], granted: Iterable[Lease] | None = None) -
         for f in finished
     ]
     return answer({"results": results, "leases": None if granted is None else _leases(granted)})
+
+
+def explanation(found: Explanation) -> dict[str, Any]:
+    """`ExplainOut`."""
+    f = found.facts
+    reasons = [
+        {
+            "code": r.code,
+            "blocking": r.blocking,
+            "message": r.message,
+            "until": r.until,
+            "since": r.since,
+            "count": r.count,
+            "limit": r.limit,
+            "more": r.more,
+            "parents": r.parents,
+        }
+        for r in found.reasons
+    ]
+    return {
+        "job_id": f.id,
+        "queue": f.queue,
+        "type": f.type,
+        "state": f.state,
+        "at": f.at,
+        "leasable": found.leasable,
+        "reasons": reasons,
+    }

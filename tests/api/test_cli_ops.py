@@ -120,6 +120,17 @@ async def test_jobs_list_and_show(service: str, http: httpx.AsyncClient) -> None
     assert json.loads(raw.stdout)["payload"] == {"to": "ada"}
 
 
+async def test_jobs_explain_lists_the_reasons(service: str, http: httpx.AsyncClient) -> None:
+    job = await _job(http, "later", delay_seconds=600)
+    assert (await http.post("/v1/queues/later/pause")).status_code == 200
+    shown = await jobq("jobs", "explain", str(job["id"]), "--url", service)
+    assert shown.exit_code == 0, shown.output
+    assert "not leasable now" in shown.stdout
+    assert "scheduled" in shown.stdout and "paused" in shown.stdout
+    raw = await jobq("jobs", "explain", str(job["id"]), "--json", "--url", service)
+    assert {r["code"] for r in json.loads(raw.stdout)["reasons"]} >= {"scheduled", "paused"}
+
+
 async def test_problems_are_one_line(service: str) -> None:
     line = one_error_line(await jobq("jobs", "show", "999", "--url", service))
     assert line == "jobq: Job not found (404) [job_not_found]: no job has id 999"

@@ -428,6 +428,22 @@ def test_a_python_traceback_reads_as_its_lines_under_the_error(
     assert head is not None and box is not None and head["y"] < box["y"]
 
 
+def test_the_job_page_says_why_a_job_waits(
+    page: Page, service: Replica, keys: dict[str, str], admin: httpx.Client
+) -> None:
+    parent = admin.post("/v1/queues/why/jobs", json={"type": "a"}).json()
+    body = {"type": "b", "depends_on": [parent["id"]], "delay_seconds": 600}
+    child = admin.post("/v1/queues/why/jobs", json=body).json()
+    _sign_in(page, service, keys["read"])
+    page.goto(f"{service.url}/ui/#/job/{child['id']}")
+    reasons = page.get_by_label("reasons")
+    expect(reasons.locator("li.blocking[data-code=scheduled]")).to_be_visible()
+    waiting = reasons.locator("li.blocking[data-code=waiting_for_parents]")
+    expect(waiting).to_contain_text(f"{parent['id']} queued")
+    waiting.get_by_role("link", name=str(parent["id"])).click()
+    expect(page.locator("h1")).to_contain_text(f"Job {parent['id']}")
+
+
 def test_a_key_that_cannot_read_is_refused_at_sign_in_with_the_reason(
     page: Page, service: Replica, keys: dict[str, str]
 ) -> None:

@@ -65,6 +65,8 @@ MIRRORS = [
     Mirror(M.Lease, "LeaseOut"),
     Mirror(M.Related, "DependencyOut"),
     Mirror(M.Dependencies, "DependenciesOut"),
+    Mirror(M.Reason, "ReasonOut"),
+    Mirror(M.Explanation, "ExplainOut"),
     Mirror(M.Heartbeat, "HeartbeatOut"),
     Mirror(M.AckResult, "AckResult"),
     Mirror(M.Ref, "Ref", renamed={"index": "ref"}, request=True),

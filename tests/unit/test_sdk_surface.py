@@ -26,7 +26,7 @@ def test_public_names_are_pinned() -> None:
             "TargetNotAllowed", "PushTarget", "PushTargetInfo", "Delivery", "InvalidDelivery",
             "verify_delivery",
             "Dependencies", "ErrorInfo", "ExecutionTimeout", "Parent", "ParentEnded",
-            "QueueSettings", "QueueStats", "RateLimit", "Stats", "Aging",
+            "QueueSettings", "QueueStats", "RateLimit", "Stats", "Aging", "Explanation", "Reason",
             "Ref", "Related", "Retry", "Schedule", "ScheduleRun", "Unique", "UniqueHeld",
             "Uniqueness",
             "__version__",

@@ -13,6 +13,7 @@ from app.core.errors import ValidationFailed
 from app.core.fields import MAX_TEXT_LENGTH
 from app.core.names import MAX_BIGINT, MAX_NAME_LENGTH, NAME_PATTERN
 from app.jobs import views
+from app.jobs.explain_schemas import ExplainOut
 from app.jobs.routes.deps import services
 from app.jobs.schemas import (
     DEFAULT_LIST_LIMIT,
@@ -154,6 +155,21 @@ async def get_job_dependencies(
     caller.require_queue_of(job.queue, "job")
     allowed = caller.queues.sql() if caller.queues is not None else None
     return views.dependencies(await jobs.reads.dependencies(job_id, allowed))
+
+
+@router.get(
+    "/jobs/{job_id}/explain",
+    operation_id="explainJob",
+    response_model=ExplainOut,
+    responses=problems(401, 403, 404, 422),
+)
+async def explain_job(caller: ReadCaller, job_id: JobIdPath, request: Request) -> dict[str, Any]:
+    """Why a job is not running now: every reason that holds, or how it ended."""
+    jobs = services(request)
+    allowed = caller.queues.sql() if caller.queues is not None else None
+    explained = await jobs.reads.explain(job_id, allowed)
+    caller.require_queue_of(explained.facts.queue, "job")
+    return views.explanation(explained)
 
 
 @router.get(

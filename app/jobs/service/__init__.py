@@ -13,6 +13,7 @@ from app.jobs.repository import JobsRepository
 from app.jobs.service.acks import Ack, Acks, AttemptError, Finished
 from app.jobs.service.admin import JobAdmin
 from app.jobs.service.enqueue import Enqueuer
+from app.jobs.service.explain import Explanation
 from app.jobs.service.handoff import AckAndLease
 from app.jobs.service.leases import Heartbeat, Lease, Leased, Leases, Progress, Wanted
 from app.jobs.service.reads import Reads
@@ -22,6 +23,7 @@ from app.jobs.wakeups import Wakeups
 __all__ = [
     "Ack",
     "AttemptError",
+    "Explanation",
     "Finished",
     "Heartbeat",
     "ItemRef",

@@ -10,6 +10,7 @@ from app.jobs.finishes import Finishes
 from app.jobs.params import JobFilter
 from app.jobs.repository import Allowed, JobsRepository
 from app.jobs.rows import Dependency, JobRow, WorkerRow
+from app.jobs.service.explain import MAX_AHEAD, Explanation, explain
 
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 
@@ -57,6 +58,14 @@ class Reads:
         `JobNotFound` if there is no such job."""
         await self.get(job_id)
         return await self._repo.dependencies_of(job_id, allowed)
+
+    async def explain(self, job_id: int, allowed: Allowed = None) -> Explanation:
+        """Why the job is not running now (its parents of the `allowed` queues listed);
+        `JobNotFound` if there is no such job."""
+        facts = await self._repo.explain(job_id, allowed, MAX_AHEAD)
+        if facts is None:
+            raise JobNotFound(f"no job has id {job_id}", job_id=job_id)
+        return explain(facts)
 
     async def page(
         self, where: JobFilter, after: int, limit: int, allowed: Allowed = None

@@ -364,16 +364,32 @@ function errorView(error) {
     details !== null ? [el("h3", {}, "Details"), json(details)] : null);
 }
 
-async // A job's uniqueness in one line: key, period (and its start), the states it holds it in.
+// A job's uniqueness in one line: key, period (and its start), the states it holds it in.
 function uniqueText(unique) {
   if (!unique) return "–";
   const period = unique.period ? `, one per ${unique.period} s from ${unique.since}` : "";
   return `${unique.key}${period}, while ${unique.states.join(" / ")}`;
 }
 
-function jobPage(id) {
-  const [job, deps] = await Promise.all([
-    api("GET", `/v1/jobs/${id}`), api("GET", `/v1/jobs/${id}/dependencies`)]);
+// Why a job is not running (GET /v1/jobs/{id}/explain): each reason, the blocking ones
+// marked, with when it ends and the parents it waits for.
+function explainView(why) {
+  if (!why.reasons.length) {
+    return el("p", { class: "explain-none" }, why.leasable
+      ? "Nothing holds it back: the next lease of its queue takes it." : "–");
+  }
+  return el("ul", { class: "explain", "aria-label": "reasons" }, why.reasons.map((r) =>
+    el("li", { class: r.blocking ? "blocking" : "muted", "data-code": r.code },
+      el("b", {}, r.code), " ", r.message,
+      r.until ? ` (until ${r.until}, ${ago(r.until)})` : null,
+      r.parents.length ? el("span", {}, ": ", r.parents.map((q, i) =>
+        [i ? ", " : "", link(jobHref(q.id), String(q.id)), ` ${q.state}`])) : null)));
+}
+
+async function jobPage(id) {
+  const [job, deps, why] = await Promise.all([
+    api("GET", `/v1/jobs/${id}`), api("GET", `/v1/jobs/${id}/dependencies`),
+    api("GET", `/v1/jobs/${id}/explain`)]);
   const p = job.progress;
   const bar = el("div", { class: "progress", role: "progressbar",
     "aria-valuenow": p && p.percent !== null ? p.percent : 0 }, el("span"));
@@ -404,6 +420,7 @@ function jobPage(id) {
       ["start by", job.start_by ? `${job.start_by} (${ago(job.start_by)})` : "none"],
       ["snoozes", String(job.snoozes ?? 0)],
     ]),
+    el("h2", {}, "Why"), explainView(why),
     el("h2", {}, "Progress"),
     p ? el("div", {}, bar, `${p.percent ?? "–"}% ${p.stage || ""} ${p.message || ""} (${ago(p.updated_at)})`)
       : el("p", { class: "muted" }, "No progress reported."),

@@ -21,6 +21,8 @@ export type Problem = Schemas["Problem"];
  * `key`, per `period` seconds and while in `states`; `on_conflict: "replace"` gives a
  * queued job holding it this enqueue's payload and run time (debounce). */
 export type Unique = Schemas["UniqueIn"];
+/** Why a job is not running now (`explainJob`): every reason that holds. */
+export type Explanation = Schemas["ExplainOut"];
 /** Every field of an enqueue but `type` and `payload`, as the API names them. */
 export type EnqueueOptions = Omit<JobIn, "type" | "payload">;
 
@@ -68,6 +70,9 @@ export interface JobqClient extends Client<paths> {
   enqueueMany(queue: string, jobs: JobIn[]): Promise<BatchItem[]>;
   /** A job with its progress, result, errors and attempts. */
   getJob(jobId: number): Promise<Job>;
+  /** Why a job is not running now: every reason that holds (`leasable`: none blocks, the
+   * next lease of its queue takes it), or how it ended. */
+  explainJob(jobId: number): Promise<Explanation>;
   /** The job once it finished (succeeded, failed or cancelled), or as it is when
    * `timeoutSeconds` (default 60) passed: look at its `state`. Long polls, no busy loop. */
   wait(jobId: number, timeoutSeconds?: number): Promise<Job>;
@@ -199,6 +204,8 @@ export function createJobq(options: JobqOptions = {}): JobqClient {
       return answer.jobs;
     },
     getJob: (jobId: number) => getJob(jobId),
+    explainJob: (jobId: number) =>
+      call((signal) => client.GET("/v1/jobs/{job_id}/explain", { params: { path: { job_id: jobId } }, signal })),
     async wait(jobId: number, timeoutSeconds = DEFAULT_WAIT_SECONDS) {
       const deadline = Date.now() + timeoutSeconds * 1000;
       for (;;) {

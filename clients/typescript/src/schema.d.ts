@@ -132,6 +132,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{job_id}/explain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Explain Job
+         * @description Why a job is not running now: every reason that holds, or how it ended.
+         */
+        get: operations["explainJob"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs": {
         parameters: {
             query?: never;
@@ -1203,6 +1223,36 @@ export interface components {
              * @description Any JSON; the whole `error` is at most 256 KiB serialised (`JOBQ_MAX_PAYLOAD_BYTES`).
              */
             details?: unknown;
+        };
+        /**
+         * ExplainOut
+         * @description Why a job is not running now: every reason that holds, or how it ended.
+         */
+        ExplainOut: {
+            /** Job Id */
+            job_id: number;
+            /** Queue */
+            queue: string;
+            /** Type */
+            type: string;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            /**
+             * At
+             * Format: date-time
+             * @description When the reasons were read.
+             */
+            at: string;
+            /**
+             * Leasable
+             * @description Queued, and no reason blocks: the next lease of its queue takes it.
+             */
+            leasable: boolean;
+            /** Reasons */
+            reasons: components["schemas"]["ReasonOut"][];
         };
         /**
          * FailIn
@@ -2286,6 +2336,59 @@ export interface components {
             used: number;
         };
         /**
+         * ReasonOut
+         * @description One thing that holds the job back now, or how it ended.
+         */
+        ReasonOut: {
+            /**
+             * Code
+             * @description What the reason is, stable for programs.
+             * @enum {string}
+             */
+            code: "scheduled" | "waiting_for_parents" | "paused" | "max_running" | "max_running_per_key" | "rate_limit" | "rate_limit_per_key" | "behind" | "no_worker" | "no_worker_for_type" | "running" | "succeeded" | "failed" | "cancelled";
+            /**
+             * Blocking
+             * @description Whether this alone keeps the next lease of the queue from taking the job.
+             */
+            blocking: boolean;
+            /**
+             * Message
+             * @description The reason in words, for people.
+             */
+            message: string;
+            /**
+             * Until
+             * @description When it ends, if known: the run_at, or when a rate window frees.
+             */
+            until?: string | null;
+            /**
+             * Since
+             * @description When it began, if known: the last lease of the queue or type.
+             */
+            since?: string | null;
+            /**
+             * Count
+             * @description How many: running jobs, leases in the window, jobs ahead, parents.
+             */
+            count?: number | null;
+            /**
+             * Limit
+             * @description The limit `count` is held to, if any.
+             */
+            limit?: number | null;
+            /**
+             * More
+             * @description `count` is a lower bound (more jobs are ahead).
+             * @default false
+             */
+            more?: boolean;
+            /**
+             * Parents
+             * @description The first parents not finished yet, with their states.
+             */
+            parents?: components["schemas"]["DependencyOut"][];
+        };
+        /**
          * RedriveIn
          * @description Which failed jobs of the queue to send back, oldest failure first.
          * @example {
@@ -3129,6 +3232,73 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DependenciesOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    explainJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExplainOut"];
                 };
             };
             /** @description Unauthorized */

@@ -20,6 +20,7 @@ from jobq_client._models import (
     BatchItem,
     Dependencies,
     Enqueued,
+    Explanation,
     Heartbeat,
     JobRecord,
     JobsPage,
@@ -94,6 +95,14 @@ def get_job(job_id: int, wait_seconds: float = 0) -> Call[JobRecord]:
         lambda r: JobRecord.from_json(_json(r)),
         params={"wait_seconds": wait_seconds} if wait_seconds else None,
         min_timeout=wait_seconds + LONG_POLL_MARGIN_SECONDS if wait_seconds else None,
+    )
+
+
+def explain_job(job_id: int) -> Call[Explanation]:
+    return Call(
+        "GET",
+        f"/v1/jobs/{int(job_id)}/explain",
+        lambda r: Explanation.from_json(_json(r)),
     )
 
 

@@ -14,6 +14,11 @@ from typing import Any, Literal
 JobState = Literal["waiting", "queued", "running", "succeeded", "failed", "cancelled"]
 OnParentFailure = Literal["cancel", "run"]
 AttemptOutcome = Literal["succeeded", "failed", "lease_expired", "timeout", "snoozed"]
+ReasonCode = Literal[
+    "scheduled", "waiting_for_parents", "paused", "max_running", "max_running_per_key",
+    "rate_limit", "rate_limit_per_key", "behind", "no_worker", "no_worker_for_type",
+    "running", "succeeded", "failed", "cancelled",
+]  # fmt: skip
 FINISHED: tuple[JobState, ...] = ("succeeded", "failed", "cancelled")
 
 
@@ -307,6 +312,59 @@ class Dependencies:
             [Related.from_json(p) for p in data.get("parents") or []],
             [Related.from_json(c) for c in data.get("children") or []],
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One thing that holds a job back now (`code`: `scheduled`, `waiting_for_parents`,
+    `paused`, `max_running`, `max_running_per_key`, `rate_limit`, `rate_limit_per_key`,
+    `behind`, `no_worker`, `no_worker_for_type`), or how it ended (`running`,
+    `succeeded`, `failed`, `cancelled`)."""
+
+    code: ReasonCode
+    blocking: bool
+    message: str
+    until: datetime | None = None
+    since: datetime | None = None
+    count: int | None = None
+    limit: int | None = None
+    more: bool = False
+    parents: list[Related] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Reason:
+        return cls(
+            data["code"], data["blocking"], data["message"], _time(data.get("until")),
+            _time(data.get("since")), data.get("count"), data.get("limit"),
+            bool(data.get("more")), [Related.from_json(p) for p in data.get("parents") or []],
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Why a job is not running now: every reason that holds (`leasable`: none blocks,
+    the next lease of its queue takes it).
+
+    ```python
+    for reason in client.explain_job(job_id).reasons:
+        print(reason.code, reason.message)
+    ```
+    """
+
+    job_id: int
+    queue: str
+    type: str
+    state: JobState
+    at: datetime
+    leasable: bool
+    reasons: list[Reason]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Explanation:
+        return cls(
+            data["job_id"], data["queue"], data["type"], data["state"], _required_time(data["at"]),
+            data["leasable"], [Reason.from_json(r) for r in data.get("reasons") or []],
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

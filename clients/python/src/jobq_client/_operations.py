@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from jobq_client import _admin_calls, _calls
 from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule, Stats
 from jobq_client._calls import Call
-from jobq_client._models import Dependencies, JobRecord
+from jobq_client._models import Dependencies, Explanation, JobRecord
 
 T = TypeVar("T")
 _SETTINGS = {f.name for f in fields(QueueSettings)} - {"queue"}
@@ -46,6 +46,10 @@ class Operations:
 
     def _call(self, call: Call[T]) -> T:
         raise NotImplementedError
+
+    def explain_job(self, job_id: int) -> Explanation:
+        """Why job `job_id` is not running now: every reason that holds, or how it ended."""
+        return self._call(_calls.explain_job(job_id))
 
     def get_dependencies(self, job_id: int) -> Dependencies:
         """The jobs `job_id` waits for, and those waiting for it."""
@@ -170,6 +174,10 @@ class AsyncOperations:
 
     async def _call(self, call: Call[T]) -> T:
         raise NotImplementedError
+
+    async def explain_job(self, job_id: int) -> Explanation:
+        """Why job `job_id` is not running now: every reason that holds, or how it ended."""
+        return await self._call(_calls.explain_job(job_id))
 
     async def get_dependencies(self, job_id: int) -> Dependencies:
         """The jobs `job_id` waits for, and those waiting for it."""
