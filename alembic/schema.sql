@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0030, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0031, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -1391,6 +1391,7 @@ COMMENT ON FUNCTION jobq.queue_minute_stats() IS 'The per-minute rollups and the
 
 CREATE FUNCTION jobq.queue_overview(one text) RETURNS TABLE(queue text, queued bigint, due bigint, running bigint, waiting bigint, failed bigint, cancelled bigint, oldest_due_age_seconds double precision, paused boolean, paused_at timestamp with time zone)
     LANGUAGE sql STABLE
+    SET jit TO 'off'
     AS $$
     -- counts from the counters; of the queued jobs, those not due yet and the oldest due
     -- one read along the claim index, a probe per priority in use
