@@ -61,6 +61,7 @@ MAX_DEPENDENCY_DEPTH = 10_000
 DEFAULT_MAX_BATCH_DEPENDENCIES = 10_000
 # A lease's row is written by heartbeats at most once per this interval (0: every time):
 # often enough for a worker reporting its stages as it goes, not for a runaway loop.
+DEFAULT_MAX_SNOOZES = 25  # times one job may be snoozed
 DEFAULT_HEARTBEAT_MIN_INTERVAL_SECONDS = 0.1  # ten writes a second, where thousands could be
 # What a producer refused with 429 `queue_full` is told to wait (Retry-After).
 DEFAULT_QUEUE_FULL_RETRY_AFTER_SECONDS = 5
@@ -210,6 +211,12 @@ class Settings(BaseSettings):
         ge=1,
         le=DEFAULT_MAX_BATCH_DEPENDENCIES,
         description="`depends_on` entries one enqueue call (a job or a batch) may name in all.",
+    )
+    max_snoozes: int = Field(
+        default=DEFAULT_MAX_SNOOZES,
+        ge=1,
+        le=10_000,
+        description="Times a worker may snooze one job; the next snooze is refused (409).",
     )
     heartbeat_min_interval_seconds: float = Field(
         default=DEFAULT_HEARTBEAT_MIN_INTERVAL_SECONDS,

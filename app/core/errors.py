@@ -20,6 +20,7 @@ places it in the request (`within("body")`).
     ├── Conflict (409)
     │   ├── LeaseLost
     │   │   └── ExecutionTimeout
+    │   ├── SnoozeLimitReached
     │   ├── KeyExists
     │   ├── JobFinished
     │   ├── JobNotRetryable
@@ -120,6 +121,13 @@ class LeaseLost(Conflict):
 
     code = "lease_lost"
     title = "Lease lost"
+
+
+class SnoozeLimitReached(Conflict):
+    """The job has snoozed as many times as allowed (JOBQ_MAX_SNOOZES): complete or fail it."""
+
+    code = "snooze_limit_reached"
+    title = "Snooze limit reached"
 
 
 class ExecutionTimeout(LeaseLost):

@@ -221,3 +221,33 @@ UPDATE jobq.jobs j
  WHERE j.id = CAST(:job_id AS bigint) AND j.lease_id = CAST(:lease_id AS uuid)
    AND j.state::text = 'running'
 RETURNING j.id, jobq.announce_due(j.queue, j.run_at, 1) AS announced;
+
+
+-- name: snooze
+-- Put one live lease's job (of this key) back to the queue, due in `seconds`, without
+-- spending its attempt (the claim's count is undone), while it has snoozed fewer than
+-- `max_snoozes` times; a job whose cancellation was requested is cancelled instead.
+-- Recorded in its history as an attempt with the outcome `snoozed`. No row when the
+-- lease is stale, another key's, past its timeout, or the job is at its cap.
+UPDATE jobq.jobs j
+   SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                    ELSE 'queued' END::jobq.job_state,
+       attempt = j.attempt - 1,
+       snoozes = j.snoozes + 1,
+       run_at = statement_timestamp() + make_interval(secs => CAST(:seconds AS double precision)),
+       finished_at = CASE WHEN j.cancel_requested THEN statement_timestamp() END,
+       lease_expires_at = NULL,
+       worker_id = NULL,
+       attempts = j.attempts || jobq.attempt_record(
+           j.attempt, j.lease_id, j.worker_id, j.lease_key_id, j.attempted_at, 'snoozed',
+           NULL),
+       updated_at = statement_timestamp()
+ WHERE j.id = CAST(:job_id AS bigint) AND j.lease_id = CAST(:lease_id AS uuid)
+   AND j.state::text = 'running'
+   AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+   AND (j.timeout_seconds IS NULL
+        OR now() < j.attempted_at + make_interval(secs => j.timeout_seconds))
+   AND j.snoozes < :max_snoozes
+RETURNING j.*,
+          CASE WHEN j.state = 'queued' THEN jobq.announce_due(j.queue, j.run_at, 1) END
+              AS announced;

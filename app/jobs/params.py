@@ -246,6 +246,14 @@ class FinishManyParams(NamedTuple):
     key_id: int | None
 
 
+class SnoozeParams(NamedTuple):
+    job_id: int
+    lease_id: UUID
+    seconds: float  # until the job is due again
+    max_snoozes: int  # the job's snoozes so far must be fewer
+    key_id: int | None
+
+
 class CompleteOneParams(NamedTuple):
     job_id: int
     lease_id: UUID

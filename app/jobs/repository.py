@@ -44,6 +44,7 @@ from app.jobs.params import (
     RecordLeasedTypesParams,
     ReleaseParams,
     RetryJobParams,
+    SnoozeParams,
     WorkersParams,
 )
 from app.jobs.rows import (
@@ -87,6 +88,7 @@ NEXT_DUE = QUERIES.bind("next_due", ByQueues)
 HEARTBEAT = QUERIES.bind("heartbeat", HeartbeatParams)
 FINISH_ONE = QUERIES.bind("finish_one", FinishOneParams)
 FINISH_MANY = QUERIES.bind("finish_many", FinishManyParams)
+SNOOZE = QUERIES.bind("snooze", SnoozeParams)
 COMPLETE_ONE = QUERIES.bind("complete_one", CompleteOneParams)
 COMPLETE_MANY = QUERIES.bind("complete_many", CompleteManyParams)
 RELEASE = QUERIES.bind("release", ReleaseParams)
@@ -281,6 +283,12 @@ class JobsRepository:
         else:
             finish = FinishOneParams(*ack, *_retry_policy(backoff), key_id)
             record = await self._db.fetch_one(FINISH_ONE, finish)
+        return None if record is None else job_at(record, 0)
+
+    async def snooze(self, params: SnoozeParams) -> JobRow | None:
+        """The whole job, snoozed; None when the lease matched no live lease of this key
+        under its snooze cap."""
+        record = await self._db.fetch_one(SNOOZE, params)
         return None if record is None else job_at(record, 0)
 
     async def finish_many(

@@ -325,6 +325,16 @@ class FailIn(Strict):
     )
 
 
+class SnoozeIn(Strict):
+    """When to run the leased job again, spending no attempt."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"seconds": 60}]})
+
+    seconds: DelaySeconds = Field(
+        description="The job is due again this many seconds from now (366 days at most)."
+    )
+
+
 class AckComplete(CompleteIn):
     """Complete one lease, inside a batch."""
 

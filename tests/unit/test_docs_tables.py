@@ -17,6 +17,7 @@ TABLES = {
     "LeaseIn": "jobs.md",
     "HeartbeatIn": "jobs.md",
     "FailIn": "jobs.md",
+    "SnoozeIn": "jobs.md",
     "RetryIn": "operators.md",
     "RedriveIn": "operators.md",
 }

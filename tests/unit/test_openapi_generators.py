@@ -24,7 +24,7 @@ VERBS = (
     "ack", "cancel", "check", "complete", "create", "delete", "enqueue", "explain", "fail", "get",
     "heartbeat",
     "lease", "list", "pause", "purge", "redrive", "release", "resume", "retry", "revoke", "set",
-    "update",
+    "snooze", "update",
 )  # fmt: skip
 OPERATION_ID = re.compile(rf"^(?:{'|'.join(VERBS)})(?:[A-Z][a-z0-9]*)*$")
 EXAMPLED = [
@@ -33,6 +33,7 @@ EXAMPLED = [
     schemas.LeaseIn,
     schemas.HeartbeatIn,
     schemas.CompleteIn,
+    schemas.SnoozeIn,
     schemas.FailIn,
     schemas.AcksIn,
     schemas.JobOut,

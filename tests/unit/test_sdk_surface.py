@@ -27,8 +27,8 @@ def test_public_names_are_pinned() -> None:
             "verify_delivery",
             "Dependencies", "ErrorInfo", "ExecutionTimeout", "Parent", "ParentEnded",
             "QueueSettings", "QueueStats", "RateLimit", "Stats", "Aging", "Explanation", "Reason",
-            "Ref", "Related", "Retry", "Schedule", "ScheduleRun", "Unique", "UniqueHeld",
-            "Uniqueness",
+            "Ref", "Related", "Retry", "Schedule", "ScheduleRun", "Snooze", "SnoozeLimitReached",
+            "Unique", "UniqueHeld", "Uniqueness",
             "__version__",
         ]
     )  # fmt: skip

@@ -24,6 +24,7 @@ from app.jobs.schemas import (
     JobOut,
     LeaseIn,
     LeasesOut,
+    SnoozeIn,
 )
 from app.jobs.service import Ack, AttemptError, Leased, Progress, Wanted
 from app.keys import KeyedRoute, WorkCaller
@@ -170,6 +171,21 @@ async def fail_lease(
         retry_after_seconds=failure.retry_after_seconds,
         key_id=caller.key_id,
     )
+    return views.job_answer(job)
+
+
+@router.post(
+    "/leases/{lease_id}/snooze",
+    operation_id="snoozeLease",
+    response_model=JobOut,
+    responses=problems(400, 401, 403, 404, 409, 422),
+)
+async def snooze_lease(
+    caller: WorkCaller, lease_id: LeasePath, snooze: SnoozeIn, request: Request
+) -> Response:
+    """Put the leased job back to the queue for `seconds`, spending no attempt."""
+    jobs = services(request)
+    job = await jobs.snoozes.snooze(lease_id, snooze.seconds, caller.key_id)
     return views.job_answer(job)
 
 

@@ -17,6 +17,7 @@ from app.jobs.service.explain import Explanation
 from app.jobs.service.handoff import AckAndLease
 from app.jobs.service.leases import Heartbeat, Lease, Leased, Leases, Progress, Wanted
 from app.jobs.service.reads import Reads
+from app.jobs.service.snoozes import Snoozes
 from app.jobs.service.specs import ItemRef, JobSpec, Unique
 from app.jobs.wakeups import Wakeups
 
@@ -61,6 +62,7 @@ class JobServices:
     leases: Leases
     acks: Acks
     ack_and_lease: AckAndLease
+    snoozes: Snoozes
     reads: Reads
     admin: JobAdmin
 
@@ -80,6 +82,7 @@ class JobServices:
             leases=leases,
             acks=acks,
             ack_and_lease=AckAndLease(acks, leases),
+            snoozes=Snoozes(repo, settings, limited),
             reads=Reads(repo, finishes),
             admin=JobAdmin(repo),
         )

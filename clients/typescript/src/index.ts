@@ -260,6 +260,21 @@ export class Retry extends Error {
 
 const TIMED_OUT = Symbol("timed out");
 
+/**
+ * Throw from a handler to run the job again `seconds` from now without spending an
+ * attempt, as Python's `Snooze`. The service allows a job `JOBQ_MAX_SNOOZES` snoozes (25);
+ * past that the worker fails the attempt instead.
+ *
+ *     throw new Snooze(60); // the report is not ready yet
+ */
+export class Snooze extends Error {
+  override name = "Snooze";
+  constructor(readonly seconds: number) {
+    if (!Number.isFinite(seconds) || seconds < 0) throw new TypeError(`Snooze needs seconds >= 0, got ${seconds}`);
+    super(`snooze for ${seconds}s`);
+  }
+}
+
 /** What a handler gets: the job, its parents' results, progress, cancellation. */
 export interface JobContext {
   readonly job: Job;
@@ -514,6 +529,7 @@ export class Worker {
         return;
       }
       if (lost) return;
+      if (error instanceof Snooze && (await this.snooze(lease, error.seconds))) return;
       const failure = error instanceof Error ? error : new Error(String(error));
       await this.finish(lease, {
         lease_id: lease.lease_id,
@@ -528,6 +544,22 @@ export class Worker {
       clearTimeout(timeoutTimer);
       clearTimeout(graceTimer);
     }
+  }
+
+  /** Put the job back for `seconds`, spending no attempt; false when the service refused
+   * (past its cap on snoozes: the attempt then fails). */
+  private async snooze(lease: Lease, seconds: number): Promise<boolean> {
+    const { error } = await this.client.POST("/v1/leases/{lease_id}/snooze", {
+      params: { path: { lease_id: lease.lease_id } },
+      body: { seconds },
+    });
+    if (error && error.code === "snooze_limit_reached") {
+      this.log(`job ${lease.job.id} (${lease.job.type}) may not snooze again: failing the attempt`);
+      return false;
+    }
+    if (error) this.log(`the snooze of job ${lease.job.id} was refused: ${new JobqError(error).message}`);
+    else this.log(`job ${lease.job.id} (${lease.job.type}) snoozed for ${seconds} s`);
+    return true;
   }
 
   /** Hand the outcome to the run loop when it waits for this slot (it sends it with its

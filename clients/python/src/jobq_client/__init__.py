@@ -54,6 +54,7 @@ from jobq_client._errors import (
     QueueFull,
     ReaperStalled,
     ScheduleNotFound,
+    SnoozeLimitReached,
     TargetNotAllowed,
     TooManyRequests,
     Unauthorized,
@@ -62,7 +63,7 @@ from jobq_client._errors import (
     UnsupportedMediaType,
     ValidationError,
 )
-from jobq_client._job import Job, JobCancelled, Permanent, Retry
+from jobq_client._job import Job, JobCancelled, Permanent, Retry, Snooze
 from jobq_client._models import (
     Ack,
     AckResult,
@@ -158,6 +159,8 @@ __all__ = [
     "Schedule",
     "ScheduleNotFound",
     "ScheduleRun",
+    "Snooze",
+    "SnoozeLimitReached",
     "Stats",
     "TargetNotAllowed",
     "TooManyRequests",

@@ -232,6 +232,16 @@ def fail(
     )
 
 
+def snooze(lease_id: str, seconds: float) -> Call[JobRecord]:
+    return Call(
+        "POST",
+        f"/v1/leases/{_segment(lease_id)}/snooze",
+        lambda r: JobRecord.from_json(_json(r)),
+        body={"seconds": seconds},
+        has_body=True,
+    )
+
+
 def _ack_results(answer: Any) -> list[AckResult]:
     return [AckResult.from_json(item) for item in answer["results"]]
 

@@ -420,6 +420,10 @@ class Client(_Base, Operations):
             )
         )
 
+    def snooze(self, lease_id: str, seconds: float) -> JobRecord:
+        """Run the leased job again `seconds` from now, spending no attempt."""
+        return self._call(_calls.snooze(lease_id, seconds))
+
     def ack(self, acks: Iterable[Ack]) -> list[AckResult]:
         """Complete or fail many leases in one call; one result per ack, in order."""
         return self._call(_calls.ack(acks))
@@ -678,6 +682,10 @@ class AsyncClient(_Base, AsyncOperations):
                 retry_after_seconds=retry_after_seconds,
             )
         )
+
+    async def snooze(self, lease_id: str, seconds: float) -> JobRecord:
+        """Run the leased job again `seconds` from now, spending no attempt."""
+        return await self._call(_calls.snooze(lease_id, seconds))
 
     async def ack(self, acks: Iterable[Ack]) -> list[AckResult]:
         """Complete or fail many leases in one call; one result per ack, in order."""

@@ -20,6 +20,7 @@ status, or else `JobqError` itself. Catch by class, not by message.
     ├── Conflict (409)
     │   ├── LeaseLost          job_id, state: where the job is now
     │   │   └── ExecutionTimeout   the attempt ran past the job's timeout_seconds
+    │   ├── SnoozeLimitReached the job snoozed JOBQ_MAX_SNOOZES times: finish it
     │   ├── KeyExists
     │   ├── JobFinished        nothing left to cancel
     │   ├── JobNotRetryable    only failed or cancelled jobs can be retried
@@ -174,6 +175,12 @@ class LeaseLost(Conflict):
     def state(self) -> str | None:
         value = self.problem.get("state")
         return value if isinstance(value, str) else None
+
+
+class SnoozeLimitReached(Conflict):
+    """The job snoozed as many times as the service allows: complete or fail it."""
+
+    default_code = "snooze_limit_reached"
 
 
 class ExecutionTimeout(LeaseLost):

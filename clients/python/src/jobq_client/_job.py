@@ -1,5 +1,5 @@
 """`Job`, a leased job as its handler sees it, and the exceptions a handler raises to
-say how its attempt ends (`Permanent`, `Retry`, `JobCancelled`)."""
+say how its attempt ends (`Permanent`, `Retry`, `Snooze`, `JobCancelled`)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,19 @@ class Retry(Exception):
     def __init__(self, message: str = "", *, after: float) -> None:
         super().__init__(message or f"retry in {after:g}s")
         self.retry_after_seconds = float(after)
+
+
+class Snooze(Exception):
+    """Raise from a handler to run the job again `seconds` from now without spending an
+    attempt (the job's `attempt` is as before this run). The service allows a job
+    `JOBQ_MAX_SNOOZES` snoozes (25); past that the worker fails the attempt instead.
+
+        raise Snooze(60)  # the report is not ready yet
+    """
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"snooze for {seconds:g}s")
+        self.seconds = float(seconds)
 
 
 class JobCancelled(Permanent):

@@ -64,11 +64,12 @@ from jobq_client._errors import (
     LeaseNotFound,
     NotFound,
     PayloadTooLarge,
+    SnoozeLimitReached,
     Unauthorized,
     ValidationError,
     error_class,
 )
-from jobq_client._job import Job
+from jobq_client._job import Job, Snooze
 from jobq_client._models import Ack, AckResult, Complete, Fail, Lease
 
 log = logging.getLogger("jobq_client.worker")
@@ -426,6 +427,8 @@ class _Session:
             job.lease_lost = True
             log.warning("job %s: lease lost (%s); dropping it", job.id, exc)
             return None
+        except Snooze as exc:
+            return await self.snooze(job, exc.seconds, started)
         except Exception as exc:
             error_type, message, details, retryable, retry_after = _failure(exc)
             log.warning(
@@ -447,6 +450,25 @@ class _Session:
             extra=_fields(job, "job.finished", started),
         )  # fmt: skip
         return Complete(job.lease_id, result)
+
+    async def snooze(self, job: Job, seconds: float, started: float) -> Ack | None:
+        """Put the job back for `seconds` (nothing left to acknowledge); past the
+        service's cap on snoozes, fail the attempt instead."""
+        try:
+            await self.client.snooze(job.lease_id, seconds)
+        except SnoozeLimitReached as exc:
+            log.warning("job %s (%s): %s; failing the attempt", job.id, job.type, exc)
+            return Fail(job.lease_id, "SnoozeLimitReached", str(exc))
+        except (LeaseLost, LeaseNotFound) as exc:
+            job.lease_lost = True
+            log.warning("job %s: lease lost (%s); dropping it", job.id, exc)
+            return None
+        log.info(
+            "job %s (%s) snoozed for %gs",
+            job.id, job.type, seconds,
+            extra=_fields(job, "job.snoozed", started, seconds=seconds),
+        )  # fmt: skip
+        return None
 
     async def within_timeout(self, handler: HandlerFunc, job: Job) -> Any:
         """The handler's result; `_TimedOut` when it ran past the job's timeout: it is

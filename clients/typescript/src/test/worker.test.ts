@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { createJobq, Permanent, Retry, Worker, type Job } from "../index.js";
+import { createJobq, Permanent, Retry, Snooze, Worker, type Job } from "../index.js";
 
 const jobq = createJobq();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -180,4 +180,30 @@ test("cancels a handler past its job's timeout, then abandons one that goes on",
   await running;
   assert.ok(logged.some((m) => /timed out after 1 s: stopped/.test(m)), logged.join("\n"));
   assert.ok(logged.some((m) => /timed out after 1 s: abandoned/.test(m)), logged.join("\n"));
+});
+
+test("Snooze runs the job again later without spending an attempt", TEST, async () => {
+  const { data } = await jobq.POST("/v1/queues/{queue}/jobs", {
+    params: { path: { queue: "ts-s" } },
+    body: { type: "poll", max_attempts: 1 },
+  });
+  const id = data!.id;
+  const runs: number[] = [];
+  const worker = new Worker({ queues: ["ts-s"], concurrency: 1, waitSeconds: 1, log: quiet }).handle(
+    "poll",
+    ({ job }) => {
+      runs.push(job.attempt);
+      if (runs.length <= 3) throw new Snooze(0.2);
+      return "ready";
+    },
+  );
+  const running = worker.run();
+  await until(async () => (await job(id)).state === "succeeded");
+  worker.stop();
+  await running;
+  const done = await job(id);
+  assert.deepEqual(runs, [1, 1, 1, 1]);
+  assert.equal(done.attempt, 1);
+  assert.equal(done.snoozes, 3);
+  assert.deepEqual(done.attempts.map((a) => a.outcome), ["snoozed", "snoozed", "snoozed", "succeeded"]);
 });
