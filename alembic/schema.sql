@@ -10,6 +10,22 @@
 CREATE SCHEMA jobq;
 
 --
+-- Name: event_kind; Type: TYPE; Schema: jobq; Owner: -
+--
+
+CREATE TYPE jobq.event_kind AS ENUM (
+    'enqueued',
+    'started',
+    'succeeded',
+    'failed',
+    'retrying',
+    'cancelled',
+    'queue_paused',
+    'queue_resumed',
+    'queue_settings'
+);
+
+--
 -- Name: job_state; Type: TYPE; Schema: jobq; Owner: -
 --
 
@@ -1475,6 +1491,87 @@ CREATE FUNCTION jobq.queue_retry_at(queue text, attempt integer, retry_after dou
         $$;
 
 --
+-- Name: queue_settings_of(jsonb); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.queue_settings_of(queue jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    AS $$
+        SELECT queue - ARRAY['name', 'paused', 'paused_at', 'created_at', 'updated_at', 'limited']
+    $$;
+
+--
+-- Name: record_jobs_changed(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.record_jobs_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO jobq.job_events (kind, queue, job_id, type, attempt)
+    SELECT CASE n.state WHEN 'running' THEN 'started'
+                        WHEN 'queued' THEN 'retrying'
+                        ELSE n.state::text END::jobq.event_kind,
+           n.queue, n.id, n.type, n.attempt
+      FROM new_jobs n
+      JOIN old_jobs o ON o.id = n.id
+     WHERE n.state <> o.state
+       AND n.state <> 'waiting'
+       AND NOT (n.state = 'queued' AND o.state = 'waiting')
+     ORDER BY n.id;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: record_jobs_enqueued(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.record_jobs_enqueued() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO jobq.job_events (kind, queue, job_id, type, attempt)
+    SELECT 'enqueued', queue, id, type, attempt FROM new_jobs ORDER BY id;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: record_queues_changed(); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.record_queues_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        -- a row made by pausing is paused; one made by a settings change is not
+        INSERT INTO jobq.job_events (kind, queue)
+        SELECT CASE WHEN n.paused THEN 'queue_paused'
+                    ELSE 'queue_settings' END::jobq.event_kind, n.name
+          FROM new_queues n
+         ORDER BY n.name;
+    ELSE
+        INSERT INTO jobq.job_events (kind, queue)
+        SELECT kind, n.name
+          FROM new_queues n
+          JOIN old_queues o ON o.name = n.name
+         CROSS JOIN LATERAL (
+               SELECT CASE WHEN n.paused THEN 'queue_paused'
+                           ELSE 'queue_resumed' END::jobq.event_kind AS kind
+                WHERE n.paused <> o.paused
+               UNION ALL
+               SELECT 'queue_settings'
+                WHERE jobq.queue_settings_of(to_jsonb(n))
+                      <> jobq.queue_settings_of(to_jsonb(o))) AS k
+         ORDER BY n.name;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: recount_statistics(); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
@@ -1658,6 +1755,35 @@ BEGIN
                                       ARRAY[coalesce(cardinality(frontier_ids), 0)]);
         only_child := NULL;
     END LOOP;
+END
+$$;
+
+--
+-- Name: stamp_events(integer); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.stamp_events(batch_size integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    last bigint;
+    stamped integer;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(7669456927906070544) THEN  -- 0x6A6F_6271_0000_0010: "jobq", 16
+        RETURN NULL;
+    END IF;
+    SELECT coalesce(max(position), 0) INTO last FROM jobq.job_events;
+    WITH batch AS (
+        SELECT ctid AS row, last + row_number() OVER (ORDER BY id) AS position
+          FROM (SELECT ctid, id FROM jobq.job_events
+                 WHERE position IS NULL ORDER BY id LIMIT batch_size) AS unstamped
+    )
+    UPDATE jobq.job_events e SET position = b.position FROM batch b WHERE e.ctid = b.row;
+    GET DIAGNOSTICS stamped = ROW_COUNT;
+    IF stamped > 0 THEN
+        PERFORM pg_notify('jobq_events', (last + stamped)::text);
+    END IF;
+    RETURN stamped;
 END
 $$;
 
@@ -1870,6 +1996,41 @@ CREATE TABLE jobq.job_dependencies (
     parent_id bigint NOT NULL,
     resolved boolean DEFAULT false NOT NULL,
     depth integer DEFAULT 1 NOT NULL
+);
+
+--
+-- Name: job_events; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.job_events (
+    id bigint NOT NULL,
+    "position" bigint,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind jobq.event_kind NOT NULL,
+    queue text NOT NULL,
+    job_id bigint,
+    type text,
+    attempt integer
+)
+WITH (fillfactor='90', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_insert_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
+
+--
+-- Name: TABLE job_events; Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON TABLE jobq.job_events IS 'Job and queue events, written in the transaction of the change; read in position order.';
+
+--
+-- Name: job_events_id_seq; Type: SEQUENCE; Schema: jobq; Owner: -
+--
+
+ALTER TABLE jobq.job_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME jobq.job_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
 );
 
 --
@@ -2241,6 +2402,18 @@ CREATE INDEX fair_keys_pass_idx ON jobq.fair_keys USING btree (queue, pass, key)
 CREATE INDEX job_dependencies_parent_idx ON jobq.job_dependencies USING btree (parent_id);
 
 --
+-- Name: job_events_position; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE UNIQUE INDEX job_events_position ON jobq.job_events USING btree ("position") WHERE ("position" IS NOT NULL);
+
+--
+-- Name: job_events_unstamped; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX job_events_unstamped ON jobq.job_events USING btree (id) WHERE ("position" IS NULL);
+
+--
 -- Name: jobs_claim_idx; Type: INDEX; Schema: jobq; Owner: -
 --
 
@@ -2367,10 +2540,34 @@ CREATE TRIGGER jobs_forget_counts AFTER TRUNCATE ON jobq.jobs FOR EACH STATEMENT
 CREATE TRIGGER jobs_forget_dependencies AFTER DELETE ON jobq.jobs FOR EACH ROW WHEN ((old.has_parents OR old.has_dependents)) EXECUTE FUNCTION jobq.after_job_delete();
 
 --
+-- Name: jobs jobs_record_changes; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE TRIGGER jobs_record_changes AFTER UPDATE ON jobq.jobs REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobq.record_jobs_changed();
+
+--
+-- Name: jobs jobs_record_enqueued; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE TRIGGER jobs_record_enqueued AFTER INSERT ON jobq.jobs REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobq.record_jobs_enqueued();
+
+--
 -- Name: jobs jobs_settle_dependents; Type: TRIGGER; Schema: jobq; Owner: -
 --
 
 CREATE TRIGGER jobs_settle_dependents AFTER UPDATE OF state ON jobq.jobs FOR EACH ROW WHEN ((new.has_dependents OR new.notify_finish)) EXECUTE FUNCTION jobq.after_job_state_change();
+
+--
+-- Name: queues queues_record_changes; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE TRIGGER queues_record_changes AFTER UPDATE ON jobq.queues REFERENCING OLD TABLE AS old_queues NEW TABLE AS new_queues FOR EACH STATEMENT EXECUTE FUNCTION jobq.record_queues_changed();
+
+--
+-- Name: queues queues_record_created; Type: TRIGGER; Schema: jobq; Owner: -
+--
+
+CREATE TRIGGER queues_record_created AFTER INSERT ON jobq.queues REFERENCING NEW TABLE AS new_queues FOR EACH STATEMENT EXECUTE FUNCTION jobq.record_queues_changed();
 
 --
 -- Name: SCHEMA jobq; Type: ACL; Schema: -; Owner: -
@@ -2573,6 +2770,30 @@ REVOKE ALL ON FUNCTION jobq.queue_overview(one text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION jobq.queue_retry_at(queue text, attempt integer, retry_after double precision, backoff_base double precision, backoff_cap double precision, backoff_jitter double precision) FROM PUBLIC;
 
 --
+-- Name: FUNCTION queue_settings_of(queue jsonb); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.queue_settings_of(queue jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION record_jobs_changed(); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.record_jobs_changed() FROM PUBLIC;
+
+--
+-- Name: FUNCTION record_jobs_enqueued(); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.record_jobs_enqueued() FROM PUBLIC;
+
+--
+-- Name: FUNCTION record_queues_changed(); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.record_queues_changed() FROM PUBLIC;
+
+--
 -- Name: FUNCTION recount_statistics(); Type: ACL; Schema: jobq; Owner: -
 --
 
@@ -2595,6 +2816,12 @@ REVOKE ALL ON FUNCTION jobq.revive_dependents(parent bigint) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION jobq.settle_dependents(parents bigint[], states text[], only_child bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION stamp_events(batch_size integer); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.stamp_events(batch_size integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION sync_fair_keys(queue text); Type: ACL; Schema: jobq; Owner: -

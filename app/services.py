@@ -28,6 +28,7 @@ from app.db.database import Database
 from app.db.engine import direct_url
 from app.db.listener import DueListener
 from app.delivery import Allowlist, Breakers, DeliveryRepository
+from app.events import EventBell, EventsPruner, EventsRepository, EventStreams, Stamper
 from app.jobs import Finishes, JobServices, JobsRepository, LimitedQueues, Wakeups, enqueue_limits
 from app.maintenance import (
     MaintenanceRepository,
@@ -63,6 +64,9 @@ class Services:
     scheduler: Scheduler
     dispatcher: push.Dispatcher
     push_health: push.PushHealthService
+    events: EventStreams
+    stamper: Stamper
+    events_pruner: EventsPruner
     background: tuple[Background, ...]
     background_reaper: Reaper | None  # the reaper, when this process runs its loop
 
@@ -78,6 +82,7 @@ class Services:
     def _release_waiters(self) -> None:
         self.wakeups.close_threadsafe()
         self.finishes.close_threadsafe()
+        self.events.bell.close_threadsafe()
 
 
 def build(
@@ -98,6 +103,7 @@ def build(
         "recheck_seconds": settings.longpoll_recheck_seconds,
     }
     wakeups = Wakeups(**waits)
+    bell = EventBell()
     finishes = Finishes(**waits)
     jobs_repo = JobsRepository(db)
     limited = LimitedQueues(jobs_repo)
@@ -128,6 +134,7 @@ def build(
             finishes.wake_all()
             auth.forget()
             limited.forget()
+            bell.ring()  # stamps may have been announced while down
 
     listener = DueListener(
         direct_url(settings, url),  # LISTEN holds its session: never through a pooler
@@ -137,6 +144,7 @@ def build(
         on_keys=auth.notified,
         on_finished=finishes.announce,
         on_settings=settings_changed,
+        on_events=bell.ring,
     )
     wakeups.hear_with(listener.hear_due, jobs_repo.next_due)
     maintenance = MaintenanceRepository(db)
@@ -161,6 +169,19 @@ def build(
         batch_size=settings.stats_fold_batch_size,
         retention_days=settings.stats_retention_days,
     )
+    events_repo = EventsRepository(db)
+    stamper = Stamper(
+        events_repo,
+        interval_seconds=settings.event_stamp_interval_seconds,
+        batch_size=settings.event_stamp_batch_size,
+        on_stamped=bell.ring,
+    )
+    events_pruner = EventsPruner(
+        events_repo,
+        retain_seconds=settings.event_retention_seconds,
+        interval_seconds=settings.prune_interval_seconds,
+        batch_size=settings.prune_batch_size,
+    )
     schedules_repo = SchedulesRepository(db)
     scheduler = Scheduler(schedules_repo, interval_seconds=settings.scheduler_interval_seconds)
 
@@ -171,6 +192,7 @@ def build(
     async def close_waiters() -> None:
         wakeups.close()
         finishes.close()
+        bell.close()
 
     async def process_exited() -> None:
         metrics.process_exited()
@@ -182,6 +204,7 @@ def build(
             for name, part in (
                 ("reaper", reaper),
                 ("pruner", pruner),
+                ("event pruner", events_pruner),
                 ("scheduler", scheduler),
                 ("vacuum", vacuumer),
                 ("statistics", statistics),
@@ -210,6 +233,15 @@ def build(
         scheduler=scheduler,
         dispatcher=dispatcher,
         push_health=push.PushHealthService(push_targets, breakers),
+        events=EventStreams(
+            events_repo,
+            bell,
+            poll_seconds=settings.event_poll_seconds,
+            heartbeat_seconds=settings.event_heartbeat_seconds,
+            page_size=settings.event_page_size,
+        ),
+        stamper=stamper,
+        events_pruner=events_pruner,
         background=(
             Step("process metrics", stop=process_exited),
             Step("closing the database pool", stop=engine.dispose),
@@ -218,6 +250,7 @@ def build(
             Task("listener", listener.run),
             Task("pool gauge", partial(metrics.sample_pool_every, engine)),
             Step("enqueue limits", start=record_limits),
+            Task("event stamper", stamper.run),
             *loops,
             dispatcher,  # stopped before the pool closes: it gives back unfinished leases
             Step("long polls", stop=close_waiters),  # stopped first: their requests end

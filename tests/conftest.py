@@ -113,7 +113,8 @@ DECLARE
                            'jobq.schedule_runs', 'jobq.queue_types',
                            'jobq.delivery_breakers', 'jobq.job_counts',
                            'jobq.job_stat_deltas', 'jobq.queue_minutes', 'jobq.fair_keys',
-                           'jobq.fair_key_rate_log', 'jobq.push_targets'];
+                           'jobq.fair_key_rate_log', 'jobq.push_targets',
+                           'jobq.job_events'];
     used text[] := ARRAY(
         SELECT d.refobjid::regclass::text
           FROM pg_sequences s

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import hashlib
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
+import uvicorn
+from fastapi import FastAPI
 
 from app.db.database import Database
 from app.db.engine import create_engine
@@ -153,3 +156,20 @@ async def enqueue_batches(
             f"/v1/queues/{queue}/jobs/batch", json={"jobs": jobs[start : start + size]}
         )
         assert response.status_code == 201, response.text
+
+
+@contextlib.asynccontextmanager
+async def served(app: FastAPI) -> AsyncIterator[str]:
+    """`app` served over HTTP by uvicorn in the test's event loop; its base URL."""
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        assert not task.done(), "uvicorn did not start"
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task

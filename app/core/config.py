@@ -66,6 +66,15 @@ DEFAULT_HEARTBEAT_MIN_INTERVAL_SECONDS = 0.1  # ten writes a second, where thous
 # What a producer refused with 429 `queue_full` is told to wait (Retry-After).
 DEFAULT_QUEUE_FULL_RETRY_AFTER_SECONDS = 5
 
+# Events are kept this long: the window a stream can resume in (`Last-Event-ID`), and
+# subscriptions catch up in after an outage of their endpoint.
+DEFAULT_EVENT_RETENTION_SECONDS = 3600.0
+DEFAULT_EVENT_STAMP_INTERVAL_SECONDS = 0.1
+DEFAULT_EVENT_STAMP_BATCH_SIZE = 5000
+DEFAULT_EVENT_POLL_SECONDS = 1.0
+DEFAULT_EVENT_HEARTBEAT_SECONDS = 15.0
+DEFAULT_EVENT_PAGE_SIZE = 1000
+
 DEFAULT_LONGPOLL_POLL_SECONDS = 1.0
 DEFAULT_LONGPOLL_RECHECK_SECONDS = 5.0
 
@@ -229,6 +238,30 @@ class Settings(BaseSettings):
         ge=1,
         description="Retry-After of a 429 `queue_full` answer.",
     )
+
+    event_retention_seconds: float = Field(
+        default=DEFAULT_EVENT_RETENTION_SECONDS,
+        ge=60,
+        description="Job and queue events are kept this long: a stream resumes within it.",
+    )
+    event_stamp_interval_seconds: float = Field(
+        default=DEFAULT_EVENT_STAMP_INTERVAL_SECONDS,
+        gt=0,
+        le=10,
+        description="How often each replica gives committed events their commit order.",
+    )
+    event_stamp_batch_size: int = Field(default=DEFAULT_EVENT_STAMP_BATCH_SIZE, ge=1)
+    event_poll_seconds: float = Field(
+        default=DEFAULT_EVENT_POLL_SECONDS,
+        gt=0,
+        description="How often an event stream reads new events when no announcement came.",
+    )
+    event_heartbeat_seconds: float = Field(
+        default=DEFAULT_EVENT_HEARTBEAT_SECONDS,
+        gt=0,
+        description="An idle event stream sends a comment this often, to keep proxies open.",
+    )
+    event_page_size: int = Field(default=DEFAULT_EVENT_PAGE_SIZE, ge=1, le=10_000)
 
     longpoll_poll_seconds: float = Field(
         default=DEFAULT_LONGPOLL_POLL_SECONDS,

@@ -27,6 +27,8 @@ places it in the request (`within("body")`).
     │   │   ├── ParentEnded
     │   │   └── UniqueHeld
     │   └── JobRunning
+    ├── Gone (410)
+    │   └── EventsExpired
     ├── PayloadTooLarge (413)
     ├── ValidationFailed (422)
     │   ├── ConfirmationMismatch
@@ -135,6 +137,22 @@ class ExecutionTimeout(LeaseLost):
 
     code = "execution_timeout"
     title = "Execution timeout"
+
+
+class Gone(JobqError):
+    """What was asked for is no longer kept."""
+
+    status = 410
+    code = "gone"
+    title = "Gone"
+
+
+class EventsExpired(Gone):
+    """The events after this position are no longer kept: read the current state again,
+    then follow the stream from now (no `Last-Event-ID`)."""
+
+    code = "events_expired"
+    title = "Events expired"
 
 
 class PayloadTooLarge(JobqError):

@@ -12,7 +12,8 @@ The same connection listens on `jobq_keys`, where creating or revoking an API ke
 announces `created <lookup id>` or `revoked <lookup id>`, so every replica drops a
 revoked key from its cache at once; on `jobq_finished`, where a job someone waits for
 announces its id when it finishes; and on `jobq_settings`, where a queue whose settings
-changed announces its name.
+changed announces its name; and on `jobq_events`, where the stamper announces the last
+position it gave committed events.
 
 Any database role may `NOTIFY` on these channels, so an announcement is untrusted
 input: `parse_due` and `parse_finished` accept exactly the shapes the triggers send
@@ -41,6 +42,7 @@ CHANNEL = "jobq_due"
 KEYS_CHANNEL = "jobq_keys"
 FINISHED_CHANNEL = "jobq_finished"
 SETTINGS_CHANNEL = "jobq_settings"
+EVENTS_CHANNEL = "jobq_events"
 APPLICATION_NAME = "jobq-listener"
 KEEPALIVE_SECONDS = 5.0
 RECONNECT_MIN_SECONDS = 0.5
@@ -117,6 +119,7 @@ class DueListener:
         on_keys: Callable[[str], None] | None = None,
         on_finished: Callable[[int], None] | None = None,
         on_settings: Callable[[str], None] | None = None,
+        on_events: Callable[[], None] | None = None,
     ) -> None:
         self._dsn = _dsn(url)
         self._on_due = on_due
@@ -124,6 +127,7 @@ class DueListener:
         self._on_keys = on_keys
         self._on_finished = on_finished
         self._on_settings = on_settings
+        self._on_events = on_events
         self._on_hearing = on_hearing
         self._hear = False  # asked to listen for due jobs
         self._heard = False  # `LISTEN jobq_due` is in effect on the connection
@@ -160,6 +164,10 @@ class DueListener:
         if self._on_settings is not None:
             self._on_settings(str(payload))
 
+    def _events_stamped(self, _conn: object, _pid: int, _channel: str, _payload: object) -> None:
+        if self._on_events is not None:
+            self._on_events()  # the payload is not read: the stream reads the table
+
     async def run(self) -> None:
         """Listen until cancelled, reconnecting whenever the connection is lost."""
         backoff = RECONNECT_MIN_SECONDS
@@ -177,6 +185,8 @@ class DueListener:
                     await conn.add_listener(FINISHED_CHANNEL, self._finished)
                 if self._on_settings is not None:
                     await conn.add_listener(SETTINGS_CHANNEL, self._settings_changed)
+                if self._on_events is not None:
+                    await conn.add_listener(EVENTS_CHANNEL, self._events_stamped)
                 # a connection the server closes (a restart, pg_terminate_backend) is
                 # known at once, not at the next keepalive
                 conn.add_termination_listener(lambda _conn: self._poke.set())

@@ -11,12 +11,11 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from typer.testing import CliRunner, Result
 
 from app.cli import cli
-from tests.helpers import free_port
+from tests.helpers import served
 
 WIDE = {"COLUMNS": "220"}  # rich tables at full width
 
@@ -24,16 +23,8 @@ WIDE = {"COLUMNS": "220"}  # rich tables at full width
 @pytest.fixture
 async def service(app: FastAPI) -> AsyncIterator[str]:
     """The app served over HTTP by uvicorn in this test's event loop; its base URL."""
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        assert not task.done(), "uvicorn did not start"
-        await asyncio.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    await task
+    async with served(app) as url:
+        yield url
 
 
 async def jobq(*args: str, env: dict[str, str] | None = None) -> Result:

@@ -163,14 +163,15 @@ def test_the_package_passes_its_own_tests_against_the_service(
     node_modules: None, service: Service
 ) -> None:
     """Node's test runner on src/test: the producer's calls (keys of their own, retries
-    that make no second job, wait), and the worker's concurrency, progress, heartbeats
-    past a lease, cancellation, Permanent and Retry, timeouts, snoozes, stopping."""
+    that make no second job, wait, the event stream resumed), and the worker's
+    concurrency, progress, heartbeats past a lease, cancellation, Permanent and Retry,
+    timeouts, snoozes, stopping."""
     _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
     output = _run(
         "node", "--test", "dist/test/",
         timeout=WORKER_TIMEOUT_SECONDS, env=clean_env(JOBQ_URL=service.url),
     )  # fmt: skip
-    assert "# pass 12" in output and "# fail 0" in output, output
+    assert "# pass 13" in output and "# fail 0" in output, output
 
 
 @pytest.mark.once("server")

@@ -21,7 +21,8 @@ SPEC = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 PROBLEM_REF = "#/components/schemas/Problem"
 # camelCase, starting with what the call does.
 VERBS = (
-    "ack", "cancel", "check", "complete", "create", "delete", "enqueue", "explain", "fail", "get",
+    "ack", "cancel", "check", "complete", "create", "delete", "enqueue", "explain", "fail",
+    "follow", "get",
     "heartbeat",
     "lease", "list", "pause", "purge", "redrive", "release", "resume", "retry", "revoke", "set",
     "snooze", "update",

@@ -3,7 +3,9 @@
 // The API key lives in sessionStorage only: never in a URL, a cookie or a log.
 
 const KEY = "jobq.apiKey";
-const REFRESH_MS = 2000;
+const REFRESH_MS = 2000; // polling, while the event stream is down
+const EVENT_REFRESH_MS = 300; // while events stream in: at most one refresh this often
+const STREAM_RETRY_MS = 5000; // a dropped event stream is opened again after this
 const view = document.getElementById("view");
 const statusBar = document.getElementById("status");
 let canAct = false;
@@ -556,6 +558,7 @@ async function start() {
   }
   if (refusal) sessionStorage.removeItem(KEY); // the sign-in page shows why, until the next
   showWho();
+  follow(); // with this key
   await render();
 }
 
@@ -567,7 +570,74 @@ window.addEventListener("hashchange", () => {
 document.addEventListener("visibilitychange", () => {
   if (!document.hidden) render({ refresh: true });
 });
-timer = setInterval(() => {
-  if (!document.hidden && !typing()) render({ refresh: true });
-}, REFRESH_MS);
+
+// ---- live updates ------------------------------------------------------------------------
+// The page follows GET /v1/events (Server-Sent Events, read with fetch so that the key
+// goes in a header) and refreshes when something changed; while the stream is down it
+// polls every REFRESH_MS instead, and opens the stream again.
+
+let stream = null; // the AbortController of the event stream being followed
+let soon = null; // the refresh an event asked for, not yet run
+
+function refreshSoon() {
+  if (soon !== null) return;
+  soon = setTimeout(() => {
+    soon = null;
+    if (!document.hidden && !typing()) render({ refresh: true });
+  }, EVENT_REFRESH_MS);
+}
+
+function polling(on) {
+  document.body.dataset.live = on ? "polling" : "stream";
+  if (on && timer === null) {
+    timer = setInterval(() => {
+      if (!document.hidden && !typing()) render({ refresh: true });
+    }, REFRESH_MS);
+  } else if (!on && timer !== null) {
+    clearInterval(timer);
+    timer = null;
+  }
+}
+
+// Reads one stream until it ends; true once it was open (a refresh is then due).
+async function readEvents(signal) {
+  const headers = { Accept: "text/event-stream" };
+  const key = sessionStorage.getItem(KEY);
+  if (key) headers.Authorization = `Bearer ${key}`;
+  const response = await fetch("/v1/events", { headers, signal });
+  if (!response.ok || !response.body) return false;
+  polling(false);
+  refreshSoon(); // what changed while the stream was down
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return true;
+    buffer += value.replaceAll("\r\n", "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, end).split("\n");
+      buffer = buffer.slice(end + 2);
+      if (frame.includes("event: error")) return true; // the server ends it: open another
+      if (frame.some((line) => line.startsWith("data:"))) refreshSoon();
+    }
+  }
+}
+
+async function follow() {
+  stream?.abort();
+  const mine = new AbortController();
+  stream = mine;
+  while (!mine.signal.aborted) {
+    try {
+      await readEvents(mine.signal);
+    } catch {
+      if (mine.signal.aborted) return;
+    }
+    polling(true);
+    await new Promise((resolve) => setTimeout(resolve, STREAM_RETRY_MS));
+  }
+}
+
+polling(true);
 start();

@@ -6,8 +6,10 @@
 
 import { randomUUID } from "node:crypto";
 import createClient, { type Client } from "openapi-fetch";
+import { type EventsOptions, followEvents, type JobqEvent } from "./events.js";
 import type { components, paths } from "./schema.js";
 
+export type { EventKind, EventsOptions, JobqEvent } from "./events.js";
 export type { components, paths } from "./schema.js";
 type Schemas = components["schemas"];
 export type Job = Schemas["JobOut"];
@@ -76,6 +78,9 @@ export interface JobqClient extends Client<paths> {
   /** The job once it finished (succeeded, failed or cancelled), or as it is when
    * `timeoutSeconds` (default 60) passed: look at its `state`. Long polls, no busy loop. */
   wait(jobId: number, timeoutSeconds?: number): Promise<Job>;
+  /** Job and queue events as they happen (`GET /v1/events`), from now or after
+   * `lastEventId`; reconnects and resumes by itself. Break out of the loop to stop. */
+  events(options?: EventsOptions): AsyncGenerator<JobqEvent>;
 }
 
 export const DEFAULT_URL = "http://127.0.0.1:8000";
@@ -215,6 +220,13 @@ export function createJobq(options: JobqOptions = {}): JobqClient {
         if (FINISHED.has(job.state) || left <= 0) return job;
       }
     },
+    events: (options: EventsOptions = {}) =>
+      followEvents(
+        url,
+        apiKey ? { Authorization: `Bearer ${apiKey}` } : {},
+        options,
+        (problem) => new JobqError(problem),
+      ),
   } satisfies Omit<JobqClient, keyof Client<paths>>;
   return Object.assign(client, producer);
 }

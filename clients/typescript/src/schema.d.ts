@@ -132,26 +132,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/jobs/{job_id}/explain": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Explain Job
-         * @description Why a job is not running now: every reason that holds, or how it ended.
-         */
-        get: operations["explainJob"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/v1/jobs": {
         parameters: {
             query?: never;
@@ -727,6 +707,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream Events
+         * @description Follow job and queue events as they happen (Server-Sent Events).
+         */
+        get: operations["followEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -1245,34 +1245,45 @@ export interface components {
             details?: unknown;
         };
         /**
-         * ExplainOut
-         * @description Why a job is not running now: every reason that holds, or how it ended.
+         * EventOut
+         * @description A job's state change, or a change of a queue (its `job_id`, `type` and `attempt`
+         *     are then null).
          */
-        ExplainOut: {
-            /** Job Id */
-            job_id: number;
-            /** Queue */
-            queue: string;
-            /** Type */
-            type: string;
+        EventOut: {
             /**
-             * State
+             * Id
+             * @description The event's position: events are numbered in the order they were committed, without gaps; resume after it with `Last-Event-ID`.
+             */
+            id: number;
+            /**
+             * Kind
+             * @description What happened: a job `enqueued`, `started` (leased), `succeeded`, `failed` (for good), `retrying` (queued again after an attempt, or retried by an operator) or `cancelled`; a queue paused, resumed, or its settings changed.
              * @enum {string}
              */
-            state: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            kind: "enqueued" | "started" | "succeeded" | "failed" | "retrying" | "cancelled" | "queue_paused" | "queue_resumed" | "queue_settings";
             /**
              * At
              * Format: date-time
-             * @description When the reasons were read.
+             * @description When the change's transaction began.
              */
             at: string;
+            /** Queue */
+            queue: string;
             /**
-             * Leasable
-             * @description Queued, and no reason blocks: the next lease of its queue takes it.
+             * Job Id
+             * @description The job's id; null for a queue's event.
              */
-            leasable: boolean;
-            /** Reasons */
-            reasons: components["schemas"]["ReasonOut"][];
+            job_id: number | null;
+            /**
+             * Type
+             * @description The job's type; null for a queue's event.
+             */
+            type: string | null;
+            /**
+             * Attempt
+             * @description The job's attempt (0 before its first lease); null for a queue's event.
+             */
+            attempt: number | null;
         };
         /**
          * FailIn
@@ -2356,59 +2367,6 @@ export interface components {
             used: number;
         };
         /**
-         * ReasonOut
-         * @description One thing that holds the job back now, or how it ended.
-         */
-        ReasonOut: {
-            /**
-             * Code
-             * @description What the reason is, stable for programs.
-             * @enum {string}
-             */
-            code: "scheduled" | "waiting_for_parents" | "paused" | "max_running" | "max_running_per_key" | "rate_limit" | "rate_limit_per_key" | "behind" | "no_worker" | "no_worker_for_type" | "running" | "succeeded" | "failed" | "cancelled";
-            /**
-             * Blocking
-             * @description Whether this alone keeps the next lease of the queue from taking the job.
-             */
-            blocking: boolean;
-            /**
-             * Message
-             * @description The reason in words, for people.
-             */
-            message: string;
-            /**
-             * Until
-             * @description When it ends, if known: the run_at, or when a rate window frees.
-             */
-            until?: string | null;
-            /**
-             * Since
-             * @description When it began, if known: the last lease of the queue or type.
-             */
-            since?: string | null;
-            /**
-             * Count
-             * @description How many: running jobs, leases in the window, jobs ahead, parents.
-             */
-            count?: number | null;
-            /**
-             * Limit
-             * @description The limit `count` is held to, if any.
-             */
-            limit?: number | null;
-            /**
-             * More
-             * @description `count` is a lower bound (more jobs are ahead).
-             * @default false
-             */
-            more?: boolean;
-            /**
-             * Parents
-             * @description The first parents not finished yet, with their states.
-             */
-            parents?: components["schemas"]["DependencyOut"][];
-        };
-        /**
          * RedriveIn
          * @description Which failed jobs of the queue to send back, oldest failure first.
          * @example {
@@ -2525,7 +2483,7 @@ export interface components {
             payload?: unknown;
             /**
              * Cron
-             * @description 5 fields (minute hour day-of-month month day-of-week) of numbers, `*`, ranges `1-5`, lists `1,15`, steps `*\/15` or `1-30/5` and names (`jan`, `mon`), or 6 with the second first (`*\/10 * * * * *`); an interval of whole hours, minutes and seconds, at least 1 s (`@every 10s`, `@every 1h30m`: its multiples since the Unix epoch); or @yearly, @monthly, @weekly, @daily, @midnight, @hourly. It must match some time.
+             * @description 5 fields (minute hour day-of-month month day-of-week) of numbers, `*`, ranges `1-5`, lists `1,15`, steps `*\/15` or `1-30/5` and names (`jan`, `mon`); or @yearly, @monthly, @weekly, @daily, @midnight, @hourly. It must match some time.
              */
             cron: string;
             /**
@@ -3266,73 +3224,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DependenciesOut"];
-                };
-            };
-            /** @description Unauthorized */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Not Found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Service Unavailable */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    explainJob: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                job_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ExplainOut"];
                 };
             };
             /** @description Unauthorized */
@@ -5724,6 +5615,83 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    followEvents: {
+        parameters: {
+            query?: {
+                /** @description Only these queues' events. */
+                queue?: string[] | null;
+                /** @description Only jobs of these types. */
+                type?: string[] | null;
+                /** @description Only events of these kinds. */
+                kind?: ("enqueued" | "started" | "succeeded" | "failed" | "retrying" | "cancelled" | "queue_paused" | "queue_resumed" | "queue_settings")[] | null;
+                /** @description Start after this position (as `Last-Event-ID` does). */
+                after?: number | null;
+            };
+            header?: {
+                /** @description Resume after this event (a browser's EventSource sends it when it reconnects); 410 `events_expired` when events after it are no longer kept. */
+                "last-event-id"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Server-Sent Events: each has the event's position as its `id`, its kind as its `event` and the event as JSON as its `data`. Comments keep an idle stream open; a frame with only an `id` moves the position a reconnecting client resumes from past events it filtered out. A stream that cannot go on ends with an `error` event whose data is a problem. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["EventOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Gone */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };

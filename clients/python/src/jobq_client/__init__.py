@@ -33,8 +33,10 @@ from jobq_client._errors import (
     Conflict,
     ConnectionFailed,
     DatabaseUnavailable,
+    EventsExpired,
     ExecutionTimeout,
     Forbidden,
+    Gone,
     InternalError,
     InvalidJson,
     JobFinished,
@@ -63,6 +65,7 @@ from jobq_client._errors import (
     UnsupportedMediaType,
     ValidationError,
 )
+from jobq_client._events import Event
 from jobq_client._job import Job, JobCancelled, Permanent, Retry, Snooze
 from jobq_client._models import (
     Ack,
@@ -112,10 +115,13 @@ __all__ = [
     "Dependencies",
     "Enqueued",
     "ErrorInfo",
+    "Event",
+    "EventsExpired",
     "ExecutionTimeout",
     "Explanation",
     "Fail",
     "Forbidden",
+    "Gone",
     "Heartbeat",
     "InternalError",
     "InvalidDelivery",

@@ -21,7 +21,16 @@ import logging
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -32,6 +41,15 @@ import httpx
 from jobq_client import _calls
 from jobq_client._calls import Call
 from jobq_client._errors import ConnectionFailed, JobqError, error_from_response
+from jobq_client._events import (
+    EVENTS_PATH,
+    READ_TIMEOUT_SECONDS,
+    Event,
+    Follower,
+    backoff,
+    headers,
+    query,
+)
 from jobq_client._models import (
     Ack,
     AckResult,
@@ -453,6 +471,46 @@ class Client(_Base, Operations):
             )
         )
 
+    def events(
+        self,
+        *,
+        queues: Iterable[str] | None = None,
+        types: Iterable[str] | None = None,
+        kinds: Iterable[str] | None = None,
+        last_event_id: int | None = None,
+    ) -> Generator[Event]:
+        """Job and queue events as they happen (`GET /v1/events`), from now or after
+        `last_event_id`; reconnects and resumes by itself (see `jobq_client._events`)."""
+        follower = Follower(last_event_id)
+        params = query(queues, types, kinds)
+        timeout = httpx.Timeout(self.timeout, read=READ_TIMEOUT_SECONDS)
+        failures = 0
+        while True:
+            try:
+                with self._http.stream(
+                    "GET",
+                    EVENTS_PATH,
+                    params=params,
+                    headers=headers(follower.last_event_id),
+                    timeout=timeout,
+                ) as response:
+                    if not response.is_success:
+                        response.read()
+                        raise error_from_response(response)
+                    for line in response.iter_lines():
+                        event = follower.take(line)
+                        if event is not None:
+                            failures = 0
+                            yield event
+            except httpx.TransportError as exc:
+                if isinstance(exc, _NOT_TRANSIENT):
+                    raise
+            except JobqError as error:
+                if not error.retryable:
+                    raise
+            time.sleep(backoff(failures))
+            failures += 1
+
 
 class AsyncClient(_Base, AsyncOperations):
     """The asyncio twin of `Client`, with the same methods as coroutines.
@@ -715,3 +773,43 @@ class AsyncClient(_Base, AsyncOperations):
                 wait_seconds=wait_seconds,
             )
         )
+
+    async def events(
+        self,
+        *,
+        queues: Iterable[str] | None = None,
+        types: Iterable[str] | None = None,
+        kinds: Iterable[str] | None = None,
+        last_event_id: int | None = None,
+    ) -> AsyncGenerator[Event]:
+        """Job and queue events as they happen (`GET /v1/events`), from now or after
+        `last_event_id`; reconnects and resumes by itself (see `jobq_client._events`)."""
+        follower = Follower(last_event_id)
+        params = query(queues, types, kinds)
+        timeout = httpx.Timeout(self.timeout, read=READ_TIMEOUT_SECONDS)
+        failures = 0
+        while True:
+            try:
+                async with self._http.stream(
+                    "GET",
+                    EVENTS_PATH,
+                    params=params,
+                    headers=headers(follower.last_event_id),
+                    timeout=timeout,
+                ) as response:
+                    if not response.is_success:
+                        await response.aread()
+                        raise error_from_response(response)
+                    async for line in response.aiter_lines():
+                        event = follower.take(line)
+                        if event is not None:
+                            failures = 0
+                            yield event
+            except httpx.TransportError as exc:
+                if isinstance(exc, _NOT_TRANSIENT):
+                    raise
+            except JobqError as error:
+                if not error.retryable:
+                    raise
+            await asyncio.sleep(backoff(failures))
+            failures += 1

@@ -27,6 +27,8 @@ status, or else `JobqError` itself. Catch by class, not by message.
     │   │   ├── ParentEnded    a parent it waits for ended for good: retry that one
     │   │   └── UniqueHeld     another job holds its uniqueness: wait for that one
     │   └── JobRunning         cancel it before deleting it
+    ├── Gone (410)
+    │   └── EventsExpired      resume the event stream from now, not from an old id
     ├── PayloadTooLarge (413)
     ├── UnsupportedMediaType (415)
     ├── ValidationError (422)  errors: [{loc, msg, type}]
@@ -227,6 +229,19 @@ class JobRunning(Conflict):
     default_code = "job_running"
 
 
+class Gone(JobqError):
+    """What was asked for is no longer kept."""
+
+    default_status = 410
+    default_code = "gone"
+
+
+class EventsExpired(Gone):
+    """The events after this position are no longer kept."""
+
+    default_code = "events_expired"
+
+
 class PayloadTooLarge(JobqError):
     """The request, payload or result is larger than the service accepts."""
 
@@ -325,6 +340,7 @@ _BY_STATUS: dict[int, type[JobqError]] = {
     403: Forbidden,
     404: NotFound,
     409: Conflict,
+    410: Gone,
     413: PayloadTooLarge,
     415: UnsupportedMediaType,
     422: ValidationError,

@@ -13,6 +13,7 @@ const target = process.env.JOBQ_URL ?? "http://127.0.0.1:8000";
 const run = Math.random().toString(36).slice(2, 8); // keys and queues of this run alone
 const KEY = /^[0-9a-f]{32}$/;
 const TEST = { timeout: 30_000 };
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 type Reply = (request: IncomingMessage, body: string) => Promise<[number, string] | null>;
 
@@ -142,4 +143,29 @@ test("Retry takes its message first and `after` as an option, as in Python", () 
   const old = new Retry(60, "the order before"); // still accepted
   assert.deepEqual([old.message, old.after], ["the order before", 60]);
   assert.throws(() => new Retry("no delay", {} as { after: number }), TypeError);
+});
+
+test("events() follows the stream and resumes after the last event it saw", TEST, async () => {
+  const queue = `events-${run}`;
+  const stop = new AbortController();
+  const seen: number[] = [];
+  const following = (async () => {
+    for await (const event of jobq.events({ queues: [queue], signal: stop.signal })) {
+      seen.push(event.job_id ?? -1);
+      if (seen.length === 2) return event.id;
+    }
+    return -1;
+  })();
+  await sleep(500); // the stream is open: it follows from now
+  const first = await jobq.enqueue(queue, "t");
+  const second = await jobq.enqueue(queue, "t");
+  const lastId = await following;
+  assert.deepEqual(seen, [first.id, second.id]);
+  const third = await jobq.enqueue(queue, "t");
+  for await (const event of jobq.events({ queues: [queue], lastEventId: lastId, signal: stop.signal })) {
+    assert.equal(event.job_id, third.id);
+    assert.equal(event.kind, "enqueued");
+    break;
+  }
+  stop.abort();
 });
