@@ -1956,6 +1956,37 @@ CREATE TABLE jobq.delivery_breakers (
 );
 
 --
+-- Name: event_subscriptions; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.event_subscriptions (
+    name text NOT NULL,
+    url text NOT NULL,
+    queues text[],
+    types text[],
+    kinds text[],
+    secrets text[] NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    "position" bigint DEFAULT 0 NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_id uuid,
+    leased_until timestamp with time zone,
+    last_status integer,
+    last_error text,
+    delivered_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT event_subscriptions_secrets_check CHECK (((cardinality(secrets) >= 1) AND (cardinality(secrets) <= 2)))
+);
+
+--
+-- Name: TABLE event_subscriptions; Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON TABLE jobq.event_subscriptions IS 'Endpoints that receive job events, each with its cursor in jobq.job_events.';
+
+--
 -- Name: fair_key_rate_log; Type: TABLE; Schema: jobq; Owner: -
 --
 
@@ -2299,6 +2330,13 @@ ALTER TABLE ONLY jobq.delivery_breakers
 
 ALTER TABLE ONLY jobq.enqueue_limits
     ADD CONSTRAINT enqueue_limits_pkey PRIMARY KEY (one);
+
+--
+-- Name: event_subscriptions event_subscriptions_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.event_subscriptions
+    ADD CONSTRAINT event_subscriptions_pkey PRIMARY KEY (name);
 
 --
 -- Name: fair_keys fair_keys_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -

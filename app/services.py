@@ -27,8 +27,19 @@ from app.core.signals import on_shutdown_signal
 from app.db.database import Database
 from app.db.engine import direct_url
 from app.db.listener import DueListener
-from app.delivery import Allowlist, Breakers, DeliveryRepository
-from app.events import EventBell, EventsPruner, EventsRepository, EventStreams, Stamper
+from app.delivery import Allowlist, Breakers, DeliveryRepository, create_client
+from app.events import (
+    Dispatcher as EventDispatcher,
+)
+from app.events import (
+    EventBell,
+    EventsPruner,
+    EventsRepository,
+    EventStreams,
+    Stamper,
+    Subscriptions,
+    SubscriptionsRepository,
+)
 from app.jobs import Finishes, JobServices, JobsRepository, LimitedQueues, Wakeups, enqueue_limits
 from app.maintenance import (
     MaintenanceRepository,
@@ -67,6 +78,8 @@ class Services:
     events: EventStreams
     stamper: Stamper
     events_pruner: EventsPruner
+    subscriptions: Subscriptions
+    event_dispatcher: EventDispatcher
     background: tuple[Background, ...]
     background_reaper: Reaper | None  # the reaper, when this process runs its loop
 
@@ -182,6 +195,21 @@ def build(
         interval_seconds=settings.prune_interval_seconds,
         batch_size=settings.prune_batch_size,
     )
+    subscriptions_repo = SubscriptionsRepository(db)
+    event_dispatcher = EventDispatcher(
+        subscriptions_repo,
+        events_repo,
+        allowlist,
+        breakers,
+        partial(create_client, max_connections=4),
+        bell,
+        interval_seconds=settings.subscription_interval_seconds,
+        batch_size=settings.subscription_batch_size,
+        window=settings.event_page_size,
+        timeout_seconds=settings.subscription_timeout_seconds,
+        backoff_base_seconds=settings.subscription_backoff_base_seconds,
+        backoff_cap_seconds=settings.subscription_backoff_cap_seconds,
+    )
     schedules_repo = SchedulesRepository(db)
     scheduler = Scheduler(schedules_repo, interval_seconds=settings.scheduler_interval_seconds)
 
@@ -242,6 +270,8 @@ def build(
         ),
         stamper=stamper,
         events_pruner=events_pruner,
+        subscriptions=Subscriptions(subscriptions_repo, allowlist, breakers),
+        event_dispatcher=event_dispatcher,
         background=(
             Step("process metrics", stop=process_exited),
             Step("closing the database pool", stop=engine.dispose),
@@ -251,6 +281,8 @@ def build(
             Task("pool gauge", partial(metrics.sample_pool_every, engine)),
             Step("enqueue limits", start=record_limits),
             Task("event stamper", stamper.run),
+            Step("event subscriptions' client", stop=event_dispatcher.close),
+            Task("event subscriptions", event_dispatcher.run),
             *loops,
             dispatcher,  # stopped before the pool closes: it gives back unfinished leases
             Step("long polls", stop=close_waiters),  # stopped first: their requests end

@@ -27,6 +27,7 @@ from app.cli.queues import queues_cli
 from app.cli.schedules import schedules_cli
 from app.cli.serve import serve, worker_app
 from app.cli.stats import stats
+from app.cli.subscriptions import subscriptions_cli
 from app.cli.worker import worker
 
 __all__ = ["cli", "main", "worker_app"]
@@ -64,6 +65,7 @@ cli.command(cls=Operator)(stats)
 cli.add_typer(jobs_cli, name="jobs")
 cli.add_typer(queues_cli, name="queues")
 cli.add_typer(schedules_cli, name="schedules")
+cli.add_typer(subscriptions_cli, name="subscriptions")
 cli.add_typer(keys_cli, name="keys")
 cli.command(cls=Operator)(config)
 

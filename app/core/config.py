@@ -74,6 +74,11 @@ DEFAULT_EVENT_STAMP_BATCH_SIZE = 5000
 DEFAULT_EVENT_POLL_SECONDS = 1.0
 DEFAULT_EVENT_HEARTBEAT_SECONDS = 15.0
 DEFAULT_EVENT_PAGE_SIZE = 1000
+DEFAULT_SUBSCRIPTION_INTERVAL_SECONDS = 1.0
+DEFAULT_SUBSCRIPTION_BATCH_SIZE = 100
+DEFAULT_SUBSCRIPTION_TIMEOUT_SECONDS = 10.0
+DEFAULT_SUBSCRIPTION_BACKOFF_BASE_SECONDS = 1.0
+DEFAULT_SUBSCRIPTION_BACKOFF_CAP_SECONDS = 300.0
 
 DEFAULT_LONGPOLL_POLL_SECONDS = 1.0
 DEFAULT_LONGPOLL_RECHECK_SECONDS = 5.0
@@ -262,6 +267,34 @@ class Settings(BaseSettings):
         description="An idle event stream sends a comment this often, to keep proxies open.",
     )
     event_page_size: int = Field(default=DEFAULT_EVENT_PAGE_SIZE, ge=1, le=10_000)
+    subscription_interval_seconds: float = Field(
+        default=DEFAULT_SUBSCRIPTION_INTERVAL_SECONDS,
+        gt=0,
+        description="How often each replica looks for subscriptions to deliver to, besides"
+        " each new event.",
+    )
+    subscription_batch_size: int = Field(
+        default=DEFAULT_SUBSCRIPTION_BATCH_SIZE,
+        ge=1,
+        le=1000,
+        description="Events sent to a subscription in one request, at most.",
+    )
+    subscription_timeout_seconds: float = Field(
+        default=DEFAULT_SUBSCRIPTION_TIMEOUT_SECONDS,
+        gt=0,
+        le=300,
+        description="How long one delivery to a subscription may take.",
+    )
+    subscription_backoff_base_seconds: float = Field(
+        default=DEFAULT_SUBSCRIPTION_BACKOFF_BASE_SECONDS,
+        gt=0,
+        description="A failed delivery is retried after this, doubled at each failure.",
+    )
+    subscription_backoff_cap_seconds: float = Field(
+        default=DEFAULT_SUBSCRIPTION_BACKOFF_CAP_SECONDS,
+        gt=0,
+        description="... at most this.",
+    )
 
     longpoll_poll_seconds: float = Field(
         default=DEFAULT_LONGPOLL_POLL_SECONDS,

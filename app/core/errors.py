@@ -16,7 +16,8 @@ places it in the request (`within("body")`).
     │   ├── JobNotFound
     │   ├── LeaseNotFound
     │   ├── KeyNotFound
-    │   └── ScheduleNotFound
+    │   ├── ScheduleNotFound
+    │   └── SubscriptionNotFound
     ├── Conflict (409)
     │   ├── LeaseLost
     │   │   └── ExecutionTimeout
@@ -314,6 +315,13 @@ class ScheduleNotFound(NotFound):
 
     code = "schedule_not_found"
     title = "Schedule not found"
+
+
+class SubscriptionNotFound(NotFound):
+    """No event subscription has this name."""
+
+    code = "subscription_not_found"
+    title = "Subscription not found"
 
 
 class KeyExists(Conflict):

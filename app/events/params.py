@@ -4,6 +4,7 @@ its fields the statement's `:names` (see `app.db.statement`)."""
 from __future__ import annotations
 
 from typing import NamedTuple
+from uuid import UUID
 
 
 class StampEventsParams(NamedTuple):
@@ -23,3 +24,39 @@ class EventsBetweenParams(NamedTuple):
 class PruneEventsParams(NamedTuple):
     batch_size: int
     retain_seconds: float
+
+
+class PutSubscriptionParams(NamedTuple):
+    name: str
+    url: str
+    queues: list[str] | None  # None: every queue
+    types: list[str] | None
+    kinds: list[str] | None
+    secrets: list[str] | None  # None: the new secret (created), or those kept (replaced)
+    new_secret: str
+    paused: bool
+
+
+class ByName(NamedTuple):
+    name: str
+
+
+class ClaimSubscriptionParams(NamedTuple):
+    lease_id: UUID
+    lease_seconds: float
+
+
+class AdvanceSubscriptionParams(NamedTuple):
+    name: str
+    lease_id: UUID
+    position: int
+    status: int | None  # None: nothing was sent
+
+
+class RetrySubscriptionParams(NamedTuple):
+    name: str
+    lease_id: UUID
+    delay_seconds: float
+    attempted: bool
+    status: int | None
+    error: str | None

@@ -55,3 +55,79 @@ pruned AS (
     RETURNING e.position
 )
 SELECT count(*) AS pruned FROM pruned;
+
+
+-- name: put_subscription
+-- Create or replace an event subscription; a new one starts after the last event now,
+-- with `new_secret` unless secrets are given (a replaced one keeps its own).
+INSERT INTO jobq.event_subscriptions AS s (name, url, queues, types, kinds, secrets, paused,
+                                           position)
+VALUES (:name, :url, CAST(:queues AS text[]), CAST(:types AS text[]), CAST(:kinds AS text[]),
+        coalesce(CAST(:secrets AS text[]), ARRAY[CAST(:new_secret AS text)]), :paused,
+        (SELECT coalesce(max(position), 0) FROM jobq.job_events WHERE position IS NOT NULL))
+ON CONFLICT (name) DO UPDATE
+   SET url = excluded.url, queues = excluded.queues, types = excluded.types,
+       kinds = excluded.kinds, secrets = coalesce(CAST(:secrets AS text[]), s.secrets),
+       paused = excluded.paused, updated_at = now()
+RETURNING (xmax = 0) AS created, s.*;
+
+
+-- name: get_subscription
+-- One event subscription by name.
+SELECT * FROM jobq.event_subscriptions WHERE name = :name;
+
+
+-- name: list_subscriptions
+-- Every event subscription, by name.
+SELECT * FROM jobq.event_subscriptions ORDER BY name;
+
+
+-- name: delete_subscription
+-- Delete an event subscription.
+DELETE FROM jobq.event_subscriptions WHERE name = :name RETURNING name;
+
+
+-- name: claim_subscription
+-- Lease, for `lease_seconds`, the subscription due the longest that has events to look
+-- at (not paused, its retry due, no live lease): one dispatcher sends its batches.
+UPDATE jobq.event_subscriptions s
+   SET lease_id = :lease_id, leased_until = now() + make_interval(secs => :lease_seconds)
+  FROM (SELECT name
+          FROM jobq.event_subscriptions
+         WHERE NOT paused AND next_attempt_at <= now()
+           AND (leased_until IS NULL OR leased_until < now())
+           AND position < (SELECT coalesce(max(position), 0) FROM jobq.job_events
+                            WHERE position IS NOT NULL)
+         ORDER BY next_attempt_at
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED) AS due
+ WHERE s.name = due.name
+RETURNING s.*;
+
+
+-- name: advance_subscription
+-- The events up to `position` were delivered (`status`: the answer's) or had nothing to
+-- send (`status` NULL): the cursor moves on and the lease ends; a lease another
+-- dispatcher took over matches nothing.
+UPDATE jobq.event_subscriptions
+   SET position = greatest(position, :position), attempts = 0, next_attempt_at = now(),
+       lease_id = NULL, leased_until = NULL,
+       last_status = coalesce(CAST(:status AS integer), last_status),
+       last_error = CASE WHEN CAST(:status AS integer) IS NULL THEN last_error END,
+       delivered_at = CASE WHEN CAST(:status AS integer) IS NULL THEN delivered_at
+                           ELSE now() END
+ WHERE name = :name AND lease_id = :lease_id
+RETURNING name;
+
+
+-- name: retry_subscription
+-- The batch was not delivered: try again after `delay_seconds` (`attempted`: it was
+-- sent and failed, else held back by the target's breaker); the lease ends.
+UPDATE jobq.event_subscriptions
+   SET attempts = attempts + CASE WHEN :attempted THEN 1 ELSE 0 END,
+       next_attempt_at = now() + make_interval(secs => :delay_seconds),
+       lease_id = NULL, leased_until = NULL,
+       last_status = CASE WHEN :attempted THEN CAST(:status AS integer) ELSE last_status END,
+       last_error = CASE WHEN :attempted THEN :error ELSE last_error END
+ WHERE name = :name AND lease_id = :lease_id
+RETURNING name;

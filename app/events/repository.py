@@ -7,14 +7,30 @@ from pathlib import Path
 from app.db.database import Database, fetch_in
 from app.db.leader import as_leader
 from app.db.statement import NO_PARAMS, NoParams, Queries
-from app.events.params import EventsBetweenParams, PruneEventsParams, StampEventsParams
-from app.events.rows import Bounds, EventRow
+from app.events.params import (
+    AdvanceSubscriptionParams,
+    ByName,
+    ClaimSubscriptionParams,
+    EventsBetweenParams,
+    PruneEventsParams,
+    PutSubscriptionParams,
+    RetrySubscriptionParams,
+    StampEventsParams,
+)
+from app.events.rows import Bounds, EventRow, SubscriptionRow
 
 QUERIES = Queries(Path(__file__).with_name("queries.sql"))
 STAMP_EVENTS = QUERIES.bind("stamp_events", StampEventsParams)
 EVENT_BOUNDS = QUERIES.bind("event_bounds", NoParams)
 EVENTS_BETWEEN = QUERIES.bind("events_between", EventsBetweenParams)
 PRUNE_EVENTS = QUERIES.bind("prune_events", PruneEventsParams)
+PUT_SUBSCRIPTION = QUERIES.bind("put_subscription", PutSubscriptionParams)
+GET_SUBSCRIPTION = QUERIES.bind("get_subscription", ByName)
+LIST_SUBSCRIPTIONS = QUERIES.bind("list_subscriptions", NoParams)
+DELETE_SUBSCRIPTION = QUERIES.bind("delete_subscription", ByName)
+CLAIM_SUBSCRIPTION = QUERIES.bind("claim_subscription", ClaimSubscriptionParams)
+ADVANCE_SUBSCRIPTION = QUERIES.bind("advance_subscription", AdvanceSubscriptionParams)
+RETRY_SUBSCRIPTION = QUERIES.bind("retry_subscription", RetrySubscriptionParams)
 
 
 class EventsRepository:
@@ -46,3 +62,38 @@ class EventsRepository:
             params = PruneEventsParams(batch_size=batch_size, retain_seconds=retain_seconds)
             (record,) = await fetch_in(leading[0], PRUNE_EVENTS, params)
             return int(record["pruned"])
+
+
+class SubscriptionsRepository:
+    """The event subscriptions table, one method per named statement."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def put(self, params: PutSubscriptionParams) -> tuple[SubscriptionRow, bool]:
+        """The subscription as stored, and whether it was created (not replaced)."""
+        record = await self._db.fetch_one(PUT_SUBSCRIPTION, params)
+        assert record is not None
+        return SubscriptionRow._make(record[1:]), bool(record["created"])
+
+    async def get(self, name: str) -> SubscriptionRow | None:
+        record = await self._db.fetch_one(GET_SUBSCRIPTION, ByName(name))
+        return None if record is None else SubscriptionRow._make(record)
+
+    async def all(self) -> list[SubscriptionRow]:
+        records = await self._db.fetch(LIST_SUBSCRIPTIONS, NO_PARAMS)
+        return [SubscriptionRow._make(r) for r in records]
+
+    async def delete(self, name: str) -> bool:
+        return await self._db.fetch_one(DELETE_SUBSCRIPTION, ByName(name)) is not None
+
+    async def claim(self, params: ClaimSubscriptionParams) -> SubscriptionRow | None:
+        record = await self._db.fetch_one(CLAIM_SUBSCRIPTION, params)
+        return None if record is None else SubscriptionRow._make(record)
+
+    async def advance(self, params: AdvanceSubscriptionParams) -> bool:
+        """False when the lease was lost (another dispatcher took the subscription over)."""
+        return await self._db.fetch_one(ADVANCE_SUBSCRIPTION, params) is not None
+
+    async def retry(self, params: RetrySubscriptionParams) -> bool:
+        return await self._db.fetch_one(RETRY_SUBSCRIPTION, params) is not None

@@ -1,21 +1,30 @@
 """The live event stream: `GET /v1/events`, Server-Sent Events of the queues the key may
-read (`read` scope)."""
+read (`read` scope); and event subscriptions, `admin` only."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from app.api.openapi import problems
 from app.api.types import Name
 from app.core.errors import JobqError
+from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN
 from app.events import views
-from app.events.schemas import MAX_FILTER_VALUES, EventKind, EventOut
+from app.events.schemas import (
+    MAX_FILTER_VALUES,
+    EventKind,
+    EventOut,
+    SubscriptionIn,
+    SubscriptionOut,
+    SubscriptionsOut,
+)
 from app.events.service import EventFilter, EventStreams, Expired, Heartbeat
-from app.keys import KeyedRoute, ReadCaller
+from app.events.subscriptions import Definition, Subscriptions
+from app.keys import AdminCaller, KeyedRoute, ReadCaller
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["events"])
 
@@ -112,3 +121,110 @@ async def _frames(
                 yield views.frame(item)
     except JobqError as error:  # the database went away: the client resumes elsewhere
         yield views.failure(error)
+
+
+SubscriptionName = Annotated[
+    str,
+    Path(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH, description="The subscription's name."),
+]
+
+
+def _subscriptions(request: Request) -> Subscriptions:
+    """The subscriptions' service: the `subscriptions` of the app's `Services`."""
+    found: Subscriptions = request.app.state.services.subscriptions
+    return found
+
+
+@router.put(
+    "/subscriptions/{name}",
+    operation_id="setSubscription",
+    tags=["subscriptions"],
+    status_code=200,
+    response_model=SubscriptionOut,
+    responses={
+        201: {"model": SubscriptionOut, "description": "The subscription was created."},
+        **problems(400, 401, 403, 413, 422),
+    },
+)
+async def set_subscription(
+    caller: AdminCaller,
+    name: SubscriptionName,
+    subscription: SubscriptionIn,
+    request: Request,
+    response: Response,
+) -> dict[str, Any]:
+    """Create or replace an event subscription: it receives the events after now."""
+    del caller
+    found, created = await _subscriptions(request).put(
+        name,
+        Definition(
+            url=subscription.url,
+            queues=subscription.queues,
+            types=subscription.types,
+            kinds=list(subscription.kinds) if subscription.kinds is not None else None,
+            secrets=subscription.secrets,
+            paused=subscription.paused,
+        ),
+    )
+    response.status_code = 201 if created else 200
+    return views.subscription(found)
+
+
+@router.get(
+    "/subscriptions",
+    operation_id="listSubscriptions",
+    tags=["subscriptions"],
+    response_model=SubscriptionsOut,
+    responses=problems(401, 403),
+)
+async def list_subscriptions(caller: AdminCaller, request: Request) -> dict[str, Any]:
+    """Every event subscription, with its delivery state."""
+    del caller
+    found = await _subscriptions(request).all()
+    return {"subscriptions": [views.subscription(s) for s in found]}
+
+
+@router.get(
+    "/subscriptions/{name}",
+    operation_id="getSubscription",
+    tags=["subscriptions"],
+    response_model=SubscriptionOut,
+    responses=problems(401, 403, 404, 422),
+)
+async def get_subscription(
+    caller: AdminCaller, name: SubscriptionName, request: Request
+) -> dict[str, Any]:
+    """An event subscription, with its delivery state and breaker."""
+    del caller
+    return views.subscription(await _subscriptions(request).get(name))
+
+
+@router.delete(
+    "/subscriptions/{name}",
+    operation_id="deleteSubscription",
+    tags=["subscriptions"],
+    status_code=204,
+    responses=problems(401, 403, 404, 422),
+)
+async def delete_subscription(
+    caller: AdminCaller, name: SubscriptionName, request: Request
+) -> Response:
+    """Delete an event subscription."""
+    del caller
+    await _subscriptions(request).delete(name)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/subscriptions/{name}/reset",
+    operation_id="resetSubscription",
+    tags=["subscriptions"],
+    response_model=SubscriptionOut,
+    responses=problems(401, 403, 404, 422),
+)
+async def reset_subscription(
+    caller: AdminCaller, name: SubscriptionName, request: Request
+) -> dict[str, Any]:
+    """Close a subscription's breaker: its deliveries resume at once."""
+    del caller
+    return views.subscription(await _subscriptions(request).reset(name))

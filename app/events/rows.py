@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import NamedTuple
+from uuid import UUID
 
 
 class EventRow(NamedTuple):
@@ -23,3 +24,25 @@ class Bounds(NamedTuple):
 
     first: int | None
     last: int | None
+
+
+class SubscriptionRow(NamedTuple):
+    """An event subscription: every column of `jobq.event_subscriptions`, in order."""
+
+    name: str
+    url: str
+    queues: list[str] | None
+    types: list[str] | None
+    kinds: list[str] | None
+    secrets: list[str]
+    paused: bool
+    position: int
+    attempts: int
+    next_attempt_at: datetime
+    lease_id: UUID | None
+    leased_until: datetime | None
+    last_status: int | None
+    last_error: str | None
+    delivered_at: datetime | None
+    created_at: datetime
+    updated_at: datetime

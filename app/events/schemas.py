@@ -4,9 +4,11 @@ Server-Sent Event) and subscriptions post it."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
+
+from app.api.types import Name
 
 EventKind = Literal[
     "enqueued",
@@ -46,3 +48,66 @@ class EventOut(BaseModel):
 
 
 EVENT = TypeAdapter(EventOut)
+
+
+class SubscriptionIn(BaseModel):
+    """An event subscription: where to send which events."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] = Field(
+        description="Where the events are POSTed: allowed by JOBQ_PUSH_ALLOWED_TARGETS."
+    )
+    queues: list[Name] | None = Field(
+        default=None, max_length=MAX_FILTER_VALUES, description="Only these queues (null: all)."
+    )
+    types: list[Name] | None = Field(
+        default=None, max_length=MAX_FILTER_VALUES, description="Only jobs of these types."
+    )
+    kinds: list[EventKind] | None = Field(
+        default=None, max_length=len(EVENT_KINDS), description="Only these kinds of events."
+    )
+    secrets: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2,
+        description="Standard Webhooks secrets (`whsec_…`), the newest first; two while "
+        "rotating. Null: a new subscription gets one made for it (answered once), a "
+        "replaced one keeps its own.",
+    )
+    paused: bool = Field(default=False, strict=True)
+
+
+class BreakerOut(BaseModel):
+    state: Literal["closed", "open", "half_open"]
+    failures: int = Field(description="Consecutive failed deliveries.")
+    open_until: datetime | None = Field(description="Deliveries wait until then.")
+    last_error: str | None
+
+
+class SubscriptionOut(BaseModel):
+    name: str
+    url: str
+    queues: list[str] | None
+    types: list[str] | None
+    kinds: list[EventKind] | None
+    paused: bool
+    secret_fingerprints: list[str] = Field(
+        description="The first hex digits of each secret's SHA-256 (secrets are never shown)."
+    )
+    secret: str | None = Field(
+        default=None, description="The secret made for a new subscription: shown this once."
+    )
+    position: int = Field(description="The last event position delivered.")
+    attempts: int = Field(description="Failed tries of the next batch.")
+    next_attempt_at: datetime
+    last_status: int | None = Field(description="The HTTP status of the last delivery.")
+    last_error: str | None
+    delivered_at: datetime | None
+    breaker: BreakerOut
+    created_at: datetime
+    updated_at: datetime
+
+
+class SubscriptionsOut(BaseModel):
+    subscriptions: list[SubscriptionOut]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.api.problems import from_error
 from app.core.errors import JobqError
+from app.delivery import fingerprint
 from app.events.rows import EventRow
 from app.events.schemas import EventOut
+from app.events.subscriptions import Subscription
 
 RETRY_MILLISECONDS = 2000  # what a browser's EventSource waits before reconnecting
 
@@ -46,3 +50,32 @@ def failure(error: JobqError) -> bytes:
     """The stream's last frame when it cannot go on: an `error` event whose data is the
     problem an HTTP answer would carry."""
     return b"event: error\ndata: " + bytes(from_error(error).body) + b"\n\n"
+
+
+def subscription(found: Subscription) -> dict[str, Any]:
+    """`SubscriptionOut`."""
+    row, breaker = found.row, found.breaker
+    return {
+        "name": row.name,
+        "url": row.url,
+        "queues": row.queues,
+        "types": row.types,
+        "kinds": row.kinds,
+        "paused": row.paused,
+        "secret_fingerprints": [fingerprint(s) for s in row.secrets],
+        "secret": found.new_secret,
+        "position": row.position,
+        "attempts": row.attempts,
+        "next_attempt_at": row.next_attempt_at,
+        "last_status": row.last_status,
+        "last_error": row.last_error,
+        "delivered_at": row.delivered_at,
+        "breaker": {
+            "state": breaker.state,
+            "failures": breaker.failures,
+            "open_until": breaker.open_until,
+            "last_error": breaker.last_error,
+        },
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+    }

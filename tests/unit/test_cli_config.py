@@ -205,8 +205,9 @@ def test_operator_options_are_declared_once_and_taken_after_the_command() -> Non
     commands = dict(_commands(typer.main.get_command(cli)))
     for path, command in commands.items():
         names = {p.name: sorted(p.opts) for p in command.params}
-        if path[:1] in (("stats",), ("jobs",), ("queues",), ("schedules",), ("config",)):
-            if path in (("jobs",), ("queues",), ("schedules",)):
+        groups = (("jobs",), ("queues",), ("schedules",), ("subscriptions",))
+        if path[:1] in (("stats",), ("config",), *groups):
+            if path in groups:
                 continue  # the groups themselves
             wanted = shared if path == ("schedules", "delete") else {**shared, **printed}
         elif path[:1] == ("keys",) and len(path) == 2:

@@ -145,3 +145,24 @@ def switch_schedule(name: str, action: str) -> Call[Schedule]:
         body={},
         has_body=True,
     )
+
+
+def set_subscription(name: str, body: dict[str, Any]) -> Call[dict[str, Any]]:
+    """Create or replace an event subscription; the answer's JSON (with `secret` once)."""
+    return Call("PUT", f"/v1/subscriptions/{_segment(name)}", _json, body=body, has_body=True)
+
+
+def get_subscription(name: str) -> Call[dict[str, Any]]:
+    return Call("GET", f"/v1/subscriptions/{_segment(name)}", _json)
+
+
+def list_subscriptions() -> Call[list[dict[str, Any]]]:
+    return Call("GET", "/v1/subscriptions", lambda r: list(_json(r)["subscriptions"]))
+
+
+def delete_subscription(name: str) -> Call[None]:
+    return Call("DELETE", f"/v1/subscriptions/{_segment(name)}", _none)
+
+
+def reset_subscription(name: str) -> Call[dict[str, Any]]:
+    return Call("POST", f"/v1/subscriptions/{_segment(name)}/reset", _json, body={}, has_body=True)

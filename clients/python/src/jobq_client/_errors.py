@@ -15,7 +15,8 @@ status, or else `JobqError` itself. Catch by class, not by message.
     │   ├── JobNotFound
     │   ├── LeaseNotFound
     │   ├── KeyNotFound
-    │   └── ScheduleNotFound
+    │   ├── ScheduleNotFound
+    │   └── SubscriptionNotFound
     ├── MethodNotAllowed (405)
     ├── Conflict (409)
     │   ├── LeaseLost          job_id, state: where the job is now
@@ -147,6 +148,12 @@ class ScheduleNotFound(NotFound):
     """No schedule has this name."""
 
     default_code = "schedule_not_found"
+
+
+class SubscriptionNotFound(NotFound):
+    """No event subscription has this name."""
+
+    default_code = "subscription_not_found"
 
 
 class MethodNotAllowed(JobqError):

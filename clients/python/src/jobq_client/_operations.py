@@ -4,6 +4,7 @@ own `_call`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime
 from typing import Any, TypeVar
@@ -39,6 +40,27 @@ def _redrive_body(
     if failed_since is not None:
         body["failed_since"] = failed_since.isoformat()
     return body
+
+
+def _subscription_body(
+    url: str,
+    queues: Sequence[str] | None,
+    types: Sequence[str] | None,
+    kinds: Sequence[str] | None,
+    secrets: Sequence[str] | None,
+    paused: bool,
+) -> dict[str, Any]:
+    def listed(values: Sequence[str] | None) -> list[str] | None:
+        return None if values is None else list(values)
+
+    return {
+        "url": url,
+        "queues": listed(queues),
+        "types": listed(types),
+        "kinds": listed(kinds),
+        "secrets": listed(secrets),
+        "paused": paused,
+    }
 
 
 class Operations:
@@ -168,6 +190,39 @@ class Operations:
             )
         )  # fmt: skip
 
+    def set_subscription(
+        self,
+        name: str,
+        url: str,
+        *,
+        queues: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        kinds: Sequence[str] | None = None,
+        secrets: Sequence[str] | None = None,
+        paused: bool = False,
+    ) -> dict[str, Any]:
+        """Create or replace the event subscription `name`: `url` receives the events of
+        `queues`, `types` and `kinds` (None: all). The answer's `secret` is the one made
+        for a new subscription without `secrets`, shown this once."""
+        body = _subscription_body(url, queues, types, kinds, secrets, paused)
+        return self._call(_admin_calls.set_subscription(name, body))
+
+    def get_subscription(self, name: str) -> dict[str, Any]:
+        """An event subscription: its cursor, last delivery and breaker."""
+        return self._call(_admin_calls.get_subscription(name))
+
+    def list_subscriptions(self) -> list[dict[str, Any]]:
+        """Every event subscription."""
+        return self._call(_admin_calls.list_subscriptions())
+
+    def delete_subscription(self, name: str) -> None:
+        """Delete an event subscription."""
+        self._call(_admin_calls.delete_subscription(name))
+
+    def reset_subscription(self, name: str) -> dict[str, Any]:
+        """Close an event subscription's breaker."""
+        return self._call(_admin_calls.reset_subscription(name))
+
 
 class AsyncOperations:
     """`AsyncClient`'s operator calls."""
@@ -295,3 +350,36 @@ class AsyncOperations:
                 catch_up_limit=catch_up_limit,
             )
         )  # fmt: skip
+
+    async def set_subscription(
+        self,
+        name: str,
+        url: str,
+        *,
+        queues: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        kinds: Sequence[str] | None = None,
+        secrets: Sequence[str] | None = None,
+        paused: bool = False,
+    ) -> dict[str, Any]:
+        """Create or replace the event subscription `name`: `url` receives the events of
+        `queues`, `types` and `kinds` (None: all). The answer's `secret` is the one made
+        for a new subscription without `secrets`, shown this once."""
+        body = _subscription_body(url, queues, types, kinds, secrets, paused)
+        return await self._call(_admin_calls.set_subscription(name, body))
+
+    async def get_subscription(self, name: str) -> dict[str, Any]:
+        """An event subscription: its cursor, last delivery and breaker."""
+        return await self._call(_admin_calls.get_subscription(name))
+
+    async def list_subscriptions(self) -> list[dict[str, Any]]:
+        """Every event subscription."""
+        return await self._call(_admin_calls.list_subscriptions())
+
+    async def delete_subscription(self, name: str) -> None:
+        """Delete an event subscription."""
+        await self._call(_admin_calls.delete_subscription(name))
+
+    async def reset_subscription(self, name: str) -> dict[str, Any]:
+        """Close an event subscription's breaker."""
+        return await self._call(_admin_calls.reset_subscription(name))

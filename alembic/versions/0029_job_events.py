@@ -12,8 +12,8 @@
   session at a time, under an advisory lock) gives committed events the next gapless
   positions in id order and announces the last on `jobq_events`.
 
-Revision ID: 0028
-Revises: 0027
+Revision ID: 0029
+Revises: 0028
 Create Date: 2026-11-28
 """
 
@@ -25,12 +25,12 @@ from alembic import op
 
 from app.db.sqlscript import statements
 
-revision = "0028"
-down_revision = "0027"
+revision = "0029"
+down_revision = "0028"
 branch_labels = None
 depends_on = None
 
-SQL = Path(__file__).with_name("0028_job_events.sql")
+SQL = Path(__file__).with_name("0029_job_events.sql")
 
 
 def upgrade() -> None:
