@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import asyncpg
@@ -18,6 +18,13 @@ from app.cli import cli
 from tests.helpers import served
 
 WIDE = {"COLUMNS": "220"}  # rich tables at full width
+
+
+@pytest.fixture
+def app(app_factory: Callable[..., FastAPI]) -> FastAPI:
+    """The app, its event stamper and subscriptions idle: `jobq stats` reports any open
+    transaction, and theirs come every tenth of a second."""
+    return app_factory(event_stamp_interval_seconds=10, subscription_interval_seconds=60)
 
 
 @pytest.fixture
