@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0031, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0033, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.

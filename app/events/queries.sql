@@ -1,4 +1,4 @@
--- The job-event outbox (jobq.job_events, migration 0029): events are written by triggers
+-- The job-event outbox (jobq.job_events, migration 0032): events are written by triggers
 -- in the transaction of each change, given their commit order (`position`) by
 -- jobq.stamp_events, read in that order by the event stream, and pruned after retention.
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from app.queues import repository as queues_sql
 from tests.conftest import plain
@@ -175,9 +176,16 @@ async def test_running_jobs_are_bounded_per_queue(
 
 
 async def test_database_health_sees_vacuum_and_an_open_transaction(
-    client: httpx.AsyncClient, clean_queues: asyncpg.Connection, database_url: str
+    app_factory: Callable[..., FastAPI],
+    client_factory: Callable[[FastAPI], Any],
+    clean_queues: asyncpg.Connection,
+    database_url: str,
 ) -> None:
     db = clean_queues
+    # the event stamper and the subscriptions' dispatcher idle: their transactions,
+    # several a second, would show as the oldest open one
+    idle = app_factory(event_stamp_interval_seconds=10, subscription_interval_seconds=60)
+    client: httpx.AsyncClient = await client_factory(idle)
     for _ in range(3):
         await enqueue(client, "q")
     await db.execute("DELETE FROM jobq.jobs")

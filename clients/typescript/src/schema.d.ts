@@ -132,6 +132,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{job_id}/explain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Explain Job
+         * @description Why a job is not running now: every reason that holds, or how it ended.
+         */
+        get: operations["explainJob"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs": {
         parameters: {
             query?: never;
@@ -1015,57 +1035,6 @@ export interface components {
             /** Jobs */
             jobs: components["schemas"]["BatchItemOut"][];
         };
-        /** BreakerOut */
-        BreakerOut: {
-            /**
-             * State
-             * @enum {string}
-             */
-            state: "closed" | "open" | "half_open";
-            /**
-             * Failures
-             * @description Consecutive failed deliveries.
-             */
-            failures: number;
-            /**
-             * Open Until
-             * @description Deliveries wait until then.
-             */
-            open_until: string | null;
-            /** Last Error */
-            last_error: string | null;
-        };
-        /**
-         * BreakerOut
-         * @description A target's circuit breaker: `open` holds deliveries back until `open_until`;
-         *     `half_open`: a pause is over, the next failure opens it again for twice as long.
-         */
-        BreakerOut: {
-            /**
-             * State
-             * @enum {string}
-             */
-            state: "closed" | "open" | "half_open";
-            /**
-             * Failures
-             * @description Consecutive failed deliveries.
-             */
-            failures: number;
-            /**
-             * Trips
-             * @description Times it opened since the last success.
-             */
-            trips: number;
-            /** Open Until */
-            open_until: string | null;
-            /** Failed At */
-            failed_at: string | null;
-            /**
-             * Last Error
-             * @description The last failure: its class and excerpt.
-             */
-            last_error: string | null;
-        };
         /**
          * CompleteIn
          * @description The job's result.
@@ -1372,6 +1341,36 @@ export interface components {
              * @description The job's attempt (0 before its first lease); null for a queue's event.
              */
             attempt: number | null;
+        };
+        /**
+         * ExplainOut
+         * @description Why a job is not running now: every reason that holds, or how it ended.
+         */
+        ExplainOut: {
+            /** Job Id */
+            job_id: number;
+            /** Queue */
+            queue: string;
+            /** Type */
+            type: string;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            /**
+             * At
+             * Format: date-time
+             * @description When the reasons were read.
+             */
+            at: string;
+            /**
+             * Leasable
+             * @description Queued, and no reason blocks: the next lease of its queue takes it.
+             */
+            leasable: boolean;
+            /** Reasons */
+            reasons: components["schemas"]["ReasonOut"][];
         };
         /**
          * FailIn
@@ -2096,7 +2095,7 @@ export interface components {
             /** Queue */
             queue: string;
             target: components["schemas"]["PushTargetOut"];
-            breaker: components["schemas"]["BreakerOut"];
+            breaker: components["schemas"]["app__push__schemas__BreakerOut"];
         };
         /**
          * PushTargetIn
@@ -2455,6 +2454,59 @@ export interface components {
             used: number;
         };
         /**
+         * ReasonOut
+         * @description One thing that holds the job back now, or how it ended.
+         */
+        ReasonOut: {
+            /**
+             * Code
+             * @description What the reason is, stable for programs.
+             * @enum {string}
+             */
+            code: "scheduled" | "waiting_for_parents" | "paused" | "max_running" | "max_running_per_key" | "rate_limit" | "rate_limit_per_key" | "behind" | "no_worker" | "no_worker_for_type" | "running" | "succeeded" | "failed" | "cancelled";
+            /**
+             * Blocking
+             * @description Whether this alone keeps the next lease of the queue from taking the job.
+             */
+            blocking: boolean;
+            /**
+             * Message
+             * @description The reason in words, for people.
+             */
+            message: string;
+            /**
+             * Until
+             * @description When it ends, if known: the run_at, or when a rate window frees.
+             */
+            until?: string | null;
+            /**
+             * Since
+             * @description When it began, if known: the last lease of the queue or type.
+             */
+            since?: string | null;
+            /**
+             * Count
+             * @description How many: running jobs, leases in the window, jobs ahead, parents.
+             */
+            count?: number | null;
+            /**
+             * Limit
+             * @description The limit `count` is held to, if any.
+             */
+            limit?: number | null;
+            /**
+             * More
+             * @description `count` is a lower bound (more jobs are ahead).
+             * @default false
+             */
+            more?: boolean;
+            /**
+             * Parents
+             * @description The first parents not finished yet, with their states.
+             */
+            parents?: components["schemas"]["DependencyOut"][];
+        };
+        /**
          * RedriveIn
          * @description Which failed jobs of the queue to send back, oldest failure first.
          * @example {
@@ -2571,7 +2623,7 @@ export interface components {
             payload?: unknown;
             /**
              * Cron
-             * @description 5 fields (minute hour day-of-month month day-of-week) of numbers, `*`, ranges `1-5`, lists `1,15`, steps `*\/15` or `1-30/5` and names (`jan`, `mon`); or @yearly, @monthly, @weekly, @daily, @midnight, @hourly. It must match some time.
+             * @description 5 fields (minute hour day-of-month month day-of-week) of numbers, `*`, ranges `1-5`, lists `1,15`, steps `*\/15` or `1-30/5` and names (`jan`, `mon`), or 6 with the second first (`*\/10 * * * * *`); an interval of whole hours, minutes and seconds, at least 1 s (`@every 10s`, `@every 1h30m`: its multiples since the Unix epoch); or @yearly, @monthly, @weekly, @daily, @midnight, @hourly. It must match some time.
              */
             cron: string;
             /**
@@ -2819,7 +2871,7 @@ export interface components {
             last_error: string | null;
             /** Delivered At */
             delivered_at: string | null;
-            breaker: components["schemas"]["BreakerOut"];
+            breaker: components["schemas"]["app__events__schemas__BreakerOut"];
             /**
              * Created At
              * Format: date-time
@@ -2970,6 +3022,57 @@ export interface components {
         WorkersOut: {
             /** Workers */
             workers: components["schemas"]["WorkerOut"][];
+        };
+        /** BreakerOut */
+        app__events__schemas__BreakerOut: {
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "closed" | "open" | "half_open";
+            /**
+             * Failures
+             * @description Consecutive failed deliveries.
+             */
+            failures: number;
+            /**
+             * Open Until
+             * @description Deliveries wait until then.
+             */
+            open_until: string | null;
+            /** Last Error */
+            last_error: string | null;
+        };
+        /**
+         * BreakerOut
+         * @description A target's circuit breaker: `open` holds deliveries back until `open_until`;
+         *     `half_open`: a pause is over, the next failure opens it again for twice as long.
+         */
+        app__push__schemas__BreakerOut: {
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "closed" | "open" | "half_open";
+            /**
+             * Failures
+             * @description Consecutive failed deliveries.
+             */
+            failures: number;
+            /**
+             * Trips
+             * @description Times it opened since the last success.
+             */
+            trips: number;
+            /** Open Until */
+            open_until: string | null;
+            /** Failed At */
+            failed_at: string | null;
+            /**
+             * Last Error
+             * @description The last failure: its class and excerpt.
+             */
+            last_error: string | null;
         };
     };
     responses: never;
@@ -3413,6 +3516,73 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DependenciesOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    explainJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExplainOut"];
                 };
             };
             /** @description Unauthorized */

@@ -7,8 +7,8 @@
   (`attempts`, `next_attempt_at`) and the lease a dispatcher holds while it sends one
   (`lease_id`, `leased_until`: another replica takes it over once it expires).
 
-Revision ID: 0030
-Revises: 0029
+Revision ID: 0033
+Revises: 0032
 Create Date: 2026-11-28
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0030"
-down_revision = "0029"
+revision = "0033"
+down_revision = "0032"
 branch_labels = None
 depends_on = None
 

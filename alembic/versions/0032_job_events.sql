@@ -1,4 +1,4 @@
--- Migration 0029: the job-event outbox (jobq.job_events), written by triggers of its own
+-- Migration 0032: the job-event outbox (jobq.job_events), written by triggers of its own
 -- in the transaction of each change, and stamped with a commit order by jobq.stamp_events.
 
 CREATE TYPE jobq.event_kind AS ENUM (

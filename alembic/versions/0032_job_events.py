@@ -12,8 +12,8 @@
   session at a time, under an advisory lock) gives committed events the next gapless
   positions in id order and announces the last on `jobq_events`.
 
-Revision ID: 0029
-Revises: 0028
+Revision ID: 0032
+Revises: 0031
 Create Date: 2026-11-28
 """
 
@@ -25,12 +25,12 @@ from alembic import op
 
 from app.db.sqlscript import statements
 
-revision = "0029"
-down_revision = "0028"
+revision = "0032"
+down_revision = "0031"
 branch_labels = None
 depends_on = None
 
-SQL = Path(__file__).with_name("0029_job_events.sql")
+SQL = Path(__file__).with_name("0032_job_events.sql")
 
 
 def upgrade() -> None:
