@@ -45,7 +45,9 @@ async def test_a_queue_nobody_configured_has_no_limit(client: httpx.AsyncClient)
     response = await client.get("/v1/queues/fresh/settings")
     assert response.status_code == 200
     assert response.json()["queue"] == "fresh"
-    assert {v for k, v in response.json().items() if k != "queue"} == {None}  # the defaults
+    settings = response.json()
+    assert settings["ordering"] == "fifo"  # the defaults: fifo, and no limit of any kind
+    assert {v for k, v in settings.items() if k not in ("queue", "ordering")} == {None}
 
 
 async def test_settings_are_set_read_and_cleared(

@@ -232,7 +232,12 @@ async def test_replaying_a_key_without_read_shows_only_the_jobs_id_and_state(
         headers=bearer(ingest),
     )  # fmt: skip
     assert replay.status_code == 200
-    assert replay.json() == {"id": first.json()["id"], "state": "queued", "deduplicated": True}
+    assert replay.json() == {
+        "id": first.json()["id"],
+        "state": "queued",
+        "deduplicated": True,
+        "replaced": False,
+    }
     # A key that may read the queue gets the whole job, as before; a new job is whole too.
     again = await service.remote.post("/v1/queues/q-idem/jobs", json=body, headers=bearer(other))
     assert (again.status_code, again.json()["payload"]) == (200, {"secret": "s-31"})
