@@ -44,7 +44,11 @@ KINDS = (
 REFUSED_KINDS = {"none", "malformed", "unknown", "wrong_secret", "revoked"}
 
 
-FILTERED = {("GET", "/v1/queues"), ("GET", "/v1/schedules"), ("GET", "/v1/workers")}
+FILTERED = {
+    ("GET", "/v1/queues"),
+    ("GET", "/v1/schedules"),
+    ("GET", "/v1/workers"),
+}
 
 
 def expected(need: str, kind: str, route: tuple[str, str]) -> tuple[int, set[str]]:
@@ -178,6 +182,18 @@ async def _on_pushed(m: Matrix, kind: str, method: str, action: str) -> Outcome:
     return await m.call(kind, method, f"/v1/queues/pushq/push{action}")
 
 
+async def _on_subscription(m: Matrix, kind: str, method: str, action: str) -> Outcome:
+    """A call on a subscription the admin key made just before."""
+    name = f"sub{next(m.numbers)}"
+    made = await m.service.remote.put(
+        f"/v1/subscriptions/{name}",
+        json={"url": "https://hooks.example.com/events"},
+        headers=bearer(m.keys["admin"]),
+    )
+    assert made.status_code in (200, 201), made.text
+    return await m.call(kind, method, f"/v1/subscriptions/{name}{action}")
+
+
 Example = Callable[[Matrix, str], Awaitable[Outcome]]
 EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/healthz"): lambda m, k: m.call(k, "GET", "/healthz"),
@@ -245,6 +261,22 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ),
     ("GET", "/v1/queues/{queue}/push"): lambda m, k: _on_pushed(m, k, "GET", ""),
     ("POST", "/v1/queues/{queue}/push/reset"): lambda m, k: _on_pushed(m, k, "POST", "/reset"),
+    ("GET", "/v1/jobs/{job_id}/explain"): lambda m, k: _on_job(m, k, "GET", "/explain"),
+    ("POST", "/v1/leases/{lease_id}/snooze"): lambda m, k: _on_lease(
+        m, k, "snooze", {"seconds": 1}
+    ),
+    ("PUT", "/v1/subscriptions/{name}"): lambda m, k: m.call(
+        k,
+        "PUT",
+        f"/v1/subscriptions/n{next(m.numbers)}",
+        json={"url": "https://hooks.example.com/events"},
+    ),
+    ("GET", "/v1/subscriptions"): lambda m, k: m.call(k, "GET", "/v1/subscriptions"),
+    ("GET", "/v1/subscriptions/{name}"): lambda m, k: _on_subscription(m, k, "GET", ""),
+    ("DELETE", "/v1/subscriptions/{name}"): lambda m, k: _on_subscription(m, k, "DELETE", ""),
+    ("POST", "/v1/subscriptions/{name}/reset"): lambda m, k: _on_subscription(
+        m, k, "POST", "/reset"
+    ),
 }
 
 
