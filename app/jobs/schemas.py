@@ -4,7 +4,7 @@ as clients see it."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -89,6 +89,7 @@ class UniqueIn(Strict):
     states: list[JobState] | None = Field(
         default=None,
         min_length=1,
+        max_length=len(get_args(JobState)),  # each state once at most
         description="The states in which a job holds the key; they must include `waiting`, "
         "`queued` and `running`. Default: those and `succeeded` (a failed or cancelled job "
         "does not keep another from being made).",
