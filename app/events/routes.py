@@ -12,7 +12,7 @@ from fastapi.responses import StreamingResponse
 from app.api.openapi import problems
 from app.api.types import Name
 from app.core.errors import JobqError
-from app.core.names import MAX_NAME_LENGTH, NAME_PATTERN
+from app.core.names import MAX_BIGINT, MAX_NAME_LENGTH, NAME_PATTERN
 from app.events import views
 from app.events.schemas import (
     MAX_FILTER_VALUES,
@@ -77,12 +77,15 @@ async def stream_events(
     ] = None,
     after: Annotated[
         int | None,
-        Query(ge=0, description="Start after this position (as `Last-Event-ID` does)."),
+        Query(
+            ge=0, le=MAX_BIGINT, description="Start after this position (as `Last-Event-ID` does)."
+        ),
     ] = None,
     last_event_id: Annotated[
         str | None,
         Header(
             pattern=LAST_EVENT_ID,
+            max_length=20,  # a bigint's digits
             description="Resume after this event (a browser's EventSource sends it when it "
             "reconnects); 410 `events_expired` when events after it are no longer kept.",
         ),

@@ -67,7 +67,7 @@ class SubscriptionIn(BaseModel):
     kinds: list[EventKind] | None = Field(
         default=None, max_length=len(EVENT_KINDS), description="Only these kinds of events."
     )
-    secrets: list[str] | None = Field(
+    secrets: list[Annotated[str, StringConstraints(max_length=200)]] | None = Field(
         default=None,
         min_length=1,
         max_length=2,

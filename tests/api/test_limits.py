@@ -57,7 +57,8 @@ def _unbounded(schema: dict[str, Any], where: str) -> Iterator[str]:
     # A date-time is bounded by its grammar (and refused by the parser past it).
     if kind == "string" and "maxLength" not in schema and schema.get("format") != "date-time":
         yield where
-    if kind in ("integer", "number") and not {"minimum", "maximum"} <= set(schema):
+    bounds = {key.removeprefix("exclusive").lower() for key in schema}  # either kind
+    if kind in ("integer", "number") and not {"minimum", "maximum"} <= bounds:
         yield where
     if kind == "array":
         if "maxItems" not in schema:
