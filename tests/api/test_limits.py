@@ -457,7 +457,8 @@ def test_the_notify_channel_is_a_constant_and_queue_names_travel_as_data() -> No
         (channel,) = re.findall(r"pg_notify\(([^,]+),", sql)
         assert channel in (f"'{listener.KEYS_CHANNEL}'", f"'{listener.SETTINGS_CHANNEL}'"), sql
         assert re.search(
-            r"pg_notify\('jobq_keys', '\w+ ' \|\| lookup_id\)|pg_notify\('jobq_settings', name\)",
+            r"pg_notify\('jobq_keys', '\w+ ' \|\| lookup_id\)"
+            r"|pg_notify\('jobq_settings', (name|queue)\)",
             sql,
         ), sql
     # jobq.announce_due notifies the listener's channel, with the queue in the payload.
@@ -477,6 +478,7 @@ def test_the_notify_channel_is_a_constant_and_queue_names_travel_as_data() -> No
                 "KEYS_CHANNEL",
                 "FINISHED_CHANNEL",
                 "SETTINGS_CHANNEL",
+                "EVENTS_CHANNEL",
             ), (path, call)
 
 
