@@ -188,7 +188,8 @@ SELECT keyless, added, dropped FROM jobq.sync_fair_keys(:queue);
 -- Statistics: read from the counters and per-minute rollups kept as jobs move (migration
 -- 0025), never from a scan of the jobs: counts by state are exact, the last minute's and
 -- hour's activity is summed from whole minutes (the oldest one weighted by its part in
--- the window), and wait and run percentiles come from duration buckets (within 19 %).
+-- the window), and wait and run percentiles come from duration buckets (their bound:
+-- docs/operations/monitoring.md).
 
 -- name: queue_overview
 -- Per queue: jobs queued (and due), running, waiting, failed, cancelled; oldest due
