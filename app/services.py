@@ -267,6 +267,7 @@ def build(
             poll_seconds=settings.event_poll_seconds,
             heartbeat_seconds=settings.event_heartbeat_seconds,
             page_size=settings.event_page_size,
+            stream_seconds=settings.event_stream_seconds,
         ),
         stamper=stamper,
         events_pruner=events_pruner,

@@ -74,6 +74,7 @@ DEFAULT_EVENT_STAMP_BATCH_SIZE = 5000
 DEFAULT_EVENT_POLL_SECONDS = 1.0
 DEFAULT_EVENT_HEARTBEAT_SECONDS = 15.0
 DEFAULT_EVENT_PAGE_SIZE = 1000
+DEFAULT_EVENT_STREAM_SECONDS = 3600.0
 DEFAULT_SUBSCRIPTION_INTERVAL_SECONDS = 1.0
 DEFAULT_SUBSCRIPTION_BATCH_SIZE = 100
 DEFAULT_SUBSCRIPTION_TIMEOUT_SECONDS = 10.0
@@ -267,6 +268,13 @@ class Settings(BaseSettings):
         description="An idle event stream sends a comment this often, to keep proxies open.",
     )
     event_page_size: int = Field(default=DEFAULT_EVENT_PAGE_SIZE, ge=1, le=10_000)
+    event_stream_seconds: float = Field(
+        default=DEFAULT_EVENT_STREAM_SECONDS,
+        gt=0,
+        description="An event stream ends after this long, with the position it read up"
+        " to; clients resume from it (EventSource and the SDKs do it by themselves), on"
+        " whichever replica answers.",
+    )
     subscription_interval_seconds: float = Field(
         default=DEFAULT_SUBSCRIPTION_INTERVAL_SECONDS,
         gt=0,

@@ -56,12 +56,14 @@ class EventStreams:
         poll_seconds: float,
         heartbeat_seconds: float,
         page_size: int,
+        stream_seconds: float,
     ) -> None:
         self._repo = repo
         self.bell = bell
         self.poll_seconds = poll_seconds
         self.heartbeat_seconds = heartbeat_seconds
         self.page_size = page_size
+        self.stream_seconds = stream_seconds
 
     async def start(self, after: int | None) -> int:
         """The position to follow from: the last event now, or `after` when the events
@@ -80,8 +82,12 @@ class EventStreams:
     async def follow(
         self, position: int, events: EventFilter
     ) -> AsyncIterator[EventRow | Heartbeat | Expired]:
-        """The events after `position`, in order, as they come, until the bell closes."""
-        beat_at = time.monotonic() + self.heartbeat_seconds
+        """The events after `position`, in order, as they come, until the bell closes or
+        the stream has lasted `stream_seconds`; it ends with a heartbeat (the position
+        to resume from)."""
+        started = time.monotonic()
+        ends_at = started + self.stream_seconds
+        beat_at = started + self.heartbeat_seconds
         while not self.bell.closed:
             first, last = await self._repo.bounds()
             if first is not None and position < first - 1:
@@ -106,7 +112,10 @@ class EventStreams:
                 if rows:
                     beat_at = time.monotonic() + self.heartbeat_seconds
             now = time.monotonic()
+            if now >= ends_at:
+                yield Heartbeat(position)
+                return
             if now >= beat_at:
                 yield Heartbeat(position)
                 beat_at = now + self.heartbeat_seconds
-            await self.bell.wait(min(self.poll_seconds, max(beat_at - now, 0.0)))
+            await self.bell.wait(min(self.poll_seconds, max(min(beat_at, ends_at) - now, 0.0)))

@@ -111,6 +111,24 @@ async def test_filters_and_heartbeats(http: httpx.AsyncClient) -> None:
     assert seen[-1].id is not None and int(seen[-1].id) >= 4
 
 
+async def test_a_stream_ends_after_its_lifetime_with_its_position(
+    app_factory: Callable[..., FastAPI],
+) -> None:
+    app = app_factory(event_stream_seconds=0.5, event_heartbeat_seconds=60)
+    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as http:
+        async with http.stream("GET", "/v1/events") as response:
+            wanted = await _enqueue(http, "mail")
+            seen = await asyncio.wait_for(_all(response), 10)  # the server ends it
+        events = [f.data for f in seen if f.data is not None]
+        assert [e["job_id"] for e in events] == [wanted]
+        # its last frame is the position to resume from (no heartbeat was due)
+        assert seen[-1].data is None and seen[-1].id == str(events[0]["id"])
+
+
+async def _all(response: httpx.Response) -> list[Any]:
+    return [frame async for frame in frames(response)]
+
+
 async def test_a_key_sees_only_the_queues_it_may_read(
     http: httpx.AsyncClient, database_url: str, no_keys: asyncpg.Connection
 ) -> None:
