@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import asyncpg
-from sqlalchemy.exc import DBAPIError, InterfaceError
+from sqlalchemy import event
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
-from sqlalchemy.pool import PoolProxiedConnection, QueuePool
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection, QueuePool
 
 from app.core.errors import DatabaseUnavailable
 from app.db.statement import P, Statement
@@ -84,11 +86,31 @@ def _broke(driver: asyncpg.Connection, exc: BaseException) -> bool:
     return driver.is_closed() or unavailable(exc)
 
 
+_OPENED = "jobq_opened"  # a pool entry's `info` key: when its connection was opened
+
+
+def _stamp_opened(_driver: object, record: ConnectionPoolEntry) -> None:
+    """A pool `connect` hook: note when the connection was opened."""
+    record.info[_OPENED] = time.monotonic()
+
+
 class Database:
     """Runs named statements on pooled connections."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        # When a connection broke because the database went away, the idle ones opened
+        # before are as dead: each is replaced at its next checkout, as SQLAlchemy's own
+        # disconnect handling does, through the pool's documented events.
+        self._broken_at = 0.0
+        event.listen(engine.sync_engine, "connect", _stamp_opened)
+        event.listen(engine.sync_engine, "checkout", self._refuse_stale)
+
+    def _refuse_stale(self, _driver: object, record: ConnectionPoolEntry, _proxy: object) -> None:
+        """A pool `checkout` hook: a connection opened before the last disconnect is
+        replaced (the pool reconnects on `DisconnectionError`)."""
+        if record.info.get(_OPENED, 0.0) < self._broken_at:
+            raise DisconnectionError("opened before the database went away")
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
@@ -110,6 +132,7 @@ class Database:
                 yield driver
             except Exception as exc:
                 if _broke(driver, exc):
+                    self._broken_at = time.monotonic()
                     await self._in_adapter(functools.partial(pooled.invalidate, exc))
                     raise DatabaseUnavailable() from exc
                 raise
