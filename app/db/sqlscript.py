@@ -4,12 +4,15 @@ from __future__ import annotations
 
 
 def statements(script: str) -> list[str]:
-    """The script's statements: each ends with `;` at the end of a line, outside `$$`."""
+    """The script's statements: each ends with `;` at the end of a line, outside `$$`;
+    comment lines between statements are left out (one may end with `;`)."""
     found: list[str] = []
     current: list[str] = []
     quoted = False
     for line in script.splitlines():
-        if line.lstrip().startswith("--") and not current:
+        between = not "".join(current).strip()
+        if between and (line.lstrip().startswith("--") or not line.strip()):
+            current = []
             continue
         current.append(line)
         quoted ^= line.count("$$") % 2 == 1
