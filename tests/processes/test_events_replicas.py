@@ -1,12 +1,16 @@
 """An event stream across replicas: a client follows `GET /v1/events` on one `jobq serve`,
 that replica is SIGKILLed while jobs are enqueued through both, and the client resumes
-on the other with `Last-Event-ID`: it sees every event, each once, in position order."""
+on the other with `Last-Event-ID`: it sees every event, each once, in position order.
+Every job the queue holds: an enqueue the killed replica committed but could not answer
+has its event too."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
@@ -15,7 +19,8 @@ from tests.sse import Frame, frames
 
 pytestmark = pytest.mark.pgbouncer  # [direct] and [pgbouncer]: tests/fixtures/pgbouncer.py
 
-QUEUE = "events-replicas"  # the session's database is shared: a queue of this test's own
+# the session's database is shared: a queue of each run's own
+QUEUE = f"events-replicas-{uuid.uuid4().hex[:8]}"
 JOBS = 300
 
 
@@ -60,7 +65,7 @@ async def _follow(url: str, last_id: str | None, into: list[Frame], enough: int)
 
 
 async def test_a_stream_resumed_on_another_replica_misses_nothing(
-    tmp_path: Path, service_urls: dict[str, str]
+    tmp_path: Path, service_urls: dict[str, str], db: asyncpg.Connection
 ) -> None:
     env = (
         {"JOBQ_DATABASE_DIRECT_URL": service_urls["database_direct_url"]}
@@ -82,9 +87,13 @@ async def test_a_stream_resumed_on_another_replica_misses_nothing(
         last_id = await asyncio.wait_for(follow, 30)
         assert len(seen) < JOBS
         made = await asyncio.wait_for(produce, 60)
-        await asyncio.wait_for(_follow(survivor.url, last_id, seen, len(made)), 60)
+        queued = [
+            r["id"] for r in await db.fetch("SELECT id FROM jobq.jobs WHERE queue = $1", QUEUE)
+        ]
+        assert set(made) <= set(queued)
+        await asyncio.wait_for(_follow(survivor.url, last_id, seen, len(queued)), 60)
     finally:
         stop_all([r for r in replicas if r.process.poll() is None])
     ids = [int(frame.id or 0) for frame in seen]
     assert ids == sorted(ids) and len(set(ids)) == len(ids), "in order, each once"
-    assert sorted(frame.data["job_id"] for frame in seen) == sorted(made)
+    assert sorted(frame.data["job_id"] for frame in seen) == sorted(queued)
