@@ -3,7 +3,8 @@
 -- nothing; nor does one whose attempt ran past the job's `timeout_seconds`. Batches
 -- travel as arrays and are unpacked with `unnest`. A statement that makes jobs `queued`
 -- again announces them (jobq.announce_due); the NOTIFY is delivered on commit.
--- `:key_id` is the caller's API key (NULL: authentication is off).
+-- `:key_id` is the caller's API key (NULL: authentication is off); a lease taken with
+-- no key (push delivery's, or while authentication was off) is its lease id's holder's.
 
 
 -- name: heartbeat
@@ -28,7 +29,8 @@ WITH held AS (
      -- `state::text`: a state test the partial index of running jobs cannot serve, so
      -- that no cached plan walks every running job to find this one (as in finish_one)
      WHERE id = :job_id AND lease_id = :lease_id AND state::text = 'running'
-       AND (CAST(:key_id AS bigint) IS NULL OR lease_key_id = CAST(:key_id AS bigint))
+       AND (CAST(:key_id AS bigint) IS NULL OR lease_key_id IS NULL
+            OR lease_key_id = CAST(:key_id AS bigint))
        AND (timeout_seconds IS NULL
             OR now() < attempted_at + make_interval(secs => timeout_seconds))
 ),
@@ -87,7 +89,8 @@ UPDATE jobq.jobs j
        updated_at = now()
  WHERE j.id = CAST(:job_id AS bigint) AND j.lease_id = CAST(:lease_id AS uuid)
    AND j.state::text = 'running'
-   AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+   AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id IS NULL
+        OR j.lease_key_id = CAST(:key_id AS bigint))
    AND (j.timeout_seconds IS NULL
         OR now() < j.attempted_at + make_interval(secs => j.timeout_seconds))
 -- a job queued again (a retry) is announced
@@ -146,7 +149,8 @@ finished AS (
            updated_at = now()
       FROM input i
      WHERE j.id = i.job_id AND j.lease_id = i.lease_id AND j.state::text = 'running'
-       AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+       AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id IS NULL
+            OR j.lease_key_id = CAST(:key_id AS bigint))
        AND (j.timeout_seconds IS NULL
             OR now() < j.attempted_at + make_interval(secs => j.timeout_seconds))
     RETURNING i.ord, j.id, j.queue, j.state, j.attempt, j.attempted_at, j.updated_at,
@@ -176,7 +180,8 @@ UPDATE jobq.jobs j
        updated_at = now()
  WHERE j.id = CAST(:job_id AS bigint) AND j.lease_id = CAST(:lease_id AS uuid)
    AND j.state::text = 'running'
-   AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+   AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id IS NULL
+        OR j.lease_key_id = CAST(:key_id AS bigint))
    AND (j.timeout_seconds IS NULL
         OR now() < j.attempted_at + make_interval(secs => j.timeout_seconds))
 RETURNING j.*;
@@ -198,7 +203,8 @@ UPDATE jobq.jobs j
               CAST(:results AS jsonb[]))
        WITH ORDINALITY AS i(job_id, lease_id, result, ord)
  WHERE j.id = i.job_id AND j.lease_id = i.lease_id AND j.state::text = 'running'
-   AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+   AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id IS NULL
+        OR j.lease_key_id = CAST(:key_id AS bigint))
    AND (j.timeout_seconds IS NULL
         OR now() < j.attempted_at + make_interval(secs => j.timeout_seconds))
 RETURNING i.ord, j.id, j.queue, j.state, j.attempt, j.attempted_at, j.updated_at,
@@ -244,7 +250,8 @@ UPDATE jobq.jobs j
        updated_at = statement_timestamp()
  WHERE j.id = CAST(:job_id AS bigint) AND j.lease_id = CAST(:lease_id AS uuid)
    AND j.state::text = 'running'
-   AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id = CAST(:key_id AS bigint))
+   AND (CAST(:key_id AS bigint) IS NULL OR j.lease_key_id IS NULL
+        OR j.lease_key_id = CAST(:key_id AS bigint))
    AND (j.timeout_seconds IS NULL
         OR now() < j.attempted_at + make_interval(secs => j.timeout_seconds))
    AND j.snoozes < :max_snoozes

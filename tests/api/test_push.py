@@ -20,6 +20,7 @@ from standardwebhooks import Webhook
 from app.delivery import Secrets, new_secret, sign
 from jobq_client import Delivery, InvalidDelivery, verify_delivery
 from tests.delivery_endpoint import Answer, Endpoint, Received, serving
+from tests.helpers import bearer, create_key
 
 pytestmark = pytest.mark.pgbouncer
 
@@ -212,6 +213,38 @@ async def test_202_leaves_the_job_running_for_the_endpoint_to_finish(
     assert done.status_code == 200, done.text
     job = await _until(push_client, job_id, _state("succeeded"))
     assert job["result"] == {"later": 1}
+
+
+async def test_with_keys_the_endpoint_finishes_a_202_with_a_work_key(
+    app_factory: Callable[..., FastAPI],
+    client_factory: Callable[[FastAPI], Any],
+    endpoint: Endpoint,
+    database_url: str,
+    no_keys: asyncpg.Connection,
+) -> None:
+    del no_keys
+    admin = bearer(await create_key(database_url, "ops", ["admin"]))
+    worker = bearer(await create_key(database_url, "lambda", ["work"], ["hooks"]))
+    client = await client_factory(app_factory(push_allowed_targets=LOOPBACK))
+    body = {"push": {"url": endpoint.base + "/accepted", "secrets": [SECRET]}}
+    assert (await client.put("/v1/queues/hooks/settings", json=body, headers=admin)).is_success
+    made = await client.post("/v1/queues/hooks/jobs", json={"type": "t"}, headers=admin)
+    job_id = made.json()["id"]
+    deadline = time.monotonic() + 15
+    while not endpoint.received("/accepted"):
+        assert time.monotonic() < deadline, "never delivered"
+        await asyncio.sleep(0.02)
+    token = endpoint.received("/accepted")[0].json()["lease_id"]
+    # the dispatcher leased with no key: the lease id is the endpoint's credential
+    beat = await client.post(f"/v1/leases/{token}/heartbeat", json={}, headers=worker)
+    assert beat.status_code == 200, beat.text
+    done = await client.post(f"/v1/leases/{token}/complete", json={"result": 1}, headers=worker)
+    assert done.status_code == 200, done.text
+    job = (await client.get(f"/v1/jobs/{job_id}", headers=admin)).json()
+    assert (job["state"], job["result"]) == ("succeeded", 1)
+    failed = {"error": {"type": "late", "message": "too late"}}
+    again = await client.post(f"/v1/leases/{token}/fail", json=failed, headers=worker)
+    assert again.status_code == 409, again.text  # finished: the lease is spent
 
 
 @pytest.mark.parametrize("path", ["/busy", "/unavailable"])

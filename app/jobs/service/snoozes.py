@@ -8,7 +8,7 @@ from app.jobs.limits import LimitedQueues
 from app.jobs.params import SnoozeParams
 from app.jobs.repository import JobsRepository
 from app.jobs.rows import JobRow
-from app.jobs.service.stale import explain_stale
+from app.jobs.service.stale import explain_stale, may_hold
 from app.jobs.tokens import parse_token
 
 
@@ -38,7 +38,7 @@ class Snoozes:
             job is not None
             and job.state == "running"
             and str(job.lease_id) == str(lease)
-            and (key_id is None or job.lease_key_id == key_id)
+            and may_hold(job.lease_key_id, key_id)
             and job.snoozes >= self._max
         ):
             return SnoozeLimitReached(

@@ -21,6 +21,14 @@ Outcome = Literal["complete", "fail"]
 _OUTCOME_RECORD = {"complete": "succeeded", "fail": "failed"}
 
 
+def may_hold(owner: int | None, key_id: int | None) -> bool:
+    """May the caller's key (`key_id`; None: authentication is off) act on a lease taken
+    with `owner`? Its own leases, and those taken with no key (push delivery's, or while
+    authentication was off: their lease id is the credential). The SQL of finish.sql
+    says the same in each statement's `WHERE`."""
+    return key_id is None or owner is None or owner == key_id
+
+
 def explain_stale(
     job: JobRow | None, lease: UUID, outcome: Outcome | None, key_id: int | None = None
 ) -> JobqError | None:
@@ -35,7 +43,7 @@ def explain_stale(
     if record is None and str(job.lease_id) != str(lease):
         return LeaseNotFound("no lease with this id was ever issued")
     owner = record.get("key_id") if record is not None else job.lease_key_id
-    if key_id is not None and owner != key_id:
+    if not may_hold(owner, key_id):
         return LeaseForbidden("this lease was taken with another API key")
     if record is not None and outcome is not None and record["outcome"] == _OUTCOME_RECORD[outcome]:
         return None
