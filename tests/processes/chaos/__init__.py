@@ -30,7 +30,9 @@ STALE_QUEUE = "chaos-stale"  # the stale completer's jobs: no worker leases from
 FLOW_QUEUE = "chaos-flow"  # the workflow load's jobs (`chaos.workflows`)
 LIMITED_QUEUE = "chaos-limited"  # the limited load's jobs (`chaos.limited`)
 DEEP_QUEUE = "chaos-deep"  # a deep chain under an abandoned lease (`chaos.workflows`)
-SIDE_QUEUES = [FLOW_QUEUE, LIMITED_QUEUE, DEEP_QUEUE]  # the harness's own loads, checked apart
+LIFECYCLE_QUEUE = "chaos-lifecycle"  # timeouts, snoozes, start deadlines (`chaos.lifecycle`)
+# the harness's own loads, checked apart
+SIDE_QUEUES = [FLOW_QUEUE, LIMITED_QUEUE, DEEP_QUEUE, LIFECYCLE_QUEUE]
 LEASE_SECONDS = 2
 HEARTBEAT_SECONDS = 0.5
 MAX_ATTEMPTS = 25  # lease expiries count as attempts: room for many faults per job

@@ -60,7 +60,13 @@ and the services' logs (`Checks`):
   as its DAG says (a child of a failed parent cancelled, naming it), none left waiting;
 - limits (`limited`): a queue with `max_running` 4 and `max_running_per_key` 1, leased
   by more workers than that through the faults: sampled every 20 ms, never more running
-  than its limits, the limit reached, every job succeeded.
+  than its limits, the limit reached, every job succeeded;
+- lifecycle (`lifecycle`): jobs with an execution timeout, some of whose attempts hang
+  past it while heartbeating; jobs snoozed a few times; jobs with a start deadline, some
+  enqueued into a paused queue or due after it: every hung attempt failed by the reaper
+  as `timeout`, no call on a lease accepted past its timeout, no attempt completed past
+  it; snoozes counted, spending no attempt, each job succeeding once; no job leased
+  after its `start_by`, every one never leased `cancelled` as `expired`; none lost.
 
 Exit status 1 when any invariant breaks, 2 when the run itself could not be carried out.
 """
@@ -83,6 +89,7 @@ from tests.processes.chaos import SIDE_QUEUES, GaveUp
 from tests.processes.chaos.checks import Checks
 from tests.processes.chaos.databases import drop
 from tests.processes.chaos.evidence import gather_evidence, load_jobs
+from tests.processes.chaos.lifecycle import check_lifecycle
 from tests.processes.chaos.limited import check_limited
 from tests.processes.chaos.options import PG_DIRNAME, HarnessError, Options, parse_args, say
 from tests.processes.chaos.report import report
@@ -109,10 +116,11 @@ async def execute(opts: Options) -> int:
         await run.stop_services()
         assert run.db is not None
         jobs = await load_jobs(run.db)
-        assert run.flows is not None and run.limited is not None
+        assert run.flows is not None and run.limited is not None and run.lifecycle is not None
         side_verdict = Verdict()
         flow_figures = await check_workflows(run.flows, run.db, side_verdict)
         limited_figures = await check_limited(run.limited, run.db, side_verdict)
+        lifecycle_figures = await check_lifecycle(run.lifecycle, run.db, side_verdict)
         statistics_figures = await check_statistics(run.db, side_verdict)
         side = await run.db.fetch("SELECT id FROM jobq.jobs WHERE queue = ANY($1)", SIDE_QUEUES)
         run.side_ids = {r["id"] for r in side}
@@ -133,6 +141,7 @@ async def execute(opts: Options) -> int:
     figures = checks.all()
     figures["workflows"] = flow_figures
     figures["limited"] = limited_figures
+    figures["lifecycle"] = lifecycle_figures
     figures["statistics"] = statistics_figures
     checks.v.counts.update(side_verdict.counts)
     for kind, examples in side_verdict.examples.items():

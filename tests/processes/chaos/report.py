@@ -11,6 +11,22 @@ def causes(counter: dict[str, int]) -> str:
     return ", ".join(f"{cause} {n}" for cause, n in counter.items()) or "none"
 
 
+def lifecycle(figures: dict[str, Any]) -> list[str]:
+    timeouts, snoozes, deadlines = figures["timeouts"], figures["snoozes"], figures["deadlines"]
+    late = {call: n for call, n in timeouts["calls"].items() if " late " in call}
+    return [
+        f"  timeouts    {timeouts['jobs']} jobs, states {timeouts['states']};"
+        f" {timeouts['leases']} leases, {timeouts['hung']} hung;"
+        f" {timeouts['timed_out']} attempts failed as timeout; calls past the timeout: {late}",
+        f"  snoozes     {snoozes['jobs']} jobs, states {snoozes['states']}; {snoozes['snoozes']}"
+        f" snoozes (answers {snoozes['answers']});"
+        f" {snoozes['succeeded_on_first_attempt']} succeeded on attempt 1",
+        f"  deadlines   {deadlines['jobs']} jobs, {deadlines['pauses']} pauses; ends"
+        f" {deadlines['ends']}; expired {deadlines['expired_unleased']} never leased,"
+        f" {deadlines['expired_after_a_lease']} after a lost lease",
+    ]
+
+
 def report(summary: dict[str, Any]) -> str:
     f = summary["figures"]
     jobs, prod, ex, faults = f["jobs"], f["producers"], f["executions"], f["faults"]
@@ -72,6 +88,7 @@ def report(summary: dict[str, Any]) -> str:
         f" running (max_running {f['limited']['max_running']}), at most"
         f" {f['limited']['most_per_key']} per key (limit {f['limited']['per_key']}) in"
         f" {f['limited']['samples']} samples",
+        *lifecycle(f["lifecycle"]),
         f"  lost        {f['lost']}",
     ]
     if summary["ok"]:

@@ -13,6 +13,7 @@ from tests.processes.chaos import (
 )
 from tests.processes.chaos.databases import Db, EmbeddedDatabase, ExternalDatabase, recreate
 from tests.processes.chaos.faults import FaultInjection
+from tests.processes.chaos.lifecycle import LifecycleLoad
 from tests.processes.chaos.limited import LimitedLoad
 from tests.processes.chaos.options import (
     DATABASE,
@@ -123,15 +124,18 @@ class Run(FaultInjection):
         assert self.api is not None and self.db is not None
         self.flows = WorkflowLoad(self.api, self.db, self.opts.seed, self.opts.produce_seconds)
         self.limited = LimitedLoad(self.api, self.db, self.opts.produce_seconds)
+        self.lifecycle = LifecycleLoad(self.api, self.db, self.opts.seed, self.opts.produce_seconds)
         timeline = asyncio.create_task(self.timeline())
         stale = asyncio.create_task(self.after(0.2, self.stale_completer))
         flows = asyncio.create_task(self.flows.run())
         limited = asyncio.create_task(self.limited.run())
+        lifecycle = asyncio.create_task(self.lifecycle.run())
+        loads = (timeline, stale, flows, limited, lifecycle)
         watch = asyncio.create_task(self.watch())
         try:
             deadline = time.monotonic() + self.opts.timeout
             while time.monotonic() < deadline:
-                for task in (timeline, stale, flows, limited):
+                for task in loads:
                     failure = task.exception() if task.done() else None
                     if failure is not None:
                         raise failure
@@ -141,6 +145,7 @@ class Run(FaultInjection):
                     and await self.all_done()
                     and await self.flows.done()
                     and await self.limited.done()
+                    and await self.lifecycle.done()
                 ):
                     self.finished = True
                     break
@@ -152,9 +157,9 @@ class Run(FaultInjection):
         finally:
             # A task that failed has raised its error above; the rest are cancelled, and
             # none of them may outlive the load (watch would restart what teardown kills).
-            for task in (timeline, stale, flows, limited, watch):
+            for task in (*loads, watch):
                 task.cancel()
-            await asyncio.gather(timeline, stale, flows, limited, watch, return_exceptions=True)
+            await asyncio.gather(*loads, watch, return_exceptions=True)
             self.load_ended = time.time()
         self.collect_producers()
         await self.progress()

@@ -18,6 +18,7 @@ from tests.processes.chaos.options import Options
 from tests.processes.chaos.procs import Client, Exit, Fault, Probe, Service
 
 if TYPE_CHECKING:
+    from tests.processes.chaos.lifecycle import LifecycleLoad
     from tests.processes.chaos.limited import LimitedLoad
     from tests.processes.chaos.workflows import WorkflowLoad
 
@@ -42,6 +43,7 @@ class RunState:
         self.stale_keys: list[str] = []
         self.flows: WorkflowLoad | None = None
         self.limited: LimitedLoad | None = None
+        self.lifecycle: LifecycleLoad | None = None
         self.side_ids: set[int] = set()  # the side loads' jobs (not in `Evidence.jobs`)
         self.began = time.time()
         self.load_began = 0.0
