@@ -21,7 +21,9 @@ The invariants (`check_lifecycle`), from the database and from every answer the 
 loops got:
 
 - timeouts: every attempt that hung was failed by the reaper as `timeout` (outcome and
-  error type), no earlier than its start + `timeout_seconds`; no call on a lease (a
+  error type), no earlier than its start + `timeout_seconds`; no lease or heartbeat
+  answer gave a lease an end past its `timeout_at` (the hung heartbeats ask for
+  `LEASE_SECONDS` more, longer than any timeout); no call on a lease (a
   heartbeat, complete, fail, snooze, ack) sent after its `timeout_at` was accepted, each
   refused 409 `execution_timeout` (or `lease_lost`); no attempt completed past its
   timeout; every attempt not succeeded is a `timeout`; each job succeeded, or failed on
@@ -157,6 +159,7 @@ class Held:
     hang: bool
     timeout_at: float
     calls: list[Call] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)  # the lease's ends the answers gave
 
 
 @dataclass
@@ -353,6 +356,7 @@ class LifecycleLoad:
             hang=job["attempt"] <= job["payload"]["hangs"],
             timeout_at=epoch(lease["timeout_at"]),
         )
+        held.ends.append(epoch(lease["expires_at"]))
         self.held.append(held)
         if not held.hang:
             await asyncio.sleep(random.uniform(*WORK_SECONDS))
@@ -362,16 +366,22 @@ class LifecycleLoad:
             if call is not None:
                 held.calls.append(call)
             return
-        # hang: heartbeat past the timeout (each beat tried once), then try to finish
+        # hang: heartbeat past the timeout (each beat tried once), asking for a longer
+        # lease than the timeout leaves, then try to finish
         while time.time() < held.timeout_at + HANG_PAST_SECONDS:
             await asyncio.sleep(HEARTBEAT_SECONDS)
             sent = time.time()
-            response = await self.api.once("life_heartbeat", f"/v1/leases/{token}/heartbeat", {})
+            response = await self.api.once(
+                "life_heartbeat",
+                f"/v1/leases/{token}/heartbeat",
+                {"extend_seconds": LEASE_SECONDS},
+            )
             if response is None:
                 continue
             held.calls.append(Call("heartbeat", sent, response.status_code, problem_code(response)))
             if response.status_code != 200:
                 break
+            held.ends.append(epoch(response.json()["expires_at"]))
         op = HUNG_CALLS[(held.job + held.attempt) % len(HUNG_CALLS)]
         path, body = {
             "complete": (f"/v1/leases/{token}/complete", {"result": {"on": "late"}}),
@@ -597,6 +607,11 @@ def check_timeouts(load: LifecycleLoad, rows: dict[str, Row], v: Verdict) -> dic
             continue
         if abs(record["started"] + (row.timeout or 0) - held.timeout_at) > 0.001:
             v.fail("a lease's timeout_at is not its start + timeout_seconds", where)
+        if max(held.ends) > held.timeout_at:
+            v.fail(
+                "a lease was given an end past its timeout",
+                f"{where}: {max(held.ends) - held.timeout_at:.3f}s past",
+            )
         if held.hang and record["outcome"] != "timeout":
             v.fail("a hung attempt was not failed as timeout", f"{where}: {record['outcome']}")
         for call in held.calls:
