@@ -593,6 +593,7 @@ def check_timeouts(load: LifecycleLoad, rows: dict[str, Row], v: Verdict) -> dic
             v.fail("a timed job did not end", f"{where}: {row.state}")
     # what the lease loops saw, against the database
     calls: Counter[str] = Counter()
+    refused_early = 0.0  # the longest before its timeout a call was sent that was refused
     hung = 0
     for held in load.held:
         row = by_id.get(held.job)
@@ -616,6 +617,8 @@ def check_timeouts(load: LifecycleLoad, rows: dict[str, Row], v: Verdict) -> dic
             v.fail("a hung attempt was not failed as timeout", f"{where}: {record['outcome']}")
         for call in held.calls:
             late = call.first > held.timeout_at + CLOCK_SLACK_SECONDS
+            if call.status == 409:
+                refused_early = max(refused_early, held.timeout_at - call.first)
             calls[
                 f"{call.op} {'late' if late else 'in time'} {call.status} {call.code or ''}".strip()
             ] += 1
@@ -648,6 +651,7 @@ def check_timeouts(load: LifecycleLoad, rows: dict[str, Row], v: Verdict) -> dic
         "hung": hung,
         "timed_out": timed_out,
         "calls": dict(sorted(calls.items())),
+        "refused_seconds_before_timeout": round(refused_early, 3),
     }
 
 

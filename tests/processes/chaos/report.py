@@ -17,7 +17,9 @@ def lifecycle(figures: dict[str, Any]) -> list[str]:
     return [
         f"  timeouts    {timeouts['jobs']} jobs, states {timeouts['states']};"
         f" {timeouts['leases']} leases, {timeouts['hung']} hung;"
-        f" {timeouts['timed_out']} attempts failed as timeout; calls past the timeout: {late}",
+        f" {timeouts['timed_out']} attempts failed as timeout; calls past the timeout: {late}"
+        f" (a refused call was sent at most {timeouts['refused_seconds_before_timeout']}s"
+        " before its timeout: answered after it)",
         f"  snoozes     {snoozes['jobs']} jobs, states {snoozes['states']}; {snoozes['snoozes']}"
         f" snoozes (answers {snoozes['answers']});"
         f" {snoozes['succeeded_on_first_attempt']} succeeded on attempt 1",
