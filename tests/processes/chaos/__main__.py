@@ -87,9 +87,9 @@ import asyncpg
 
 from tests.processes.chaos import SIDE_QUEUES, GaveUp
 from tests.processes.chaos.checks import Checks
+from tests.processes.chaos.checks_lifecycle import check_lifecycle
 from tests.processes.chaos.databases import drop
 from tests.processes.chaos.evidence import gather_evidence, load_jobs
-from tests.processes.chaos.lifecycle import check_lifecycle
 from tests.processes.chaos.limited import check_limited
 from tests.processes.chaos.options import PG_DIRNAME, HarnessError, Options, parse_args, say
 from tests.processes.chaos.report import report
