@@ -20,7 +20,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Dialog, Locator, Page, expect, sync_playwright
 
 from tests.conftest import plain
 from tests.helpers import create_key
@@ -442,6 +442,34 @@ def test_the_job_page_says_why_a_job_waits(
     expect(waiting).to_contain_text(f"{parent['id']} queued")
     waiting.get_by_role("link", name=str(parent["id"])).click()
     expect(page.locator("h1")).to_contain_text(f"Job {parent['id']}")
+
+
+def test_the_job_page_shows_its_lifecycle_controls(
+    page: Page, service: Replica, keys: dict[str, str], admin: httpx.Client
+) -> None:
+    body = {
+        "type": "digest",
+        "timeout_seconds": 90,
+        "start_by": "2099-01-01T00:00:00Z",
+        "unique": {"key": "user-7", "period": 3600},
+    }
+    made = admin.post("/v1/queues/lifecycle/jobs", json=body)
+    assert made.status_code == 201, made.text
+    job = made.json()
+    (lease,) = _lease(admin, "lifecycle")
+    snoozed = admin.post(f"/v1/leases/{lease['lease_id']}/snooze", json={"seconds": 600})
+    assert snoozed.status_code == 200, snoozed.text
+    _sign_in(page, service, keys["read"])
+    page.goto(f"{service.url}/ui/#/job/{job['id']}")
+
+    def row(name: str) -> Locator:
+        return page.locator("table.kv tr", has=page.locator("th", has_text=name)).locator("td")
+
+    expect(row("timeout")).to_have_text("90 s an attempt")
+    expect(row("start by")).to_contain_text("2099-01-01")
+    expect(row("snoozes")).to_have_text("1")
+    expect(row("unique")).to_contain_text("user-7, one per 3600 s from")
+    expect(row("unique")).to_contain_text("while waiting / queued / running")
 
 
 def test_a_key_that_cannot_read_is_refused_at_sign_in_with_the_reason(
