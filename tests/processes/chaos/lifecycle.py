@@ -17,8 +17,8 @@ and a plan that follows from the seed and its index alone (`TimeoutPlan`,
   are due after it; `paused` ones are enqueued while the queue is paused (twice, for
   `PAUSE_SECONDS`), their deadline passing before it resumes.
 
-The invariants (`checks_lifecycle.check_lifecycle`), from the database and from every answer the lease
-loops got:
+The invariants (`checks_lifecycle.check_lifecycle`), from the database and from every
+answer the lease loops got:
 
 - timeouts: every attempt that hung was failed by the reaper as `timeout` (outcome and
   error type), no earlier than its start + `timeout_seconds`; no lease or heartbeat
