@@ -102,11 +102,41 @@ class PushTargets:
     async def all(self) -> list[PushTarget]:
         return [PushTarget.of(row) for row in await self._repo.all()]
 
+    async def check(
+        self, queue: str, change: TargetChange, at: tuple[str | int, ...] = ("push",)
+    ) -> None:
+        """Raise what `set` would refuse, changing nothing: a caller that changes other
+        settings with the target changes them first, then sets it."""
+        self._checked(change, at)
+        if change.secrets is None and await self._repo.get(queue) is None:
+            raise ValidationFailed.field(
+                (*at, "secrets"), "a new target needs its secrets", "missing"
+            )
+
     async def set(
         self, queue: str, change: TargetChange, at: tuple[str | int, ...] = ("push",)
     ) -> PushTarget:
         """Push the queue to the target `change` describes (checked against the
         allowlist: TargetNotAllowed; its fields: ValidationFailed, named from `at`)."""
+        headers, secrets = self._checked(change, at)
+        if secrets is None:
+            keep = KeepSecretsParams(queue, change.url, headers, change.timeout_seconds)
+            row = await self._repo.set_keeping_secrets(keep)
+            if row is None:
+                raise ValidationFailed.field(
+                    (*at, "secrets"), "a new target needs its secrets", "missing"
+                )
+            return PushTarget.of(row)
+        params = SetPushTargetParams(
+            queue, change.url, headers, change.timeout_seconds, list(secrets.reveal())
+        )
+        return PushTarget.of(await self._repo.set(params))
+
+    def _checked(
+        self, change: TargetChange, at: tuple[str | int, ...]
+    ) -> tuple[str, Secrets | None]:
+        """The target's headers (as JSON) and secrets (None: keep the current ones),
+        after the checks that need no database."""
         self._allowlist.check(change.url)
         if not (0 < change.timeout_seconds <= MAX_PUSH_TIMEOUT_SECONDS) or not math.isfinite(
             change.timeout_seconds
@@ -118,21 +148,11 @@ class PushTargets:
             )
         headers = json.dumps(_headers(change.headers, (*at, "headers")))
         if change.secrets is None:
-            keep = KeepSecretsParams(queue, change.url, headers, change.timeout_seconds)
-            row = await self._repo.set_keeping_secrets(keep)
-            if row is None:
-                raise ValidationFailed.field(
-                    (*at, "secrets"), "a new target needs its secrets", "missing"
-                )
-            return PushTarget.of(row)
+            return headers, None
         try:
-            secrets = Secrets.parse(change.secrets)
+            return headers, Secrets.parse(change.secrets)
         except ValueError as exc:
             raise ValidationFailed.field((*at, "secrets"), str(exc), "value_error") from None
-        params = SetPushTargetParams(
-            queue, change.url, headers, change.timeout_seconds, list(secrets.reveal())
-        )
-        return PushTarget.of(await self._repo.set(params))
 
     async def clear(self, queue: str) -> bool:
         """Make the queue pulled; whether it was pushed."""

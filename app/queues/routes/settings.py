@@ -70,20 +70,28 @@ async def set_queue_settings(
     """Change the settings sent (`null` clears one); the others stay. Limits apply to the
     next lease, defaults to the next enqueue or retry, on every replica."""
     queues = services(request)
-    if "push" in change.model_fields_set:  # checked first: a refused target changes nothing
-        if change.push is None:
-            await queues.push.clear(queue)
-        else:
-            sent = change.push
-            target = TargetChange(
-                url=sent.url,
-                secrets=sent.secrets,
-                headers=sent.headers,
-                timeout_seconds=sent.timeout_seconds,
-            )
-            await queues.push.set(queue, target)
+    sent = change.push
+    target = (
+        None
+        if sent is None
+        else TargetChange(
+            url=sent.url,
+            secrets=sent.secrets,
+            headers=sent.headers,
+            timeout_seconds=sent.timeout_seconds,
+        )
+    )
+    if target is not None:  # checked first: a refused target changes nothing
+        await queues.push.check(queue, target)
+    # The limits before the target: no replica delivers a newly pushed queue before
+    # the `max_running` or rate limit sent with its target holds.
     columns = _change(change)
     current = await (
         queues.settings.change(queue, columns) if columns else queues.settings.get(queue)
     )
+    if "push" in change.model_fields_set:
+        if target is None:
+            await queues.push.clear(queue)
+        else:
+            await queues.push.set(queue, target)
     return views.settings(current, await queues.push.get(queue))
