@@ -219,7 +219,9 @@ def test_npm_pack_ships_the_build_and_its_types(node_modules: None) -> None:
     assert packed.returncode == 0, packed.stderr
     listing = json.loads(packed.stdout)
     files = {entry["path"] for entry in listing[0]["files"]}
-    assert {"dist/index.js", "dist/index.d.ts", "dist/schema.d.ts", "README.md"} <= files
+    shipped = {"index", "events"}  # every module index.js imports, with its types
+    assert {f"dist/{name}.{ext}" for name in shipped for ext in ("js", "d.ts")} <= files
+    assert {"dist/schema.d.ts", "README.md"} <= files
     assert listing[0]["name"] == "jobq-client"
     assert not any(path.startswith(("src/", "dist/test/")) for path in files)
 
