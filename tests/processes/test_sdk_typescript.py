@@ -165,13 +165,14 @@ def test_the_package_passes_its_own_tests_against_the_service(
     """Node's test runner on src/test: the producer's calls (keys of their own, retries
     that make no second job, wait, the event stream resumed), and the worker's
     concurrency, progress, heartbeats past a lease, cancellation, Permanent and Retry,
-    timeouts, snoozes, stopping."""
+    timeouts, snoozes, stopping; and `verifyDelivery` against requests signed with the
+    `standardwebhooks` library."""
     _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
     output = _run(
         "node", "--test", "dist/test/",
         timeout=WORKER_TIMEOUT_SECONDS, env=clean_env(JOBQ_URL=service.url),
     )  # fmt: skip
-    assert "# pass 13" in output and "# fail 0" in output, output
+    assert "# pass 20" in output and "# fail 0" in output, output
 
 
 @pytest.mark.once("server")
@@ -219,7 +220,7 @@ def test_npm_pack_ships_the_build_and_its_types(node_modules: None) -> None:
     assert packed.returncode == 0, packed.stderr
     listing = json.loads(packed.stdout)
     files = {entry["path"] for entry in listing[0]["files"]}
-    shipped = {"index", "events"}  # every module index.js imports, with its types
+    shipped = {"index", "events", "push"}  # every module index.js imports, with its types
     assert {f"dist/{name}.{ext}" for name in shipped for ext in ("js", "d.ts")} <= files
     assert {"dist/schema.d.ts", "README.md"} <= files
     assert listing[0]["name"] == "jobq-client"

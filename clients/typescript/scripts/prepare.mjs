@@ -21,9 +21,11 @@ const run = (...args) =>
     shell: npm.args.length === 0 && process.platform === "win32",
   });
 
-const installed = ["node_modules/.bin/tsc", "node_modules/openapi-fetch/package.json"].every(
-  (path) => existsSync(new URL(path, here)),
-);
+const installed = [
+  "node_modules/.bin/tsc",
+  "node_modules/openapi-fetch/package.json",
+  "node_modules/standardwebhooks/package.json",
+].every((path) => existsSync(new URL(path, here)));
 if (!installed) {
   // --ignore-scripts: this very script is one of them
   run("ci", "--ignore-scripts", "--include=dev", "--no-audit", "--no-fund");

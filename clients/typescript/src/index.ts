@@ -2,7 +2,8 @@
 // sends every request; `npm run generate` rebuilds src/schema.d.ts) with the producer's
 // calls of the Python client (enqueue, enqueueMany, getJob, wait: retried when safe),
 // and a Worker that leases as slots free up, heartbeats, reports progress, honours
-// cancellation and stops gracefully.
+// cancellation and stops gracefully; `verifyDelivery` for an endpoint that receives a
+// pushed queue's jobs (src/push.ts).
 
 import { randomUUID } from "node:crypto";
 import createClient, { type Client } from "openapi-fetch";
@@ -11,6 +12,14 @@ import type { components, paths } from "./schema.js";
 
 export type { EventKind, EventsOptions, JobqEvent } from "./events.js";
 export type { components, paths } from "./schema.js";
+export {
+  DELIVERY_TOLERANCE_SECONDS,
+  type Delivery,
+  type DeliveryHeaders,
+  InvalidDelivery,
+  type VerifyOptions,
+  verifyDelivery,
+} from "./push.js";
 type Schemas = components["schemas"];
 export type Job = Schemas["JobOut"];
 export type JobIn = Schemas["JobIn"];
