@@ -70,9 +70,10 @@ class Service:
         return self.log.read_text(errors="replace")
 
 
-def start_service(database_url: str, log: Path) -> Service:
+def start_service(database_url: str, log: Path, **settings: str) -> Service:
+    """`jobq serve` on a free port, with `SERVICE_SETTINGS` and `settings` (JOBQ_…)."""
     port = free_port()
-    env = clean_env(JOBQ_DATABASE_URL=database_url, **SERVICE_SETTINGS)
+    env = clean_env(JOBQ_DATABASE_URL=database_url, **{**SERVICE_SETTINGS, **settings})
     with log.open("wb") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
@@ -96,9 +97,9 @@ def start_service(database_url: str, log: Path) -> Service:
             time.sleep(0.1)
 
 
-def running_service(database_url: str, log: Path) -> Iterator[Service]:
+def running_service(database_url: str, log: Path, **settings: str) -> Iterator[Service]:
     """For a fixture: a service for the duration, stopped cleanly after."""
-    service = start_service(database_url, log)
+    service = start_service(database_url, log, **settings)
     try:
         yield service
     finally:

@@ -92,7 +92,12 @@ def node_modules(alone: None) -> None:
 
 @pytest.fixture(scope="module")
 def service(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    yield from running_service(database_url, tmp_path_factory.mktemp("ts") / "serve.log")
+    # loopback allowed: client.test.ts has the service push a job to an endpoint of its own
+    yield from running_service(
+        database_url,
+        tmp_path_factory.mktemp("ts") / "serve.log",
+        JOBQ_PUSH_ALLOWED_TARGETS="http://127.0.0.1:*",
+    )
 
 
 @pytest.fixture
@@ -165,14 +170,15 @@ def test_the_package_passes_its_own_tests_against_the_service(
     """Node's test runner on src/test: the producer's calls (keys of their own, retries
     that make no second job, wait, the event stream resumed), and the worker's
     concurrency, progress, heartbeats past a lease, cancellation, Permanent and Retry,
-    timeouts, snoozes, stopping; and `verifyDelivery` against requests signed with the
-    `standardwebhooks` library."""
+    timeouts, snoozes, stopping; a pushed queue's job verified by `verifyDelivery` at an
+    endpoint in Node (signed by the service, in Python), its health and reset; and
+    `verifyDelivery` against requests signed with the `standardwebhooks` library."""
     _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
     output = _run(
         "node", "--test", "dist/test/",
         timeout=WORKER_TIMEOUT_SECONDS, env=clean_env(JOBQ_URL=service.url),
     )  # fmt: skip
-    assert "# pass 20" in output and "# fail 0" in output, output
+    assert "# pass 21" in output and "# fail 0" in output, output
 
 
 @pytest.mark.once("server")

@@ -2,8 +2,8 @@
 // sends every request; `npm run generate` rebuilds src/schema.d.ts) with the producer's
 // calls of the Python client (enqueue, enqueueMany, getJob, wait: retried when safe),
 // and a Worker that leases as slots free up, heartbeats, reports progress, honours
-// cancellation and stops gracefully; `verifyDelivery` for an endpoint that receives a
-// pushed queue's jobs (src/push.ts).
+// cancellation and stops gracefully; for pushed queues, their target and health, and
+// `verifyDelivery` for the endpoint that receives their jobs (src/push.ts).
 
 import { randomUUID } from "node:crypto";
 import createClient, { type Client } from "openapi-fetch";
@@ -34,6 +34,12 @@ export type Problem = Schemas["Problem"];
 export type Unique = Schemas["UniqueIn"];
 /** Why a job is not running now (`explainJob`): every reason that holds. */
 export type Explanation = Schemas["ExplainOut"];
+/** Where a pushed queue's jobs are POSTed (`setPushTarget`): `secrets` are write-only,
+ * left out the current ones stay. */
+export type PushTarget = Schemas["PushTargetIn"];
+/** A pushed queue's target (secrets by fingerprint) and its circuit breaker. */
+export type PushHealth = Schemas["PushHealthOut"];
+export type QueueSettings = Schemas["QueueSettingsOut"];
 /** Every field of an enqueue but `type` and `payload`, as the API names them. */
 export type EnqueueOptions = Omit<JobIn, "type" | "payload">;
 
@@ -90,6 +96,13 @@ export interface JobqClient extends Client<paths> {
   /** Job and queue events as they happen (`GET /v1/events`), from now or after
    * `lastEventId`; reconnects and resumes by itself. Break out of the loop to stop. */
   events(options?: EventsOptions): AsyncGenerator<JobqEvent>;
+  /** Push the queue's jobs to `target` (admin scope), or, with null, let workers lease
+   * them again; its other settings stay. The queue's settings after the change. */
+  setPushTarget(queue: string, target: PushTarget | null): Promise<QueueSettings>;
+  /** A pushed queue's target and its circuit breaker (a `JobqError` 404: it is pulled). */
+  getPushHealth(queue: string): Promise<PushHealth>;
+  /** Close a pushed queue's circuit breaker (admin scope): its deliveries resume at once. */
+  resetPush(queue: string): Promise<PushHealth>;
 }
 
 export const DEFAULT_URL = "http://127.0.0.1:8000";
@@ -236,6 +249,14 @@ export function createJobq(options: JobqOptions = {}): JobqClient {
         options,
         (problem) => new JobqError(problem),
       ),
+    setPushTarget: (queue: string, target: PushTarget | null) =>
+      call((signal) =>
+        client.PUT("/v1/queues/{queue}/settings", { params: { path: { queue } }, body: { push: target }, signal }),
+      ),
+    getPushHealth: (queue: string) =>
+      call((signal) => client.GET("/v1/queues/{queue}/push", { params: { path: { queue } }, signal })),
+    resetPush: (queue: string) =>
+      call((signal) => client.POST("/v1/queues/{queue}/push/reset", { params: { path: { queue } }, signal })),
   } satisfies Omit<JobqClient, keyof Client<paths>>;
   return Object.assign(client, producer);
 }

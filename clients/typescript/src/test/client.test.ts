@@ -1,12 +1,23 @@
 // The producer's calls against a live jobq service (JOBQ_URL): enqueue and enqueueMany
 // with keys of their own, getJob, wait, and retries that cannot make a second job. Run
-// by tests/processes/test_sdk_typescript.py.
+// by tests/processes/test_sdk_typescript.py. A pushed queue: the service (which lets it
+// reach loopback, JOBQ_PUSH_ALLOWED_TARGETS) POSTs a job, signed in Python, to an endpoint
+// here that verifies it with verifyDelivery.
 
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { test } from "node:test";
-import { ConnectionFailed, createJobq, JobqError, Retry } from "../index.js";
+import {
+  ConnectionFailed,
+  createJobq,
+  type Delivery,
+  InvalidDelivery,
+  JobqError,
+  Retry,
+  verifyDelivery,
+} from "../index.js";
 
 const jobq = createJobq();
 const target = process.env.JOBQ_URL ?? "http://127.0.0.1:8000";
@@ -168,4 +179,45 @@ test("events() follows the stream and resumes after the last event it saw", TEST
     break;
   }
   stop.abort();
+});
+
+test("a pushed queue's job reaches an endpoint that verifies it; its health; pulled again", TEST, async () => {
+  const queue = `push-${run}`;
+  const [current, old] = [0, 0].map(() => `whsec_${randomBytes(32).toString("base64")}`) as [string, string];
+  const seen: Delivery[] = [];
+  const endpoint = createServer(async (request: IncomingMessage, response: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    try {
+      const delivery = verifyDelivery(Buffer.concat(chunks), request.headers, old); // rotating: [current, old]
+      seen.push(delivery);
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(JSON.stringify({ to: (delivery.payload as { to: string }).to, attempt: delivery.attempt }));
+    } catch (error) {
+      response.writeHead(error instanceof InvalidDelivery ? 401 : 500).end(String(error));
+    }
+  });
+  await new Promise<void>((resolve) => endpoint.listen(0, "127.0.0.1", resolve));
+  try {
+    const url = `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/hooks/jobq`;
+    const settings = await jobq.setPushTarget(queue, { url, secrets: [current, old], timeout_seconds: 5 });
+    assert.equal(settings.push?.url, url);
+    assert.equal(settings.push?.secret_fingerprints.length, 2);
+    const { id } = await jobq.enqueue(queue, "send", { to: "ada" }, { max_attempts: 1 });
+    const job = await jobq.wait(id, 20);
+    assert.deepEqual([job.state, job.result], ["succeeded", { to: "ada", attempt: 1 }]);
+    const [delivery] = seen;
+    assert.deepEqual(
+      [delivery?.job_id, delivery?.queue, delivery?.type, delivery?.message_id],
+      [id, queue, "send", `job_${id}_attempt_1`],
+    );
+    assert.ok(delivery?.lease_expires_at instanceof Date && delivery.lease_expires_at.getTime() > Date.now() - 60_000);
+    const health = await jobq.getPushHealth(queue);
+    assert.deepEqual([health.queue, health.target.url, health.breaker.state], [queue, url, "closed"]);
+    assert.equal((await jobq.resetPush(queue)).breaker.failures, 0);
+    assert.equal((await jobq.setPushTarget(queue, null)).push ?? null, null);
+    await assert.rejects(jobq.getPushHealth(queue), (error) => error instanceof JobqError && error.problem.status === 404);
+  } finally {
+    endpoint.close();
+  }
 });
