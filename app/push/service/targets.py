@@ -109,9 +109,7 @@ class PushTargets:
         settings with the target changes them first, then sets it."""
         self._checked(change, at)
         if change.secrets is None and await self._repo.get(queue) is None:
-            raise ValidationFailed.field(
-                (*at, "secrets"), "a new target needs its secrets", "missing"
-            )
+            raise _secrets_needed(at)
 
     async def set(
         self, queue: str, change: TargetChange, at: tuple[str | int, ...] = ("push",)
@@ -123,9 +121,7 @@ class PushTargets:
             keep = KeepSecretsParams(queue, change.url, headers, change.timeout_seconds)
             row = await self._repo.set_keeping_secrets(keep)
             if row is None:
-                raise ValidationFailed.field(
-                    (*at, "secrets"), "a new target needs its secrets", "missing"
-                )
+                raise _secrets_needed(at)
             return PushTarget.of(row)
         params = SetPushTargetParams(
             queue, change.url, headers, change.timeout_seconds, list(secrets.reveal())
@@ -157,3 +153,8 @@ class PushTargets:
     async def clear(self, queue: str) -> bool:
         """Make the queue pulled; whether it was pushed."""
         return await self._repo.clear(queue)
+
+
+def _secrets_needed(at: tuple[str | int, ...]) -> ValidationFailed:
+    """A target sent without secrets for a queue that has none to keep."""
+    return ValidationFailed.field((*at, "secrets"), "a new target needs its secrets", "missing")
