@@ -20,7 +20,7 @@ from standardwebhooks import Webhook
 from app.delivery import Secrets, new_secret, sign
 from jobq_client import Delivery, InvalidDelivery, verify_delivery
 from tests.delivery_endpoint import Answer, Endpoint, Received, serving
-from tests.helpers import bearer, create_key
+from tests.helpers import assert_problem, bearer, create_key
 
 pytestmark = pytest.mark.pgbouncer
 
@@ -195,6 +195,18 @@ async def test_a_signature_verifies_with_a_rotated_secret(
     assert job["result"] == {"verified": True}  # the endpoint holds the old secret only
     got = endpoint.received("/verify")[0]
     Webhook(new).verify(got.body, got.headers)
+
+
+async def test_a_refused_target_changes_no_other_setting(
+    push_client: httpx.AsyncClient, endpoint: Endpoint
+) -> None:
+    # a new target without secrets is refused before the limit sent with it is written
+    body = {"max_running": 3, "push": {"url": endpoint.base + "/ok"}}
+    refused = await push_client.put("/v1/queues/hooks/settings", json=body)
+    problem = assert_problem(refused, 422, "validation_error")
+    assert [e["loc"] for e in problem["errors"]] == [["body", "push", "secrets"]]
+    settings = (await push_client.get("/v1/queues/hooks/settings")).json()
+    assert (settings["max_running"], settings["push"]) == (None, None)
 
 
 async def test_202_leaves_the_job_running_for_the_endpoint_to_finish(
