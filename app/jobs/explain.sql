@@ -6,12 +6,13 @@
 -- name: explain_job
 -- One job's facts against its queue's state now: when it is due, its unfinished parents
 -- (of the `allowed` queues), its queue's pause and limits with what uses them, the jobs
--- a lease takes before it (at most `max_ahead` + 1 counted), and when a worker last
--- leased its type or queue. No row: no such job.
+-- a lease takes before it (at most `max_ahead` + 1 counted), when a worker last leased
+-- its type or queue, its start deadline, and for a pushed queue its target's host and
+-- breaker. No row: no such job.
 WITH job AS MATERIALIZED (
     SELECT j.id, j.queue, j.type, j.state, j.priority, j.run_at, j.concurrency_key,
            j.fairness_key, j.attempt, j.max_attempts, j.finished_at, j.last_error,
-           j.cancel_requested
+           j.cancel_requested, j.start_by, j.snoozes
       FROM jobq.jobs j
      WHERE j.id = :job_id
 ),
@@ -23,6 +24,7 @@ q AS MATERIALIZED (
 SELECT job.id, job.queue, job.type, CAST(job.state AS text) AS state, job.priority,
        job.run_at, job.run_at > now() AS scheduled, job.attempt, job.max_attempts,
        job.finished_at, job.last_error, job.cancel_requested, now() AS at,
+       job.start_by, job.snoozes,
        -- parents not yet resolved, the first few listed
        (SELECT count(*) FROM jobq.job_dependencies d
          WHERE d.child_id = job.id AND NOT d.resolved) AS parents_waiting,
@@ -78,7 +80,12 @@ SELECT job.id, job.queue, job.type, CAST(job.state AS text) AS state, job.priori
        (SELECT t.last_leased_at FROM jobq.queue_types t
          WHERE t.queue = job.queue AND t.type = job.type) AS type_leased_at,
        (SELECT max(t.last_leased_at) FROM jobq.queue_types t
-         WHERE t.queue = job.queue) AS queue_leased_at
+         WHERE t.queue = job.queue) AS queue_leased_at,
+       -- a pushed queue: its target's host, and until when its breaker holds deliveries
+       (SELECT substring(t.url FROM '^[a-z]+://(?:[^/?#@]*@)?([^/?#]*)') FROM jobq.push_targets t
+         WHERE t.queue = job.queue) AS push_host,
+       (SELECT b.open_until FROM jobq.delivery_breakers b
+         WHERE b.target = 'queue:' || job.queue AND b.open_until > now()) AS push_held_until
   FROM job
  CROSS JOIN LATERAL (
         SELECT coalesce(sum(r.jobs), 0) AS used, min(r.at) AS oldest

@@ -246,6 +246,8 @@ class ExplainRow(NamedTuple):
     last_error: Any
     cancel_requested: bool
     at: datetime  # the statement's now
+    start_by: datetime | None
+    snoozes: int
     parents_waiting: int
     parents: list[dict[str, Any]]  # the first unresolved parents: id, queue, type, state
     paused: bool
@@ -266,3 +268,5 @@ class ExplainRow(NamedTuple):
     higher_priority: int  # of them, of higher priority
     type_leased_at: datetime | None
     queue_leased_at: datetime | None
+    push_host: str | None  # the queue is pushed to this host (its target's URL)
+    push_held_until: datetime | None  # its target's breaker is open until then

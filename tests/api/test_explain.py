@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -146,6 +147,59 @@ async def test_no_worker_has_leased_the_queue_or_the_type_lately(
         " WHERE type = 'resize'"
     )
     assert "no_worker_for_type" in _codes(await _explain(client, job["id"]))
+
+
+async def test_a_start_deadline_is_said_and_once_passed_blocks(
+    client: httpx.AsyncClient, db: asyncpg.Connection
+) -> None:
+    await enqueue(client, "soon")
+    await lease(client, "soon")  # served: only the deadline is said
+    start_by = (datetime.now(UTC) + timedelta(minutes=10)).isoformat()
+    job = await enqueue(client, "soon", start_by=start_by)
+    body = await _explain(client, job["id"])
+    reason = _reason(body, "start_by")
+    assert reason["blocking"] is False and body["leasable"] is True
+    assert datetime.fromisoformat(reason["until"]) == datetime.fromisoformat(start_by)
+    await db.execute(
+        "UPDATE jobq.jobs SET start_by = now() - interval '1 second' WHERE id = $1", job["id"]
+    )
+    body = await _explain(client, job["id"])
+    assert _codes(body, blocking=True) == {"start_by_passed"} and not body["leasable"]
+    assert await lease(client, "soon") == []  # as explain says: no lease takes it
+
+
+async def test_a_snoozed_job_says_it_was_snoozed(client: httpx.AsyncClient) -> None:
+    await enqueue(client, "nap")
+    leased = (await lease(client, "nap"))[0]
+    response = await client.post(f"/v1/leases/{leased['lease_id']}/snooze", json={"seconds": 600})
+    assert response.status_code == 200, response.text
+    reason = _reason(await _explain(client, leased["job"]["id"]), "scheduled")
+    assert reason["blocking"] and "snoozed (1 time(s))" in reason["message"]
+
+
+async def test_a_pushed_queue_names_its_host_and_an_open_breaker(
+    client: httpx.AsyncClient, db: asyncpg.Connection
+) -> None:
+    # the breaker is open before the target exists: the dispatcher delivers nothing
+    await db.execute(
+        "INSERT INTO jobq.delivery_breakers (target, failures, trips, open_until)"
+        " VALUES ('queue:hooks', 5, 1, now() + interval '1 hour')"
+    )
+    await db.execute(
+        "INSERT INTO jobq.push_targets (queue, url, timeout_seconds, secrets)"
+        " VALUES ('hooks', 'https://user:pw@hooks.example.com:8443/in?x=1', 5, '{s}')"
+    )
+    job = await enqueue(client, "hooks")
+    body = await _explain(client, job["id"])
+    pushed = _reason(body, "pushed")
+    assert pushed["blocking"] is False
+    assert pushed["message"] == "queue hooks is pushed to hooks.example.com:8443"  # no userinfo
+    held = _reason(body, "push_breaker_open")
+    assert held["blocking"] is True and held["until"] is not None
+    assert not _codes(body) & {"no_worker", "no_worker_for_type"}  # no worker leases it
+    await db.execute("UPDATE jobq.delivery_breakers SET open_until = now() - interval '1 s'")
+    assert "push_breaker_open" not in _codes(await _explain(client, job["id"]))
+    await db.execute("DELETE FROM jobq.push_targets")  # nothing for the dispatcher to try
 
 
 async def test_a_finished_job_says_how_it_ended(client: httpx.AsyncClient) -> None:

@@ -55,9 +55,9 @@ def explain(facts: ExplainRow) -> Explanation:
     """The reasons that hold for the job as `facts` found it."""
     if facts.state in FINISHED or facts.state == "running":
         return Explanation(facts, _ended(facts))
-    reasons = [*_waits(facts), *_limits(facts)]
+    reasons = [*_waits(facts), *_deadline(facts), *_limits(facts)]
     reasons += _behind(facts, room=_room(facts))
-    reasons += _workers(facts)
+    reasons += _pushed(facts) if facts.push_host is not None else _workers(facts)
     return Explanation(facts, reasons)
 
 
@@ -84,10 +84,23 @@ def _waits(f: ExplainRow) -> list[Reason]:
                    count=n, parents=list(f.parents))
         )  # fmt: skip
     if f.scheduled:
-        found.append(Reason("scheduled", True, "scheduled for later", until=f.run_at))
+        text = f"snoozed ({f.snoozes} time(s)) until later" if f.snoozes else "scheduled for later"
+        found.append(Reason("scheduled", True, text, until=f.run_at))
     if f.paused:
         found.append(Reason("paused", True, f"queue {f.queue} is paused"))
     return found
+
+
+def _deadline(f: ExplainRow) -> list[Reason]:
+    """A start deadline: said while it is ahead, blocking once passed (the reaper cancels
+    the job as `expired`; no lease takes it meanwhile)."""
+    if f.start_by is None:
+        return []
+    if f.start_by <= f.at:
+        text = "its start_by has passed: it is cancelled as expired, never leased"
+        return [Reason("start_by_passed", True, text, since=f.start_by)]
+    text = "must start by its start_by, or it is cancelled as expired"
+    return [Reason("start_by", False, text, until=f.start_by)]
 
 
 def _limits(f: ExplainRow) -> list[Reason]:
@@ -145,6 +158,16 @@ def _behind(f: ExplainRow, room: int | None) -> list[Reason]:
     # the jobs ahead take the room the limits leave (a full limit is its own reason)
     blocking = room is not None and 0 < room <= f.ahead
     return [Reason("behind", blocking, text, count=ahead, limit=room, more=more)]
+
+
+def _pushed(f: ExplainRow) -> list[Reason]:
+    """A pushed queue's jobs are delivered by jobq's dispatcher, not leased by workers;
+    an open breaker holds every delivery to the target until it half-opens."""
+    found = [Reason("pushed", False, f"queue {f.queue} is pushed to {f.push_host}")]
+    if f.push_held_until is not None:
+        text = f"deliveries to {f.push_host} are held: its circuit breaker is open"
+        found.append(Reason("push_breaker_open", True, text, until=f.push_held_until))
+    return found
 
 
 def _workers(f: ExplainRow) -> list[Reason]:

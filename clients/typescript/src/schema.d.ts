@@ -2463,7 +2463,7 @@ export interface components {
              * @description What the reason is, stable for programs.
              * @enum {string}
              */
-            code: "scheduled" | "waiting_for_parents" | "paused" | "max_running" | "max_running_per_key" | "rate_limit" | "rate_limit_per_key" | "behind" | "no_worker" | "no_worker_for_type" | "running" | "succeeded" | "failed" | "cancelled";
+            code: "scheduled" | "waiting_for_parents" | "paused" | "max_running" | "max_running_per_key" | "rate_limit" | "rate_limit_per_key" | "behind" | "no_worker" | "no_worker_for_type" | "start_by" | "start_by_passed" | "pushed" | "push_breaker_open" | "running" | "succeeded" | "failed" | "cancelled";
             /**
              * Blocking
              * @description Whether this alone keeps the next lease of the queue from taking the job.

@@ -17,6 +17,7 @@ AttemptOutcome = Literal["succeeded", "failed", "lease_expired", "timeout", "sno
 ReasonCode = Literal[
     "scheduled", "waiting_for_parents", "paused", "max_running", "max_running_per_key",
     "rate_limit", "rate_limit_per_key", "behind", "no_worker", "no_worker_for_type",
+    "start_by", "start_by_passed", "pushed", "push_breaker_open",
     "running", "succeeded", "failed", "cancelled",
 ]  # fmt: skip
 FINISHED: tuple[JobState, ...] = ("succeeded", "failed", "cancelled")
@@ -318,7 +319,8 @@ class Dependencies:
 class Reason:
     """One thing that holds a job back now (`code`: `scheduled`, `waiting_for_parents`,
     `paused`, `max_running`, `max_running_per_key`, `rate_limit`, `rate_limit_per_key`,
-    `behind`, `no_worker`, `no_worker_for_type`), or how it ended (`running`,
+    `behind`, `no_worker`, `no_worker_for_type`, `start_by`, `start_by_passed`,
+    `pushed`, `push_breaker_open`), or how it ended (`running`,
     `succeeded`, `failed`, `cancelled`)."""
 
     code: ReasonCode
