@@ -11,7 +11,19 @@ from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
 from starlette.routing import BaseRoute
 
-from app import __version__, events, health, jobs, keys, push, queues, schedules, services, ui
+from app import (
+    __version__,
+    audit,
+    events,
+    health,
+    jobs,
+    keys,
+    push,
+    queues,
+    schedules,
+    services,
+    ui,
+)
 from app.api import openapi, problems
 from app.api.body_limit import BodySizeLimit
 from app.api.middleware import RequestContext
@@ -80,6 +92,7 @@ def create_app(
         push.routes.router,
         schedules.router,
         events.router,
+        audit.router,
         health.metrics_router,
     ):
         # Flat, not `include_router`: FastAPI matches an included router's routes twice

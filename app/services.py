@@ -18,6 +18,7 @@ from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import keys, push
+from app.audit import AuditLog, AuditPruner, AuditRepository
 from app.core import metrics
 from app.core.background import Background, Step, Task, running
 from app.core.config import Settings
@@ -80,6 +81,8 @@ class Services:
     events_pruner: EventsPruner
     subscriptions: Subscriptions
     event_dispatcher: EventDispatcher
+    audit: AuditLog
+    audit_pruner: AuditPruner
     background: tuple[Background, ...]
     background_reaper: Reaper | None  # the reaper, when this process runs its loop
 
@@ -210,6 +213,13 @@ def build(
         backoff_base_seconds=settings.subscription_backoff_base_seconds,
         backoff_cap_seconds=settings.subscription_backoff_cap_seconds,
     )
+    audit_repo = AuditRepository(db)
+    audit_pruner = AuditPruner(
+        audit_repo,
+        retention_days=settings.audit_retention_days,
+        interval_seconds=settings.prune_interval_seconds,
+        batch_size=settings.prune_batch_size,
+    )
     schedules_repo = SchedulesRepository(db)
     scheduler = Scheduler(schedules_repo, interval_seconds=settings.scheduler_interval_seconds)
 
@@ -233,11 +243,12 @@ def build(
                 ("reaper", reaper),
                 ("pruner", pruner),
                 ("event pruner", events_pruner),
+                ("audit pruner", audit_pruner),
                 ("scheduler", scheduler),
                 ("vacuum", vacuumer),
                 ("statistics", statistics),
             )
-            if part.interval_seconds  # 0: turned off (the vacuum's)
+            if part.interval_seconds  # 0: turned off (the vacuum's, the audit's kept for good)
         )
     return Services(
         settings=settings,
@@ -273,6 +284,8 @@ def build(
         events_pruner=events_pruner,
         subscriptions=Subscriptions(subscriptions_repo, allowlist, breakers),
         event_dispatcher=event_dispatcher,
+        audit=AuditLog(audit_repo),
+        audit_pruner=audit_pruner,
         background=(
             Step("process metrics", stop=process_exited),
             Step("closing the database pool", stop=engine.dispose),

@@ -30,6 +30,7 @@ DEFAULT_PRUNE_PAUSE_SECONDS = 0.5
 DEFAULT_STATS_FOLD_INTERVAL_SECONDS = 1.0
 DEFAULT_STATS_FOLD_BATCH_SIZE = 10_000
 DEFAULT_STATS_RETENTION_DAYS = 30.0
+DEFAULT_AUDIT_RETENTION_DAYS = 90.0
 
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_LEASE_SECONDS = 60
@@ -186,6 +187,12 @@ class Settings(BaseSettings):
         gt=0,
         le=3660,
         description="Days the per-minute rollups (the queue charts' history) are kept.",
+    )
+    audit_retention_days: float = Field(
+        default=DEFAULT_AUDIT_RETENTION_DAYS,
+        ge=0,
+        le=36600,
+        description="Days the audit log's entries are kept; 0 keeps them for good.",
     )
     vacuum_interval_seconds: float = Field(
         default=DEFAULT_VACUUM_INTERVAL_SECONDS,

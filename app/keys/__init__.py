@@ -22,6 +22,7 @@ from app.keys.access import (
     scope_table,
     served_routes,
 )
+from app.keys.audit import AdminAction, Trail, is_admin_action
 from app.keys.authenticator import (
     Authenticator,
     AuthRequired,
@@ -44,6 +45,7 @@ __all__ = [
     "PUBLIC",
     "SCOPES",
     "Access",
+    "AdminAction",
     "AdminCaller",
     "Anyone",
     "AuthRequired",
@@ -59,11 +61,13 @@ __all__ = [
     "QueueRule",
     "ReadCaller",
     "Scope",
+    "Trail",
     "WorkCaller",
     "access_of",
     "declared_access",
     "document_keys",
     "framework_paths",
+    "is_admin_action",
     "is_loopback",
     "key_view",
     "mint",

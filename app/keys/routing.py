@@ -9,7 +9,9 @@ documented extension point, `APIRoute.get_route_handler`): a refused caller gets
 or 403 before any 400 or 422. The dependency then finds the caller the rule already
 judged (`app.keys.access` keeps the verdict in the request's scope). A route whose
 endpoint is simple has its common requests read by `app.api.lean` instead of FastAPI's
-handler, which still answers everything else.
+handler, which still answers everything else. An admin route's answers are recorded in
+the audit log (`app.keys.audit`: the rule, and why the record is written as the answer
+starts).
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from typing import Annotated, Any, get_args, get_origin
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
+from starlette.types import Receive, Scope, Send
 
 from app.api.lean import lean_reader
 from app.keys.access import Access
+from app.keys.audit import capture, is_admin_action
 
 Endpoint = Callable[..., Awaitable[Any]]
 
@@ -56,6 +60,15 @@ class KeyedRoute(APIRoute):
         self.first_rule = declared[1] if declared else None
         self.lean = lean_reader(endpoint, path, declared[0] if declared else None)
         super().__init__(path, endpoint, **options)
+        # The action an admin route's audit entries name; None: the route is not audited.
+        audited = is_admin_action(self.methods or (), self.first_rule)
+        self.audited_action = (self.operation_id or self.name) if audited else None
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.audited_action is None:
+            await super().handle(scope, receive, send)
+        else:
+            await capture(self.audited_action, scope, receive, send, super().handle)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()

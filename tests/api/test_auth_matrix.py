@@ -278,6 +278,7 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("POST", "/v1/subscriptions/{name}/reset"): lambda m, k: _on_subscription(
         m, k, "POST", "/reset"
     ),
+    ("GET", "/v1/audit"): lambda m, k: m.call(k, "GET", "/v1/audit", params={"limit": 5}),
 }
 
 

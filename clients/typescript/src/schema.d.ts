@@ -815,6 +815,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Audit
+         * @description Who did which admin action when, and how it ended (refused attempts too), newest
+         *     first, a page at a time.
+         */
+        get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -985,6 +1006,117 @@ export interface components {
             error: {
                 [key: string]: unknown;
             } | null;
+        };
+        /**
+         * AuditEntryOut
+         * @description One admin action, or a refused attempt at one.
+         */
+        AuditEntryOut: {
+            /**
+             * Id
+             * @description The entry's place in the log: later entries have larger ids.
+             */
+            id: number;
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /**
+             * Key
+             * @description The API key's name; null when the service runs open (no key) or the key sent was not recognised.
+             */
+            key: string | null;
+            /**
+             * Action
+             * @description The route's operation id (`purgeQueue`, `createKey`, …).
+             */
+            action: string;
+            /** Method */
+            method: string;
+            /** Path */
+            path: string;
+            /**
+             * Queue
+             * @description The queue the request named, if any.
+             */
+            queue: string | null;
+            /**
+             * Job Id
+             * @description The job the request named, if any.
+             */
+            job_id: number | null;
+            /**
+             * Target
+             * @description The key, schedule or subscription the request named, if any.
+             */
+            target: string | null;
+            /**
+             * Detail
+             * @description What the request's body asked for: its fields, their numbers and flags, and the text of fields that name things; never payloads, URLs, headers or secrets (shown as "[not recorded]").
+             */
+            detail: {
+                [key: string]: unknown;
+            };
+            /**
+             * Status
+             * @description The HTTP status of the answer (401 and 403: refused).
+             */
+            status: number;
+            /**
+             * Request Id
+             * @description The request's `X-Request-ID`, as the access log has it.
+             */
+            request_id: string;
+        };
+        /**
+         * AuditPage
+         * @description Entries newest first; pass `next_before` as `before` for the next (older) page.
+         * @example {
+         *       "entries": [
+         *         {
+         *           "id": 42,
+         *           "at": "2026-11-28T19:02:11.204Z",
+         *           "key": "ops",
+         *           "action": "setQueueSettings",
+         *           "method": "PUT",
+         *           "path": "/v1/queues/emails/settings",
+         *           "queue": "emails",
+         *           "job_id": null,
+         *           "target": null,
+         *           "detail": {
+         *             "max_running": 5,
+         *             "ordering": "fifo"
+         *           },
+         *           "status": 200,
+         *           "request_id": "3f1c2a9be0d54b7c8a1f6e2d9b0c4a7e"
+         *         },
+         *         {
+         *           "id": 41,
+         *           "at": "2026-11-28T19:01:57.880Z",
+         *           "key": "reader",
+         *           "action": "purgeQueue",
+         *           "method": "POST",
+         *           "path": "/v1/queues/emails/purge",
+         *           "queue": "emails",
+         *           "job_id": null,
+         *           "target": null,
+         *           "detail": {},
+         *           "status": 403,
+         *           "request_id": "9d2e7c1a4b3f40e6a5c8d7b6e1f0a2c3"
+         *         }
+         *       ],
+         *       "next_before": null
+         *     }
+         */
+        AuditPage: {
+            /** Entries */
+            entries: components["schemas"]["AuditEntryOut"][];
+            /**
+             * Next Before
+             * @description The last entry's id when the page is full: more may be older.
+             */
+            next_before: number | null;
         };
         /**
          * BatchIn
@@ -6399,6 +6531,74 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listAudit: {
+        parameters: {
+            query?: {
+                /** @description Only this key's. */
+                key?: string | null;
+                /** @description Only this action's (an operation id: `purgeQueue`). */
+                action?: string | null;
+                /** @description Only this queue's. */
+                queue?: string | null;
+                /** @description Only entries written at or after this time. */
+                since?: string | null;
+                /** @description The last id seen: older entries only. */
+                before?: number | null;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
