@@ -1,7 +1,8 @@
 """The `jobq` command, one module per command group.
 
     serve, migrate, openapi, worker     run the service, its schema, a Python worker
-    stats, jobs, queues, schedules      operators, through the Python SDK (`_service`)
+    stats, jobs, queues, schedules,     operators, through the Python SDK (`_service`)
+    subscriptions, audit
     keys                                API keys, straight in the database
     config                              what is configured, and from where
 
@@ -19,6 +20,7 @@ import typer
 
 from app import __version__
 from app.cli._service import Connected, Operator
+from app.cli.audit import audit
 from app.cli.config import config
 from app.cli.jobs import jobs_cli
 from app.cli.keys import keys_cli
@@ -67,6 +69,7 @@ cli.add_typer(queues_cli, name="queues")
 cli.add_typer(schedules_cli, name="schedules")
 cli.add_typer(subscriptions_cli, name="subscriptions")
 cli.add_typer(keys_cli, name="keys")
+cli.command(cls=Operator)(audit)
 cli.command(cls=Operator)(config)
 
 

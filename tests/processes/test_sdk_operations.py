@@ -194,3 +194,31 @@ def test_the_async_client_has_the_same_calls(service: Service, db: asyncpg.Conne
             await jobq.delete_schedule("s")
 
     asyncio.run(main())
+
+
+def test_the_audit_log_page_by_page(jobq: Client, service: Service) -> None:
+    for queue in ("a", "b", "a"):
+        jobq.pause_queue(queue)
+    jobq.set_queue_settings("a", max_running=2)
+    page = jobq.list_audit(limit=2)
+    assert [e.action for e in page.entries] == ["setQueueSettings", "pauseQueue"]
+    assert page.entries[0].detail == {"max_running": 2} and page.entries[0].queue == "a"
+    assert page.entries[0].key is None and page.entries[0].status == 200
+    assert page.next_before == page.entries[1].id
+    every = list(jobq.iter_audit(page_size=1))  # one entry a page
+    assert [(e.action, e.queue) for e in every] == [
+        ("setQueueSettings", "a"), ("pauseQueue", "a"), ("pauseQueue", "b"), ("pauseQueue", "a"),
+    ]  # fmt: skip
+    assert [e.queue for e in jobq.iter_audit(action="pauseQueue", queue="a")] == ["a", "a"]
+    assert list(jobq.iter_audit(since=datetime.now(UTC) + timedelta(hours=1))) == []
+    with pytest.raises(ValidationError):
+        jobq.list_audit(action="not an action")
+
+    async def main() -> None:
+        async with AsyncClient(service.url, retry=FAST_RETRY) as client:
+            page = await client.list_audit(key=None, limit=1)
+            assert [e.id for e in page.entries] == [every[0].id]
+            found = [e.id async for e in client.iter_audit(page_size=3)]
+            assert found == [e.id for e in every]
+
+    asyncio.run(main())

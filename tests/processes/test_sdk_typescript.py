@@ -171,14 +171,15 @@ def test_the_package_passes_its_own_tests_against_the_service(
     that make no second job, wait, the event stream resumed), and the worker's
     concurrency, progress, heartbeats past a lease, cancellation, Permanent and Retry,
     timeouts, snoozes, stopping; a pushed queue's job verified by `verifyDelivery` at an
-    endpoint in Node (signed by the service, in Python), its health and reset; and
-    `verifyDelivery` against requests signed with the `standardwebhooks` library."""
+    endpoint in Node (signed by the service, in Python), its health and reset;
+    `verifyDelivery` against requests signed with the `standardwebhooks` library; and
+    the audit log's pages."""
     _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
     output = _run(
         "node", "--test", "dist/test/",
         timeout=WORKER_TIMEOUT_SECONDS, env=clean_env(JOBQ_URL=service.url),
     )  # fmt: skip
-    assert "# pass 21" in output and "# fail 0" in output, output
+    assert "# pass 22" in output and "# fail 0" in output, output
 
 
 @pytest.mark.once("server")

@@ -206,7 +206,7 @@ def test_operator_options_are_declared_once_and_taken_after_the_command() -> Non
     for path, command in commands.items():
         names = {p.name: sorted(p.opts) for p in command.params}
         groups = (("jobs",), ("queues",), ("schedules",), ("subscriptions",))
-        if path[:1] in (("stats",), ("config",), *groups):
+        if path[:1] in (("stats",), ("config",), ("audit",), *groups):
             if path in groups:
                 continue  # the groups themselves
             wanted = shared if path == ("schedules", "delete") else {**shared, **printed}

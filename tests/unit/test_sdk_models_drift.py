@@ -91,6 +91,8 @@ MIRRORS = [
     ),
     # The database's health as sent: the CLI prints it, no caller reads it field by field.
     Mirror(_admin.Stats, "QueuesStats", typed={"database": dict[str, Any]}),
+    Mirror(_admin.AuditEntry, "AuditEntryOut"),
+    Mirror(_admin.AuditPage, "AuditPage"),
 ]
 # SDK dataclasses that mirror no schema, and why.
 NOT_MIRRORS = {

@@ -3,7 +3,8 @@
 // calls of the Python client (enqueue, enqueueMany, getJob, wait: retried when safe),
 // and a Worker that leases as slots free up, heartbeats, reports progress, honours
 // cancellation and stops gracefully; for pushed queues, their target and health, and
-// `verifyDelivery` for the endpoint that receives their jobs (src/push.ts).
+// `verifyDelivery` for the endpoint that receives their jobs (src/push.ts); and the
+// audit log of admin actions (`listAudit`).
 
 import { randomUUID } from "node:crypto";
 import createClient, { type Client } from "openapi-fetch";
@@ -40,6 +41,22 @@ export type PushTarget = Schemas["PushTargetIn"];
 /** A pushed queue's target (secrets by fingerprint) and its circuit breaker. */
 export type PushHealth = Schemas["PushHealthOut"];
 export type QueueSettings = Schemas["QueueSettingsOut"];
+/** One admin action, or a refused attempt at one (`status` 401 or 403): the key's name
+ * (null: none, or not recognised), the operation id, what it named, its status. */
+export type AuditEntry = Schemas["AuditEntryOut"];
+/** Audit entries newest first; `next_before` as `before` gives the next, older page. */
+export type AuditPage = Schemas["AuditPage"];
+/** Filters of `listAudit` (each optional): a key's name, an operation id
+ * (`purgeQueue`), a queue, entries `since` a time, `before` an entry id, and `limit`
+ * (default 100, at most 500). */
+export interface AuditQuery {
+  key?: string;
+  action?: string;
+  queue?: string;
+  since?: Date | string;
+  before?: number;
+  limit?: number;
+}
 /** Every field of an enqueue but `type` and `payload`, as the API names them. */
 export type EnqueueOptions = Omit<JobIn, "type" | "payload">;
 
@@ -103,6 +120,9 @@ export interface JobqClient extends Client<paths> {
   getPushHealth(queue: string): Promise<PushHealth>;
   /** Close a pushed queue's circuit breaker (admin scope): its deliveries resume at once. */
   resetPush(queue: string): Promise<PushHealth>;
+  /** One page of the audit log, newest first (admin scope): who did which admin action
+   * when, and how it ended. */
+  listAudit(query?: AuditQuery): Promise<AuditPage>;
 }
 
 export const DEFAULT_URL = "http://127.0.0.1:8000";
@@ -257,6 +277,10 @@ export function createJobq(options: JobqOptions = {}): JobqClient {
       call((signal) => client.GET("/v1/queues/{queue}/push", { params: { path: { queue } }, signal })),
     resetPush: (queue: string) =>
       call((signal) => client.POST("/v1/queues/{queue}/push/reset", { params: { path: { queue } }, signal })),
+    listAudit: ({ since, ...rest }: AuditQuery = {}) => {
+      const query = { ...rest, ...(since === undefined ? {} : { since: new Date(since).toISOString() }) };
+      return call((signal) => client.GET("/v1/audit", { params: { query }, signal }));
+    },
   } satisfies Omit<JobqClient, keyof Client<paths>>;
   return Object.assign(client, producer);
 }

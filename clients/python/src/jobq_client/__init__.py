@@ -17,6 +17,8 @@ worker.run()
 
 from jobq_client._admin import (
     Aging,
+    AuditEntry,
+    AuditPage,
     PushTarget,
     PushTargetInfo,
     QueueSettings,
@@ -104,6 +106,8 @@ __all__ = [
     "Aging",
     "AsyncClient",
     "Attempt",
+    "AuditEntry",
+    "AuditPage",
     "BadRequest",
     "BatchItem",
     "Client",

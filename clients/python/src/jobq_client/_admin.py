@@ -1,5 +1,5 @@
-"""What the operator calls answer: schedules, queue settings, queue figures and the
-service's figures as a whole."""
+"""What the operator calls answer: schedules, queue settings, queue figures, the
+service's figures as a whole, and the audit log."""
 
 from __future__ import annotations
 
@@ -239,3 +239,56 @@ class Stats:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Stats:
         return cls([QueueStats.from_json(q) for q in data["queues"]], dict(data["database"]))
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One admin action, or a refused attempt at one (`status` 401 or 403).
+
+    `key` is the API key's name (None: the service ran open, or the key was not
+    recognised); `action` the route's operation id (`purgeQueue`); `detail` what the
+    request's body asked for, without payloads, URLs or secrets.
+    """
+
+    id: int
+    at: datetime
+    key: str | None
+    action: str
+    method: str
+    path: str
+    status: int
+    request_id: str
+    queue: str | None = None
+    job_id: int | None = None
+    target: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AuditEntry:
+        return cls(
+            id=data["id"],
+            at=_required_time(data["at"]),
+            key=data.get("key"),
+            action=data["action"],
+            method=data["method"],
+            path=data["path"],
+            status=data["status"],
+            request_id=data.get("request_id", ""),
+            queue=data.get("queue"),
+            job_id=data.get("job_id"),
+            target=data.get("target"),
+            detail=data.get("detail") or {},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AuditPage:
+    """Audit entries newest first; pass `next_before` as `before` for the next page."""
+
+    entries: list[AuditEntry]
+    next_before: int | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AuditPage:
+        entries = [AuditEntry.from_json(e) for e in data.get("entries") or []]
+        return cls(entries, data.get("next_before"))

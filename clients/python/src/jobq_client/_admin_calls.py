@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule, Stats
+from jobq_client._admin import AuditPage, CatchUp, QueueSettings, QueueStats, Schedule, Stats
 from jobq_client._calls import Call, _json, _segment
 from jobq_client._models import JobRecord
 
@@ -166,3 +166,25 @@ def delete_subscription(name: str) -> Call[None]:
 
 def reset_subscription(name: str) -> Call[dict[str, Any]]:
     return Call("POST", f"/v1/subscriptions/{_segment(name)}/reset", _json, body={}, has_body=True)
+
+
+def audit_page(
+    *,
+    key: str | None,
+    action: str | None,
+    queue: str | None,
+    since: datetime | None,
+    before: int | None,
+    limit: int | None,
+) -> Call[AuditPage]:
+    """One page of the audit log, newest first."""
+    given = {
+        "key": key,
+        "action": action,
+        "queue": queue,
+        "since": _time(since),
+        "before": before,
+        "limit": limit,
+    }
+    params: dict[str, str | int | float] = {k: v for k, v in given.items() if v is not None}
+    return Call("GET", "/v1/audit", lambda r: AuditPage.from_json(_json(r)), params=params)

@@ -4,13 +4,21 @@ own `_call`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import fields
 from datetime import datetime
 from typing import Any, TypeVar
 
 from jobq_client import _admin_calls, _calls
-from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule, Stats
+from jobq_client._admin import (
+    AuditEntry,
+    AuditPage,
+    CatchUp,
+    QueueSettings,
+    QueueStats,
+    Schedule,
+    Stats,
+)
 from jobq_client._calls import Call
 from jobq_client._models import Dependencies, Explanation, JobRecord
 
@@ -116,6 +124,45 @@ class Operations:
     def get_queue_settings(self, queue: str) -> QueueSettings:
         """A queue's settings (None: no limit, the service's default)."""
         return self._call(_admin_calls.get_queue_settings(queue))
+
+    def list_audit(
+        self,
+        *,
+        key: str | None = None,
+        action: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        before: int | None = None,
+        limit: int | None = None,
+    ) -> AuditPage:
+        """One page of the audit log, newest first (`admin` key); pass `next_before` as
+        `before` for the next, older page."""
+        return self._call(
+            _admin_calls.audit_page(
+                key=key, action=action, queue=queue, since=since, before=before, limit=limit
+            )
+        )
+
+    def iter_audit(
+        self,
+        *,
+        key: str | None = None,
+        action: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        before: int | None = None,
+        page_size: int = 100,
+    ) -> Iterator[AuditEntry]:
+        """Every matching audit entry (older than entry `before`), newest first, fetching
+        page after page."""
+        while True:
+            page = self.list_audit(
+                key=key, action=action, queue=queue, since=since, before=before, limit=page_size
+            )
+            yield from page.entries
+            if page.next_before is None:
+                return
+            before = page.next_before
 
     def get_schedule(self, name: str) -> Schedule:
         """A schedule, its next ticks and the last jobs it made."""
@@ -277,6 +324,46 @@ class AsyncOperations:
     async def get_queue_settings(self, queue: str) -> QueueSettings:
         """A queue's settings (None: no limit, the service's default)."""
         return await self._call(_admin_calls.get_queue_settings(queue))
+
+    async def list_audit(
+        self,
+        *,
+        key: str | None = None,
+        action: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        before: int | None = None,
+        limit: int | None = None,
+    ) -> AuditPage:
+        """One page of the audit log, newest first (`admin` key); pass `next_before` as
+        `before` for the next, older page."""
+        return await self._call(
+            _admin_calls.audit_page(
+                key=key, action=action, queue=queue, since=since, before=before, limit=limit
+            )
+        )
+
+    async def iter_audit(
+        self,
+        *,
+        key: str | None = None,
+        action: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        before: int | None = None,
+        page_size: int = 100,
+    ) -> AsyncIterator[AuditEntry]:
+        """Every matching audit entry (older than entry `before`), newest first, fetching
+        page after page."""
+        while True:
+            page = await self.list_audit(
+                key=key, action=action, queue=queue, since=since, before=before, limit=page_size
+            )
+            for entry in page.entries:
+                yield entry
+            if page.next_before is None:
+                return
+            before = page.next_before
 
     async def get_schedule(self, name: str) -> Schedule:
         """A schedule, its next ticks and the last jobs it made."""

@@ -221,3 +221,23 @@ test("a pushed queue's job reaches an endpoint that verifies it; its health; pul
     endpoint.close();
   }
 });
+
+test("listAudit pages the admin actions newest first, filtered", TEST, async () => {
+  const queue = `audited-${run}`;
+  const started = new Date(Date.now() - 60_000);
+  for (const action of ["pause", "resume", "pause"] as const) {
+    const { response } = await jobq.POST(`/v1/queues/{queue}/${action}`, { params: { path: { queue } } });
+    assert.equal(response.status, 200);
+  }
+  const page = await jobq.listAudit({ queue, since: started, limit: 2 });
+  assert.deepEqual(page.entries.map((e) => [e.action, e.queue, e.status]), [
+    ["pauseQueue", queue, 200],
+    ["resumeQueue", queue, 200],
+  ]);
+  assert.equal(page.next_before, page.entries[1]?.id);
+  const older = await jobq.listAudit({ queue, before: page.next_before ?? undefined });
+  assert.deepEqual(older.entries.map((e) => e.action), ["pauseQueue"]);
+  assert.equal(older.next_before, null);
+  assert.deepEqual((await jobq.listAudit({ queue, action: "purgeQueue" })).entries, []);
+  await assert.rejects(jobq.listAudit({ action: "not an action" }), (error) => error instanceof JobqError && error.problem.status === 422);
+});
