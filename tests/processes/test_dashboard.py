@@ -2,7 +2,8 @@
 `jobq serve` on real PostgreSQL, with API keys: sign in, every page, filters and paging,
 each action and its confirmation, a refusal's reason, live refresh, an escaped payload,
 a `read` key that cannot act, a `work` key refused at sign-in, jobs shown as links, a
-traceback shown as its lines, the queues table whole on a laptop's screen."""
+traceback shown as its lines, the queues table whole on a laptop's screen, the audit
+log and its filters."""
 
 from __future__ import annotations
 
@@ -545,3 +546,49 @@ def test_the_docs_share_the_dashboards_headers_and_still_work(service: Replica, 
     page.goto(f"{service.url}/docs")
     expect(page.get_by_text("/v1/queues/{queue}/jobs").first).to_be_visible()
     assert refused == []
+
+
+def test_the_audit_page_says_who_did_what_and_filters_by_key_and_action(
+    page: Page, service: Replica, keys: dict[str, str], admin: httpx.Client
+) -> None:
+    headers = {"Authorization": f"Bearer {keys['read']}"}
+    refused = httpx.post(f"{service.url}/v1/queues/audited/pause", headers=headers, timeout=30)
+    assert refused.status_code == 403
+    for action in ("pause", "resume"):
+        assert admin.post(f"/v1/queues/audited/{action}").status_code == 200
+    settings = admin.put("/v1/queues/audited/settings", json={"max_running": 2})
+    assert settings.status_code == 200
+    _sign_in(page, service, keys["admin"])
+    page.get_by_role("link", name="Audit", exact=True).click()
+    expect(page.get_by_role("heading", name="Audit log")).to_be_visible()
+    rows = page.locator("tbody tr", has_text="audited")
+    expect(rows.first).to_contain_text("setQueueSettings")  # the newest first
+    expect(rows.first).to_contain_text('{"max_running":2}')
+    expect(rows.first.get_by_role("link", name="audited")).to_have_attribute(
+        "href", "#/queue/audited"
+    )
+    attempt = rows.filter(has_text="ui-read")
+    expect(attempt).to_have_count(1)
+    expect(attempt).to_contain_text("pauseQueue")
+    expect(attempt.locator(".badge.refused")).to_have_text("403")
+
+    page.get_by_label("key", exact=True).fill("ui-read")
+    page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(f"{service.url}/ui/#/audit?key=ui-read")
+    expect(page.locator("tbody tr", has_text="pauseQueue").first).to_contain_text("ui-read")
+    expect(page.locator("tbody tr").filter(has_not_text="ui-read")).to_have_count(0)
+    page.get_by_label("key", exact=True).fill("")
+    page.get_by_label("action", exact=True).fill("resumeQueue")
+    page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(f"{service.url}/ui/#/audit?action=resumeQueue")
+    expect(page.locator("tbody tr", has_text="ui-admin").first).to_contain_text("resumeQueue")
+    expect(page.locator("tbody tr", has_text="pauseQueue")).to_have_count(0)
+    page.get_by_label("action", exact=True).fill("not an action")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_role("alert")).to_contain_text("action")
+
+    # a read key reads every other page, not this one
+    page.get_by_role("button", name="Sign out").click()
+    _sign_in(page, service, keys["read"])
+    page.goto(f"{service.url}/ui/#/audit")
+    expect(page.get_by_role("alert")).to_contain_text("Only an admin key reads the audit log")

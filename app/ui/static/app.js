@@ -467,6 +467,58 @@ async function schedulesPage() {
   ];
 }
 
+const AUDIT_PAGE = 100; // entries a page of the audit log shows
+
+// Who did which admin action when (GET /v1/audit, admin keys only), newest first, filtered
+// by key and action; refused attempts (401, 403) stand out.
+async function auditPage(params) {
+  const filters = { key: params.get("key") || "", action: params.get("action") || "" };
+  const before = params.get("before") || "";
+  const query = new URLSearchParams({ limit: String(AUDIT_PAGE) });
+  for (const [name, value] of Object.entries({ ...filters, before })) if (value) query.set(name, value);
+  const go = (changes) => {
+    const next = new URLSearchParams({ ...filters, before, ...changes });
+    for (const [k, v] of [...next]) if (!v) next.delete(k);
+    location.hash = `#/audit${next.toString() ? `?${next}` : ""}`;
+  };
+  const form = el("form", { class: "filters", onsubmit: (event) => {
+    event.preventDefault();
+    const data = new FormData(event.target);
+    go({ key: data.get("key").trim(), action: data.get("action").trim(), before: "" });
+  } },
+  el("input", { name: "key", placeholder: "key name", value: filters.key, "aria-label": "key" }),
+  el("input", { name: "action", placeholder: "action (purgeQueue)", value: filters.action,
+    "aria-label": "action" }),
+  el("button", { type: "submit" }, "Filter"));
+  let page;
+  try {
+    page = await api("GET", `/v1/audit?${query}`);
+  } catch (error) {
+    if (error.status !== 403 && error.status !== 422) throw error;
+    return [el("h1", {}, "Audit log"), form,
+      el("p", { class: "refusal", role: "alert" }, error.status === 403
+        ? `Only an admin key reads the audit log: ${error.message}` : error.message)];
+  }
+  const target = (e) => el("span", {}, [
+    e.queue ? link(queueHref(e.queue), e.queue) : null,
+    e.job_id !== null ? link(jobHref(e.job_id), `job ${e.job_id}`) : null,
+    e.target].filter(Boolean).map((part, i) => [i ? " " : "", part]));
+  const status = (s) => el("span", { class: s === 401 || s === 403 ? "badge refused"
+    : s >= 400 ? "badge failed" : "badge" }, String(s));
+  const detail = (d) => Object.keys(d).length ? el("code", {}, JSON.stringify(d)) : "–";
+  return [
+    el("h1", {}, "Audit log"), form,
+    page.entries.length ? table(["when", "key", "action", "target", "status", "detail", "request id"],
+      page.entries.map((e) => [el("span", { title: e.at }, ago(e.at)), e.key || "–", e.action,
+        target(e), status(e.status), detail(e.detail), e.request_id]), [4], [5, 6])
+      : el("p", { class: "muted" }, "No admin action recorded (with these filters)."),
+    el("div", { class: "actions" },
+      before ? el("button", { onclick: () => go({ before: "" }) }, "Newest") : null,
+      page.next_before !== null
+        ? el("button", { onclick: () => go({ before: String(page.next_before) }) }, "Older") : null),
+  ];
+}
+
 // `refused`: the reason is why the key just given cannot be used, shown as an error
 function signInPage(reason, refused = false) {
   return [
@@ -505,6 +557,7 @@ async function render({ refresh = false } = {}) {
     else if (parts[0] === "job" && /^\d+$/.test(parts[1] || "")) content = await jobPage(parts[1]);
     else if (parts[0] === "workers") content = await workersPage();
     else if (parts[0] === "schedules") content = await schedulesPage();
+    else if (parts[0] === "audit") content = await auditPage(params);
     else content = await queuesPage();
   } catch (error) {
     if (error.status === 401) content = signedOut(error);
