@@ -48,7 +48,7 @@ class AuditPage(BaseModel):
                     "entries": [
                         {
                             "id": 42,
-                            "at": "2026-11-28T19:02:11.204Z",
+                            "at": "2026-11-28T19:02:11.204000Z",
                             "key": "ops",
                             "action": "setQueueSettings",
                             "method": "PUT",
@@ -62,7 +62,7 @@ class AuditPage(BaseModel):
                         },
                         {
                             "id": 41,
-                            "at": "2026-11-28T19:01:57.880Z",
+                            "at": "2026-11-28T19:01:57.880000Z",
                             "key": "reader",
                             "action": "purgeQueue",
                             "method": "POST",

@@ -5,7 +5,8 @@ route whose access rule needs the `admin` scope (`is_admin_action`, which `Keyed
 applies to itself). Every route declares its rule (`app.keys.access`), so a new admin
 route is audited without a line of its own, and the producers' and workers' routes
 (enqueue, lease, heartbeat, complete, fail, snooze, acks: `enqueue` and `work`) never
-are: they pay one attribute test and write nothing. Reads record nothing.
+are: their routes keep the framework's own handling, without a step more, and write
+nothing. Reads record nothing.
 
 **What is kept.** Who: the key's name (none when the service runs open, or when the key
 was not recognised: an unknown key is never written down). What: the route's operation
@@ -232,7 +233,9 @@ async def write(scope: Scope, action: AdminAction) -> None:
 Handle = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-async def capture(action: str, scope: Scope, receive: Receive, send: Send, handle: Handle) -> None:
+async def capture(
+    action: str, scope: Scope, receive: Receive, send: Send, *, handle: Handle
+) -> None:
     """Run an admin route's `handle`, writing its audit entry as its answer starts: the
     body as the route read it (a refused caller's is never read), the status it sent."""
     chunks: list[bytes] = []

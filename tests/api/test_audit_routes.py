@@ -12,7 +12,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from app.keys import declared_access
+from app.keys import declared_access, served_routes
+from app.main import create_app
 from tests.api.test_auth_matrix import EXAMPLES, ROUTES, Matrix, matrix
 
 __all__ = ["matrix"]  # the auth matrix's fixture: its service and its keys
@@ -67,3 +68,16 @@ async def test_every_admin_route_records_each_call_and_no_other_route_does(
         text = json.dumps([dict(r) for r in rows], default=str)
         for secret in [key for key in matrix.keys.values() if key] + ["whsec_"]:
             assert secret not in text, f"{kind}: a key or secret was recorded: {text}"
+
+
+def test_the_data_plane_keeps_the_frameworks_own_handling() -> None:
+    """Only an admin route's requests go through the capture: the producers' and workers'
+    routes (and every read) are answered by FastAPI's own `handle`, without a step more."""
+    captured = set()
+    for route in served_routes(create_app()):
+        if "handle" in vars(route):  # replaced on this route alone (KeyedRoute.__init__)
+            captured.add(route.audited_action)
+        else:
+            assert getattr(route, "audited_action", None) is None, route.path
+    hot = {"enqueueJob", "enqueueJobs", "leaseJobs", "heartbeatLease", "completeLease"}
+    assert captured and not captured & (hot | {"failLease", "snoozeLease", "ackLeases"})

@@ -1076,7 +1076,7 @@ export interface components {
          *       "entries": [
          *         {
          *           "id": 42,
-         *           "at": "2026-11-28T19:02:11.204Z",
+         *           "at": "2026-11-28T19:02:11.204000Z",
          *           "key": "ops",
          *           "action": "setQueueSettings",
          *           "method": "PUT",
@@ -1093,7 +1093,7 @@ export interface components {
          *         },
          *         {
          *           "id": 41,
-         *           "at": "2026-11-28T19:01:57.880Z",
+         *           "at": "2026-11-28T19:01:57.880000Z",
          *           "key": "reader",
          *           "action": "purgeQueue",
          *           "method": "POST",
