@@ -97,6 +97,9 @@ REAPER_LAST_RUN = Gauge(
     multiprocess_mode="livemax",
 )
 REAPER_REAPED = Counter("jobq_reaper_jobs_reaped", "Expired leases the reaper handled.")
+AUDIT_LOST = Counter(
+    "jobq_audit_lost", "Audit entries that could not be written (logged as audit.lost instead)."
+)
 HTTP_DURATION = Histogram(
     "jobq_http_request_duration_seconds",
     "HTTP requests by route template, method and status.",

@@ -29,7 +29,8 @@ attempt has no transaction to join; and several actions are more than one statem
 one insert: a process that dies between the action's commit and the row's leaves the
 action unrecorded. A row that cannot be written (the database went away after the
 action) never turns the answer into an error: it is logged at ERROR as `audit.lost`
-with the whole entry, so the record survives in the service's log.
+with the whole entry, so the record survives in the service's log, and counted
+(`jobq_audit_lost_total`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from starlette.routing import Match
 from starlette.types import Message, Receive, Scope, Send
 
 from app.api.redact import cut_tokens
+from app.core import metrics
 from app.core.logging import REQUEST_ID, event
 from app.core.names import MAX_BIGINT, MAX_NAME_LENGTH
 from app.keys.access import VERDICT, Access, served_routes
@@ -216,6 +218,7 @@ async def write(scope: Scope, action: AdminAction) -> None:
             raise RuntimeError("no audit log: the app's lifespan has not built it")
         await log_of.record(action)
     except Exception as exc:  # the action's answer goes out whatever befell its record
+        metrics.AUDIT_LOST.inc()
         event(
             log,
             "audit.lost",

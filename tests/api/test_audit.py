@@ -17,6 +17,7 @@ from app.audit import AuditPruner
 from app.keys import mint
 from tests.api.auth_support import Service
 from tests.helpers import assert_problem, bearer, create_key, enqueue, lease_one
+from tests.metrics_support import parse, value
 
 pytestmark = [pytest.mark.pgbouncer, pytest.mark.usefixtures("no_keys")]
 
@@ -287,6 +288,7 @@ async def test_an_action_stands_when_its_row_cannot_be_written(
     service_factory: Factory, db: asyncpg.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
     service = await service_factory()
+    lost = value(parse((await service.local.get("/metrics")).text), "jobq_audit_lost_total")
     await db.execute("ALTER TABLE jobq.audit_log RENAME TO audit_log_away")
     try:
         with caplog.at_level(logging.ERROR, logger="jobq.audit"):
@@ -297,9 +299,11 @@ async def test_an_action_stands_when_its_row_cannot_be_written(
         await db.execute("ALTER TABLE jobq.audit_log_away RENAME TO audit_log")
     assert response.status_code == 200, response.text
     assert (await service.local.get("/v1/queues/q")).json()["paused"] is True
-    (lost,) = [r for r in caplog.records if r.getMessage().startswith("could not record")]
-    assert "POST /v1/queues/q/pause (200)" in lost.getMessage()
-    assert getattr(lost, "fields", {}).get("audit_request_id") == "lost-1"
+    (logged,) = [r for r in caplog.records if r.getMessage().startswith("could not record")]
+    assert "POST /v1/queues/q/pause (200)" in logged.getMessage()
+    assert getattr(logged, "fields", {}).get("audit_request_id") == "lost-1"
+    metrics = parse((await service.local.get("/metrics")).text)
+    assert value(metrics, "jobq_audit_lost_total") == lost + 1
 
 
 async def test_a_path_postgresql_cannot_store_as_sent_is_recorded_cleaned(
