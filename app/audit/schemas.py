@@ -18,8 +18,8 @@ class AuditEntryOut(BaseModel):
     id: int = Field(description="The entry's place in the log: later entries have larger ids.")
     at: datetime
     key: str | None = Field(
-        description="The API key's name; null when the service runs open (no key) or the "
-        "key sent was not recognised."
+        description="The API key's name (also of a revoked key, or of a key sent with a "
+        "wrong secret); null when the service runs open (no key) or the token named no key."
     )
     action: str = Field(description="The route's operation id (`purgeQueue`, `createKey`, …).")
     method: str

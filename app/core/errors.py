@@ -277,12 +277,17 @@ class Unauthorized(JobqError):
     code = "unauthorized"
     title = "Unauthorized"
 
-    def __init__(self, detail: str | None = None, *, invalid_token: bool = False) -> None:
+    def __init__(
+        self, detail: str | None = None, *, invalid_token: bool = False, key_name: str | None = None
+    ) -> None:
         super().__init__(detail)
         # RFC 6750: a challenge on every 401; `invalid_token` when a key was sent but refused.
         self.challenge = 'Bearer realm="jobq"'
         if invalid_token:
             self.challenge += ', error="invalid_token"'
+        # The key refused, when the token named one (revoked, or a wrong secret): for the
+        # audit log only, never in the answer.
+        self.key_name = key_name
 
     def headers(self) -> dict[str, str]:
         return {"WWW-Authenticate": self.challenge}

@@ -8,16 +8,17 @@ route is audited without a line of its own, and the producers' and workers' rout
 are: their routes keep the framework's own handling, without a step more, and write
 nothing. Reads record nothing.
 
-**What is kept.** Who: the key's name (none when the service runs open, or when the key
-was not recognised: an unknown key is never written down). What: the route's operation
-id, the method and path, the queue, job id and name (key, schedule or subscription) the
-path or the body names, and `summary(body)`: the fields sent, their numbers and flags,
-and their text only for fields that name things (`SHOWN_TEXT`); any other text (URLs,
-secrets, headers) and job data (payloads, metadata) is left out, and the whole is
-bounded. The outcome: the status sent. The request id, as the access log has it.
+**What is kept.** Who: the key's name (also of a revoked key, or of a known key sent
+with a wrong secret; none when the service runs open, or when the token named no key:
+a token is never written down). What: the route's operation id, the method and path,
+the queue, job id and name (key, schedule or subscription) the path or the body names,
+and `summary(body)`: the fields sent, their numbers and flags, and their text only for
+fields that name things (`SHOWN_TEXT`); any other text (URLs, secrets, headers) and job
+data (payloads, metadata) is left out, and the whole is bounded. The outcome: the
+status sent. The request id, as the access log has it.
 
 **When it is written, and why there.** As the action's answer starts, before its status
-line leaves (`KeyedRoute.handle`, through `capture`): a client that saw an answer has
+line leaves (`capture`, the `handle` of every admin route): a client that saw an answer has
 its row, and the status recorded is the one sent, whichever layer answered (the access
 rule's 401 or 403, FastAPI's validation, the service's problem). Requests that the key
 gate refuses before any route is matched (a body sent without a valid key) are matched
@@ -47,6 +48,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from app.api.redact import cut_tokens
 from app.core import metrics
+from app.core.errors import Unauthorized
 from app.core.logging import REQUEST_ID, event
 from app.core.names import MAX_BIGINT, MAX_NAME_LENGTH
 from app.keys.access import VERDICT, Access, served_routes
@@ -166,8 +168,11 @@ def summary(body: bytes) -> dict[str, Any]:
 
 
 def _key_name(scope: Scope) -> str | None:
+    """The name of the key the request sent: the caller's, or the one a refusal named."""
     verdict = scope.get(VERDICT)
-    return verdict.name if isinstance(verdict, Caller) else None
+    if isinstance(verdict, Caller):
+        return verdict.name
+    return verdict.key_name if isinstance(verdict, Unauthorized) else None
 
 
 def _job_id(text: Any) -> int | None:
@@ -273,7 +278,7 @@ async def capture(
         raise
 
 
-async def note_refused(scope: Scope, status: int) -> None:
+async def note_refused(scope: Scope, refusal: Unauthorized) -> None:
     """Record a request refused before its route was matched (the key gate's 401), if
     its route is an admin route."""
     if scope["method"] in ("GET", "HEAD"):
@@ -284,5 +289,6 @@ async def note_refused(scope: Scope, status: int) -> None:
             continue
         match, child = route.matches(scope)
         if match is Match.FULL:
-            await write(scope, entry({**scope, **child}, audited, status, {}))
+            refused = {**scope, **child, VERDICT: refusal}
+            await write(scope, entry(refused, audited, refusal.status, {}))
             return

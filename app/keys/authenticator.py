@@ -186,10 +186,11 @@ class Authenticator:
             # Not if a revocation was announced while the row was on its way: it may be older.
             if generation == self._generation and self.listening and self._cache_seconds > 0:
                 self._cache[lookup_id] = cached
+        named = cached.row.name
         if not hmac.compare_digest(bytes(cached.row.secret_hash), digest(key)):
-            raise Unauthorized("unknown API key", invalid_token=True)
+            raise Unauthorized("unknown API key", invalid_token=True, key_name=named)
         if cached.row.revoked_at is not None:
-            raise Unauthorized("this API key was revoked", invalid_token=True)
+            raise Unauthorized("this API key was revoked", invalid_token=True, key_name=named)
         await self._touch(cached.caller)
         return cached.caller
 

@@ -13,7 +13,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.problems import from_error
-from app.core.errors import JobqError
+from app.core.errors import JobqError, Unauthorized
 from app.keys.access import VERDICT, authenticator, bearer_token
 from app.keys.audit import note_refused
 
@@ -39,8 +39,8 @@ class KeyGate:
             scope[VERDICT] = await auth.authenticate(bearer_token(headers.get("authorization")))
         except JobqError as exc:  # Unauthorized, or DatabaseUnavailable
             response = from_error(exc)
-            if exc.status in (401, 403):  # an attempt at an admin action is recorded
-                await note_refused(scope, exc.status)
+            if isinstance(exc, Unauthorized):  # an attempt at an admin action is recorded
+                await note_refused(scope, exc)
             response.headers["connection"] = "close"  # the body stays unread
             await response(scope, receive, send)
             return

@@ -16,7 +16,7 @@ import pytest
 from app.audit import AuditPruner
 from app.keys import mint
 from tests.api.auth_support import Service
-from tests.helpers import assert_problem, bearer, create_key, enqueue, lease_one
+from tests.helpers import assert_problem, bearer, create_key, enqueue, lease_one, revoke_key
 from tests.metrics_support import parse, value
 
 pytestmark = [pytest.mark.pgbouncer, pytest.mark.usefixtures("no_keys")]
@@ -166,11 +166,25 @@ async def test_refused_attempts_are_recorded_with_the_key_they_named(
         "/v1/queues/q/purge", json={"confirm": "q"}, headers=bearer(unknown)
     )
     assert refused.status_code == 401
+    # a revoked key, and a known key's id with a wrong secret, are named (in the log only)
+    gone = await create_key(database_url, "gone", ["admin"])
+    await revoke_key(database_url, "gone")
+    forged = admin[: len("jobq_") + 17] + "A" * 43  # its lookup id, another secret
+    for token in (gone, forged):
+        answer = await service.remote.post("/v1/queues/q/pause", headers=bearer(token))
+        assert answer.status_code == 401 and "gone" not in answer.text and "ops" not in answer.text
+    with_body = await service.remote.post(
+        "/v1/queues/q/failed/retry", json={}, headers=bearer(gone)
+    )  # the key gate's refusal
+    assert with_body.status_code == 401
     # refused reads are not recorded
     assert (await service.remote.get("/v1/queues/q", headers=bearer(unknown))).status_code == 401
     entries = (await _audit(service.remote, admin))["entries"]
     shown = [(e["key"], e["action"], e["status"], e["queue"], e["detail"]) for e in entries]
     assert shown == [
+        ("gone", "redriveFailedJobs", 401, "q", {}),
+        ("ops", "pauseQueue", 401, "q", {}),
+        ("gone", "pauseQueue", 401, "q", {}),
         (None, "purgeQueue", 401, "q", {}),
         (None, "resumeQueue", 401, "q", {}),
         (None, "pauseQueue", 401, "q", {}),

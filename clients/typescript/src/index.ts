@@ -42,7 +42,7 @@ export type PushTarget = Schemas["PushTargetIn"];
 export type PushHealth = Schemas["PushHealthOut"];
 export type QueueSettings = Schemas["QueueSettingsOut"];
 /** One admin action, or a refused attempt at one (`status` 401 or 403): the key's name
- * (null: none, or not recognised), the operation id, what it named, its status. */
+ * (null: none, or the token named no key), the operation id, what it named, its status. */
 export type AuditEntry = Schemas["AuditEntryOut"];
 /** Audit entries newest first; `next_before` as `before` gives the next, older page. */
 export type AuditPage = Schemas["AuditPage"];

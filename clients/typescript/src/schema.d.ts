@@ -1024,7 +1024,7 @@ export interface components {
             at: string;
             /**
              * Key
-             * @description The API key's name; null when the service runs open (no key) or the key sent was not recognised.
+             * @description The API key's name (also of a revoked key, or of a key sent with a wrong secret); null when the service runs open (no key) or the token named no key.
              */
             key: string | null;
             /**

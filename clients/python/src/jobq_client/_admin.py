@@ -245,8 +245,8 @@ class Stats:
 class AuditEntry:
     """One admin action, or a refused attempt at one (`status` 401 or 403).
 
-    `key` is the API key's name (None: the service ran open, or the key was not
-    recognised); `action` the route's operation id (`purgeQueue`); `detail` what the
+    `key` is the API key's name (None: the service ran open, or the token sent named no
+    key); `action` the route's operation id (`purgeQueue`); `detail` what the
     request's body asked for, without payloads, URLs or secrets.
     """
 
