@@ -9,11 +9,13 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from app.audit.params import AuditPageParams, RecordActionParams
 from app.audit.repository import AuditRepository
 from app.audit.rows import AuditRow
 from app.core.names import MAX_BIGINT
+from app.db.leader import prune_in_batches
 from app.keys import AdminAction
 
 log = logging.getLogger("jobq.audit")
@@ -87,14 +89,9 @@ class AuditPruner:
         """Entries deleted; None when another replica leads."""
         if not self.retain_seconds:
             return 0
-        total = 0
-        while True:
-            pruned = await self._repo.prune_batch(self.batch_size, self.retain_seconds)
-            if pruned is None:
-                return total or None  # another replica took over midway
-            total += pruned
-            if pruned < self.batch_size:
-                break
+        total = await prune_in_batches(
+            partial(self._repo.prune_batch, retain_seconds=self.retain_seconds), self.batch_size
+        )
         if total:
             log.info("pruned %d audit entries", total)
         return total

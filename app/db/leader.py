@@ -4,7 +4,7 @@ replica that dies mid-batch holds nothing (its transaction rolls back)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import asyncpg
@@ -32,3 +32,19 @@ async def as_leader(
 async def clock(conn: asyncpg.Connection) -> float:
     """The database's clock, which every replica shares (epoch seconds)."""
     return float(await conn.fetchval(CLOCK))
+
+
+async def prune_in_batches(
+    prune_batch: Callable[[int], Awaitable[int | None]], batch_size: int
+) -> int | None:
+    """Run `prune_batch(batch_size)` (rows deleted as the leader, None when another
+    replica leads) until a batch comes back short; the rows deleted, None when another
+    replica led from the start or took over midway having deleted none here."""
+    total = 0
+    while True:
+        pruned = await prune_batch(batch_size)
+        if pruned is None:
+            return total or None  # another replica took over midway
+        total += pruned
+        if pruned < batch_size:
+            return total

@@ -5,7 +5,9 @@ stream resuming before the first event kept is told it missed some)."""
 from __future__ import annotations
 
 import logging
+from functools import partial
 
+from app.db.leader import prune_in_batches
 from app.events.repository import EventsRepository
 
 log = logging.getLogger("jobq.events")
@@ -29,14 +31,9 @@ class EventsPruner:
 
     async def run_once(self) -> int | None:
         """Events deleted; None when another replica leads."""
-        total = 0
-        while True:
-            pruned = await self._repo.prune_batch(self.batch_size, self.retain_seconds)
-            if pruned is None:
-                return total or None  # another replica took over midway
-            total += pruned
-            if pruned < self.batch_size:
-                break
+        total = await prune_in_batches(
+            partial(self._repo.prune_batch, retain_seconds=self.retain_seconds), self.batch_size
+        )
         if total:
             log.info("pruned %d events", total)
         return total

@@ -15,6 +15,7 @@ import pytest
 
 from app.audit import AuditPruner
 from app.keys import mint
+from app.maintenance import MAINTENANCE_LOCK_KEY
 from tests.api.auth_support import Service
 from tests.helpers import assert_problem, bearer, create_key, enqueue, lease_one, revoke_key
 from tests.metrics_support import parse, value
@@ -330,3 +331,19 @@ async def test_a_path_postgresql_cannot_store_as_sent_is_recorded_cleaned(
     assert [r for r in caplog.records if r.name == "jobq.audit"] == []
     row = await db.fetchrow("SELECT queue, status FROM jobq.audit_log")
     assert row is not None and row["status"] == 422 and "\x00" not in row["queue"]
+
+
+async def test_retention_waits_while_another_replica_maintains(
+    service_factory: Factory, db: asyncpg.Connection
+) -> None:
+    service = await service_factory()
+    assert (await service.local.post("/v1/queues/a/pause")).status_code == 200
+    await db.execute("UPDATE jobq.audit_log SET at = now() - interval '100 days'")
+    pruner: AuditPruner = service.app.state.services.audit_pruner
+    await db.execute("SELECT pg_advisory_lock($1)", MAINTENANCE_LOCK_KEY)  # another leader
+    try:
+        assert await pruner.run_once() is None
+        assert await db.fetchval("SELECT count(*) FROM jobq.audit_log") == 1
+    finally:
+        await db.execute("SELECT pg_advisory_unlock($1)", MAINTENANCE_LOCK_KEY)
+    assert await pruner.run_once() == 1
