@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine
-from functools import partial
 from typing import Annotated, Any, get_args, get_origin
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
+from starlette.types import Receive, Scope, Send
 
 from app.api.lean import lean_reader
 from app.keys.access import Access
@@ -63,10 +63,14 @@ class KeyedRoute(APIRoute):
         # The action an admin route's audit entries name; None: the route is not audited.
         audited = is_admin_action(self.methods or (), self.first_rule)
         self.audited_action = (self.operation_id or self.name) if audited else None
-        if self.audited_action is not None:
-            # An admin route's requests go through the capture; every other route keeps
-            # the framework's own `handle`, without a step more.
-            self.handle = partial(capture, self.audited_action, handle=super().handle)  # type: ignore[method-assign]
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """An admin route's requests go through the audit capture (Starlette's
+        `Route.handle`, extended); every other route's are handled as they were."""
+        if self.audited_action is None:
+            await super().handle(scope, receive, send)
+        else:
+            await capture(self.audited_action, scope, receive, send, handle=super().handle)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()

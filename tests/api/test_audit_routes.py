@@ -70,14 +70,10 @@ async def test_every_admin_route_records_each_call_and_no_other_route_does(
             assert secret not in text, f"{kind}: a key or secret was recorded: {text}"
 
 
-def test_the_data_plane_keeps_the_frameworks_own_handling() -> None:
-    """Only an admin route's requests go through the capture: the producers' and workers'
-    routes (and every read) are answered by FastAPI's own `handle`, without a step more."""
-    captured = set()
-    for route in served_routes(create_app()):
-        if "handle" in vars(route):  # replaced on this route alone (KeyedRoute.__init__)
-            captured.add(route.audited_action)
-        else:
-            assert getattr(route, "audited_action", None) is None, route.path
+def test_the_data_plane_is_not_captured() -> None:
+    """Only admin routes go through the capture: the producers' and workers' routes (and
+    every read) are handled as FastAPI handles them."""
+    routes = served_routes(create_app())
+    captured = {getattr(route, "audited_action", None) for route in routes} - {None}
     hot = {"enqueueJob", "enqueueJobs", "leaseJobs", "heartbeatLease", "completeLease"}
     assert captured and not captured & (hot | {"failLease", "snoozeLease", "ackLeases"})
