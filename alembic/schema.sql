@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0034, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0035, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -1284,6 +1284,33 @@ END
 $$;
 
 --
+-- Name: minute_entries(bigint, bigint, bigint, jsonb, jsonb); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.minute_entries(enqueued bigint, succeeded bigint, failed bigint, wait_buckets jsonb, run_buckets jsonb) RETURNS TABLE(kind text, bucket smallint, jobs bigint)
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    -- a per-minute rollup as jobq.queue_recent's entries: its counts as bucket 0, then
+    -- each histogram bucket
+    SELECT c.kind, CAST(0 AS smallint), c.jobs
+      FROM (VALUES ('enqueued', enqueued), ('succeeded', succeeded), ('failed', failed))
+           AS c(kind, jobs)
+     WHERE c.jobs <> 0
+    UNION ALL
+    SELECT 'wait', CAST(key AS smallint), CAST(value AS bigint)
+      FROM jsonb_each_text(wait_buckets)
+    UNION ALL
+    SELECT 'run', CAST(key AS smallint), CAST(value AS bigint)
+      FROM jsonb_each_text(run_buckets)
+$$;
+
+--
+-- Name: FUNCTION minute_entries(enqueued bigint, succeeded bigint, failed bigint, wait_buckets jsonb, run_buckets jsonb); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.minute_entries(enqueued bigint, succeeded bigint, failed bigint, wait_buckets jsonb, run_buckets jsonb) IS 'A per-minute rollup as jobq.queue_recent''s entries (counts in bucket 0).';
+
+--
 -- Name: new_job_keys(text, text[], text[], jsonb[]); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
@@ -1585,6 +1612,7 @@ BEGIN
     DELETE FROM jobq.job_counts;
     DELETE FROM jobq.job_stat_deltas;
     DELETE FROM jobq.queue_minutes;
+    DELETE FROM jobq.queue_recent;
     INSERT INTO jobq.job_stat_deltas (queue, kind, state, minute, bucket, n)
     SELECT s.queue, s.kind, s.state, s.minute, s.bucket, sum(s.n)
       FROM jobq.jobs j
@@ -2228,6 +2256,40 @@ CREATE TABLE jobq.queue_rate_log (
 );
 
 --
+-- Name: queue_recent; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.queue_recent (
+    queue text NOT NULL,
+    kind text NOT NULL,
+    bucket smallint NOT NULL,
+    jobs bigint NOT NULL,
+    CONSTRAINT queue_recent_kind_check CHECK ((kind = ANY (ARRAY['enqueued'::text, 'succeeded'::text, 'failed'::text, 'wait'::text, 'run'::text])))
+);
+
+--
+-- Name: TABLE queue_recent; Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON TABLE jobq.queue_recent IS 'Each queue''s jobs enqueued, succeeded and failed (bucket 0) and wait and run histograms summed over the minutes from jobq.queue_recent_window.since on (kept by the statistics'' fold).';
+
+--
+-- Name: queue_recent_window; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.queue_recent_window (
+    one boolean DEFAULT true NOT NULL,
+    since timestamp with time zone NOT NULL,
+    CONSTRAINT queue_recent_window_one_check CHECK (one)
+);
+
+--
+-- Name: TABLE queue_recent_window; Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON TABLE jobq.queue_recent_window IS 'The first minute jobq.queue_recent covers: the minute an hour before the last fold''s.';
+
+--
 -- Name: queue_types; Type: TABLE; Schema: jobq; Owner: -
 --
 
@@ -2441,6 +2503,20 @@ ALTER TABLE ONLY jobq.push_targets
 
 ALTER TABLE ONLY jobq.queue_minutes
     ADD CONSTRAINT queue_minutes_pkey PRIMARY KEY (queue, minute);
+
+--
+-- Name: queue_recent queue_recent_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.queue_recent
+    ADD CONSTRAINT queue_recent_pkey PRIMARY KEY (queue, kind, bucket);
+
+--
+-- Name: queue_recent_window queue_recent_window_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.queue_recent_window
+    ADD CONSTRAINT queue_recent_window_pkey PRIMARY KEY (one);
 
 --
 -- Name: queue_types queue_types_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -

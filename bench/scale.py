@@ -37,7 +37,10 @@ READS = {
     "job list": "/v1/jobs?queue=q7&state=failed&limit=50",
     "metrics": "/metrics",
 }
-CLEAR_STATISTICS = "TRUNCATE jobq.jobs, jobq.queue_minutes, jobq.job_stat_deltas RESTART IDENTITY"
+CLEAR_STATISTICS = (
+    "TRUNCATE jobq.jobs, jobq.queue_minutes, jobq.queue_recent, jobq.job_stat_deltas"
+    " RESTART IDENTITY"
+)
 
 
 def _timed(call: Callable[[], httpx.Response]) -> dict[str, float]:

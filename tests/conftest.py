@@ -112,7 +112,8 @@ DECLARE
                            'jobq.schedules', 'jobq.maintenance_runs', 'jobq.queue_rate_log',
                            'jobq.schedule_runs', 'jobq.queue_types',
                            'jobq.delivery_breakers', 'jobq.job_counts',
-                           'jobq.job_stat_deltas', 'jobq.queue_minutes', 'jobq.fair_keys',
+                           'jobq.job_stat_deltas', 'jobq.queue_minutes',
+                           'jobq.queue_recent', 'jobq.fair_keys',
                            'jobq.fair_key_rate_log', 'jobq.push_targets',
                            'jobq.job_events', 'jobq.event_subscriptions',
                            'jobq.audit_log'];

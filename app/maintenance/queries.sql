@@ -179,9 +179,22 @@ SELECT format('%I.%I', s.schemaname, s.relname) AS name, s.n_dead_tup AS dead
 
 
 -- name: fold_stat_deltas
--- Fold up to `batch_size` statistics deltas (migration 0025) into the counts by state
--- and the per-minute rollups they add to; how many were folded.
-WITH slice AS (
+-- Fold up to `batch_size` statistics deltas (migration 0025) into the counts by state,
+-- the per-minute rollups they add to and the last hour's histograms (migration 0035),
+-- moving that hour on to now; how many were folded.
+WITH window_moved AS (
+    -- the window starts an hour before this minute: the minutes it leaves are taken away
+    UPDATE jobq.queue_recent_window w
+       SET since = date_trunc('minute', now()) - interval '60 minutes'
+      FROM (SELECT since FROM jobq.queue_recent_window) AS old
+     WHERE w.since < date_trunc('minute', now()) - interval '60 minutes'
+    RETURNING old.since AS old_since, w.since AS new_since
+),
+since AS (
+    SELECT coalesce((SELECT new_since FROM window_moved),
+                    (SELECT since FROM jobq.queue_recent_window)) AS since
+),
+slice AS (
     DELETE FROM jobq.job_stat_deltas
      WHERE ctid = ANY(ARRAY(SELECT ctid FROM jobq.job_stat_deltas LIMIT :batch_size))
     RETURNING queue, kind, state, minute, bucket, n
@@ -216,11 +229,33 @@ rolled AS (
            wait_buckets = jobq.add_buckets(m.wait_buckets, excluded.wait_buckets),
            run_buckets = jobq.add_buckets(m.run_buckets, excluded.run_buckets)
     RETURNING 1
+),
+recent AS (
+    -- one net change an entry: the slice's minutes in the window added, the minutes the
+    -- window left (as the rollups held them before this slice) taken away
+    INSERT INTO jobq.queue_recent AS r (queue, kind, bucket, jobs)
+    SELECT queue, kind, bucket, sum(n)
+      FROM (SELECT b.queue, b.kind, coalesce(b.bucket, 0) AS bucket, b.n
+              FROM buckets b
+             WHERE b.minute >= (SELECT since FROM since)
+            UNION ALL
+            SELECT m.queue, e.kind, e.bucket, -e.jobs
+              FROM window_moved w
+              JOIN jobq.queue_minutes m
+                ON m.minute >= w.old_since AND m.minute < w.new_since
+             CROSS JOIN LATERAL jobq.minute_entries(m.enqueued, m.succeeded, m.failed,
+                                                    m.wait_buckets, m.run_buckets) AS e
+           ) AS change
+     GROUP BY queue, kind, bucket
+    HAVING sum(n) <> 0
+    ON CONFLICT (queue, kind, bucket) DO UPDATE SET jobs = r.jobs + excluded.jobs
+    RETURNING 1
 )
 SELECT count(*) AS folded
   FROM slice
  CROSS JOIN (SELECT count(*) FROM counted) AS counts
- CROSS JOIN (SELECT count(*) FROM rolled) AS minutes;
+ CROSS JOIN (SELECT count(*) FROM rolled) AS minutes
+ CROSS JOIN (SELECT count(*) FROM recent) AS histograms;
 
 
 -- name: prune_queue_minutes
