@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0035, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0036, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -2593,6 +2593,12 @@ CREATE INDEX job_events_unstamped ON jobq.job_events USING btree (id) WHERE ("po
 --
 
 CREATE INDEX jobs_claim_idx ON jobq.jobs USING btree (queue, priority DESC, run_at, id) WHERE (state = 'queued'::jobq.job_state);
+
+--
+-- Name: jobs_dead_by_id_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX jobs_dead_by_id_idx ON jobq.jobs USING btree (queue, state, id) WHERE (state = ANY (ARRAY['failed'::jobq.job_state, 'cancelled'::jobq.job_state]));
 
 --
 -- Name: jobs_dead_idx; Type: INDEX; Schema: jobq; Owner: -
