@@ -18,9 +18,17 @@ from fastapi import FastAPI
 from standardwebhooks import Webhook
 
 from app.delivery import Secrets, new_secret, sign
-from jobq_client import Delivery, InvalidDelivery, verify_delivery
+from jobq_client import (
+    AsyncClient,
+    Client,
+    Delivery,
+    InvalidDelivery,
+    NotFound,
+    PushTarget,
+    verify_delivery,
+)
 from tests.delivery_endpoint import Answer, Endpoint, Received, serving
-from tests.helpers import assert_problem, bearer, create_key
+from tests.helpers import assert_problem, bearer, create_key, served
 
 pytestmark = pytest.mark.pgbouncer
 
@@ -404,3 +412,32 @@ async def test_the_sdk_verifies_a_delivery_and_refuses_a_replay(
         verify_delivery(got.body, replay, old)
     with pytest.raises(InvalidDelivery):
         verify_delivery(got.body, got.headers, new_secret())
+
+
+async def test_the_python_sdk_reads_and_resets_a_pushed_queues_breaker(
+    app_factory: Callable[..., FastAPI], endpoint: Endpoint
+) -> None:
+    app = app_factory(
+        push_allowed_targets=LOOPBACK,
+        push_breaker_failures=2,
+        push_breaker_pause_seconds=60,
+        backoff_base_seconds=0,
+        backoff_cap_seconds=0,
+    )
+    async with served(app) as url, AsyncClient(url) as jobq:
+        target = PushTarget(endpoint.base + "/error", secrets=[SECRET])
+        await jobq.set_queue_settings("hooks", push=target)
+        await jobq.enqueue("hooks", "work", {"n": 1}, max_attempts=10)
+        deadline = time.monotonic() + 15
+        while (health := await jobq.get_push_health("hooks")).breaker.state != "open":
+            assert time.monotonic() < deadline, health
+            await asyncio.sleep(0.05)
+        assert health.queue == "hooks" and health.target.url == endpoint.base + "/error"
+        assert health.breaker.failures == 2 and health.breaker.trips == 1
+        assert health.breaker.open_until is not None
+        assert (health.breaker.last_error or "").startswith("5xx: boom")
+        with Client(url) as sync:  # the same call, without asyncio
+            reset = await asyncio.to_thread(sync.reset_push, "hooks")
+        assert reset.breaker.state == "closed" and reset.breaker.open_until is None
+        with pytest.raises(NotFound):
+            await jobq.get_push_health("pulled")  # no target: workers lease its jobs

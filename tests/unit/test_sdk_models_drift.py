@@ -79,6 +79,8 @@ MIRRORS = [
     Mirror(_admin.RateLimit, "RateLimit"),
     Mirror(_admin.Aging, "Aging"),
     Mirror(_admin.PushTargetInfo, "PushTargetOut"),
+    Mirror(_admin.Breaker, "app__push__schemas__BreakerOut"),
+    Mirror(_admin.PushHealth, "PushHealthOut"),
     Mirror(_admin.PushTarget, "PushTargetIn", request=True),
     Mirror(_admin.QueueSettings, "QueueSettingsOut"),
     # The figures most callers want, and the whole answer in `raw`.

@@ -147,6 +147,50 @@ class PushTargetInfo:
         )
 
 
+BreakerState = Literal["closed", "open", "half_open"]
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    """A push target's circuit breaker: `open` holds deliveries back until `open_until`;
+    `half_open`: the pause is over, the next failure opens it again for twice as long."""
+
+    state: BreakerState
+    failures: int  # consecutive failed deliveries
+    trips: int  # times it opened since the last success
+    open_until: datetime | None
+    failed_at: datetime | None
+    last_error: str | None  # the last failure: its class and excerpt
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Breaker:
+        return cls(
+            data["state"],
+            int(data["failures"]),
+            int(data["trips"]),
+            _time(data.get("open_until")),
+            _time(data.get("failed_at")),
+            data.get("last_error"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PushHealth:
+    """A pushed queue's target and its circuit breaker (`get_push_health`)."""
+
+    queue: str
+    target: PushTargetInfo
+    breaker: Breaker
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PushHealth:
+        return cls(
+            data["queue"],
+            PushTargetInfo.from_json(data["target"]),
+            Breaker.from_json(data["breaker"]),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
     """A queue's settings; None: no limit, or the service's default."""

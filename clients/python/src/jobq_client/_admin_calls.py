@@ -8,7 +8,15 @@ from typing import Any
 
 import httpx
 
-from jobq_client._admin import AuditPage, CatchUp, QueueSettings, QueueStats, Schedule, Stats
+from jobq_client._admin import (
+    AuditPage,
+    CatchUp,
+    PushHealth,
+    QueueSettings,
+    QueueStats,
+    Schedule,
+    Stats,
+)
 from jobq_client._calls import Call, _json, _segment
 from jobq_client._models import JobRecord
 
@@ -74,6 +82,22 @@ def set_queue_settings(queue: str, changes: dict[str, Any]) -> Call[QueueSetting
         f"/v1/queues/{_segment(queue)}/settings",
         lambda r: QueueSettings.from_json(_json(r)),
         body=body,
+        has_body=True,
+    )
+
+
+def get_push_health(queue: str) -> Call[PushHealth]:
+    return Call(
+        "GET", f"/v1/queues/{_segment(queue)}/push", lambda r: PushHealth.from_json(_json(r))
+    )
+
+
+def reset_push(queue: str) -> Call[PushHealth]:
+    return Call(
+        "POST",
+        f"/v1/queues/{_segment(queue)}/push/reset",
+        lambda r: PushHealth.from_json(_json(r)),
+        body={},
         has_body=True,
     )
 

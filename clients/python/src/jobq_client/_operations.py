@@ -14,6 +14,7 @@ from jobq_client._admin import (
     AuditEntry,
     AuditPage,
     CatchUp,
+    PushHealth,
     QueueSettings,
     QueueStats,
     Schedule,
@@ -208,6 +209,14 @@ class Operations:
         """Change the settings named (`max_running=5`, `rate_limit=RateLimit(100, 60)`,
         `max_backlog=None` to clear one); the others stay."""
         return self._call(_admin_calls.set_queue_settings(queue, _settings(changes)))
+
+    def get_push_health(self, queue: str) -> PushHealth:
+        """A pushed queue's target and its circuit breaker (`NotFound`: it is pulled)."""
+        return self._call(_admin_calls.get_push_health(queue))
+
+    def reset_push(self, queue: str) -> PushHealth:
+        """Close a pushed queue's circuit breaker: its deliveries resume at once."""
+        return self._call(_admin_calls.reset_push(queue))
 
     def set_schedule(
         self,
@@ -409,6 +418,14 @@ class AsyncOperations:
         """Change the settings named (`max_running=5`, `rate_limit=RateLimit(100, 60)`,
         `max_backlog=None` to clear one); the others stay."""
         return await self._call(_admin_calls.set_queue_settings(queue, _settings(changes)))
+
+    async def get_push_health(self, queue: str) -> PushHealth:
+        """A pushed queue's target and its circuit breaker (`NotFound`: it is pulled)."""
+        return await self._call(_admin_calls.get_push_health(queue))
+
+    async def reset_push(self, queue: str) -> PushHealth:
+        """Close a pushed queue's circuit breaker: its deliveries resume at once."""
+        return await self._call(_admin_calls.reset_push(queue))
 
     async def set_schedule(
         self,
