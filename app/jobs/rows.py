@@ -76,6 +76,8 @@ class JobRow(NamedTuple):
     timeout_seconds: int | None
     start_by: datetime | None
     snoozes: int
+    traceparent: str | None  # the W3C trace context it was enqueued in
+    tracestate: str | None
 
     @property
     def history(self) -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ def test_public_names_are_pinned() -> None:
             "Ref", "Related", "Retry", "Schedule", "ScheduleRun", "Snooze", "SnoozeLimitReached",
             "Unique", "UniqueHeld", "Uniqueness",
             "Event", "EventsExpired", "Gone", "SubscriptionNotFound",
+            "TraceContext",
             "__version__",
         ]
     )  # fmt: skip

@@ -53,6 +53,8 @@ class Enqueuer:
             unique=None if job.unique is None else json.dumps(job.unique.options()),
             timeout_seconds=job.timeout_seconds,
             start_by=job.start_by,
+            traceparent=None if job.trace is None else job.trace.traceparent,
+            tracestate=None if job.trace is None else job.trace.tracestate,
         )
 
     async def one(self, queue: str, job: JobSpec, allowed: Allowed = None) -> Enqueued:

@@ -1171,6 +1171,10 @@ export interface components {
          *       "timeout_seconds": null,
          *       "start_by": null,
          *       "snoozes": 0,
+         *       "trace": {
+         *         "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+         *         "tracestate": null
+         *       },
          *       "attempts": [],
          *       "deduplicated": false,
          *       "replaced": false
@@ -1269,6 +1273,8 @@ export interface components {
              * @description Times a worker snoozed it (none spent an attempt).
              */
             snoozes: number;
+            /** @description The W3C trace context it was enqueued in (null: none): a worker's span of the job is a child of `traceparent`. */
+            trace: components["schemas"]["TraceOut"] | null;
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
             /** Deduplicated */
@@ -1607,6 +1613,8 @@ export interface components {
              * @description Default: none. A job not leased by this time never is: it ends `cancelled` with a `last_error` of type `expired` (from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z).
              */
             start_by?: string | null;
+            /** @description Default: the request's `traceparent` and `tracestate` headers, else none. The trace context the job was enqueued in, handed to its worker with each lease (see Tracing). */
+            trace?: components["schemas"]["TraceIn"] | null;
         };
         /**
          * JobOut
@@ -1650,6 +1658,10 @@ export interface components {
          *       "timeout_seconds": null,
          *       "start_by": null,
          *       "snoozes": 0,
+         *       "trace": {
+         *         "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+         *         "tracestate": null
+         *       },
          *       "attempts": [
          *         {
          *           "attempt": 1,
@@ -1755,6 +1767,8 @@ export interface components {
              * @description Times a worker snoozed it (none spent an attempt).
              */
             snoozes: number;
+            /** @description The W3C trace context it was enqueued in (null: none): a worker's span of the job is a child of `traceparent`. */
+            trace: components["schemas"]["TraceOut"] | null;
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
         };
@@ -1943,6 +1957,10 @@ export interface components {
          *         "timeout_seconds": null,
          *         "start_by": null,
          *         "snoozes": 0,
+         *         "trace": {
+         *           "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+         *           "tracestate": null
+         *         },
          *         "attempts": []
          *       },
          *       "parents": []
@@ -2901,6 +2919,33 @@ export interface components {
             rate_limit: number;
         };
         /**
+         * TraceIn
+         * @description A W3C trace context (https://www.w3.org/TR/trace-context/): the producer's span
+         *     the job's work continues.
+         */
+        TraceIn: {
+            /**
+             * Traceparent
+             * @description The producer's span, which the worker's span of the job is a child of (a malformed one is refused).
+             */
+            traceparent: string;
+            /**
+             * Tracestate
+             * @description Vendors' `key=value` members, comma-separated.
+             */
+            tracestate?: string | null;
+        };
+        /**
+         * TraceOut
+         * @description A job's W3C trace context, as its producer sent it.
+         */
+        TraceOut: {
+            /** Traceparent */
+            traceparent: string;
+            /** Tracestate */
+            tracestate: string | null;
+        };
+        /**
          * UniqueIn
          * @description One job of this type per queue and key, per period and while in these states.
          * @example {
@@ -3146,6 +3191,10 @@ export interface operations {
             query?: never;
             header?: {
                 "idempotency-key"?: string | null;
+                /** @description W3C Trace Context: the producer's span, stored with each job sent that has no `trace` of its own. Ignored when malformed or repeated. */
+                traceparent?: string | null;
+                /** @description W3C Trace Context, with `traceparent`. Ignored when malformed. */
+                tracestate?: string | null;
             };
             path: {
                 /** @description Queue name. */
@@ -3256,7 +3305,12 @@ export interface operations {
     enqueueJobs: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description W3C Trace Context: the producer's span, stored with each job sent that has no `trace` of its own. Ignored when malformed or repeated. */
+                traceparent?: string | null;
+                /** @description W3C Trace Context, with `traceparent`. Ignored when malformed. */
+                tracestate?: string | null;
+            };
             path: {
                 /** @description Queue name. */
                 queue: string;

@@ -90,6 +90,7 @@ from jobq_client._models import (
     Reason,
     Ref,
     Related,
+    TraceContext,
     Unique,
     Uniqueness,
 )
@@ -172,6 +173,7 @@ __all__ = [
     "SubscriptionNotFound",
     "TargetNotAllowed",
     "TooManyRequests",
+    "TraceContext",
     "Unauthorized",
     "Unavailable",
     "Unique",
