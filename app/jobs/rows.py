@@ -200,7 +200,7 @@ class Beat(NamedTuple):
 
 
 class FinishedBrief(NamedTuple):
-    """A job a batch of acks finished: what the answer and the metrics need."""
+    """A job a batch of acks finished: what the answer, the metrics and the spans need."""
 
     ord: int
     id: int
@@ -210,6 +210,8 @@ class FinishedBrief(NamedTuple):
     attempted_at: datetime | None
     updated_at: datetime
     last_error: dict[str, Any] | None
+    traceparent: str | None
+    tracestate: str | None
 
 
 class Parent(NamedTuple):

@@ -1,0 +1,162 @@
+"""One trace from a producer through jobq to a worker: a Python producer's span enqueues
+over HTTP (the SDK sends its trace context), the worker's handler span is its child in
+the same trace, and jobq's own spans of the enqueue, the lease and the complete link to
+it. With OpenTelemetry's SDK and an in-memory exporter in this process, where the
+service runs too (uvicorn, `JOBQ_OPENTELEMETRY` on); the TypeScript worker runs as a
+process and prints its spans as JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from jobq_client import AsyncClient, Job, JobRecord, Worker
+from tests.helpers import served
+from tests.sdk_support import eventually
+
+# The SDK's and the service's spans, which no database mode changes: one CI run of two
+pytestmark = pytest.mark.once("server")
+
+
+@pytest.fixture(scope="module")
+def exporter() -> Iterator[InMemorySpanExporter]:
+    """Every span this process ends, in memory. OpenTelemetry takes one global tracer
+    provider per process: this module's, unless one was set before."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    exporter.shutdown()
+
+
+@pytest.fixture
+def spans(exporter: InMemorySpanExporter) -> InMemorySpanExporter:
+    exporter.clear()
+    return exporter
+
+
+@contextlib.asynccontextmanager
+async def traced_service(app_factory: Callable[..., FastAPI]) -> AsyncIterator[AsyncClient]:
+    """The service with OpenTelemetry on, over HTTP, and an SDK client of it."""
+    async with served(app_factory(opentelemetry=True)) as url, AsyncClient(url) as jobq:
+        yield jobq
+
+
+async def settled(jobq: AsyncClient, job_id: int) -> JobRecord:
+    async def probe() -> JobRecord | None:
+        job = await jobq.get_job(job_id)
+        return job if job.finished else None
+
+    return await eventually(probe, timeout=20)
+
+
+def named(spans: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
+    return [span for span in spans.get_finished_spans() if span.name == name]
+
+
+def linked_to(span: ReadableSpan) -> set[tuple[int, int]]:
+    return {(link.context.trace_id, link.context.span_id) for link in span.links}
+
+
+def assert_jobq_links(spans: InMemorySpanExporter, trace_id: int, span_id: int) -> None:
+    """jobq's spans of the enqueue, the lease and the complete link to the producer's
+    span; the enqueue's request is the producer's child (its header)."""
+    for name in ("jobq.enqueue", "jobq.lease", "jobq.complete"):
+        found = [span for span in named(spans, name) if (trace_id, span_id) in linked_to(span)]
+        assert found, f"no {name} span links to the producer's"
+    (enqueue,) = [s for s in named(spans, "jobq.enqueue") if s.context.trace_id == trace_id]
+    by_id = {s.context.span_id: s for s in spans.get_finished_spans()}
+    request = enqueue
+    while request.parent is not None and request.parent.span_id != span_id:
+        request = by_id[request.parent.span_id]  # up to the request's server span
+    assert request.kind is trace.SpanKind.SERVER and request.name.startswith("POST")
+
+
+async def test_a_python_producer_worker_and_jobq_share_one_trace(
+    app_factory: Callable[..., FastAPI], spans: InMemorySpanExporter
+) -> None:
+    tracer = trace.get_tracer("tests")
+    async with traced_service(app_factory) as jobq:
+        with tracer.start_as_current_span("checkout") as producer:
+            created = await jobq.enqueue("traced", "email", {"to": "ada"})
+        context = producer.get_span_context()
+        assert created.job is not None and created.job.trace is not None
+        assert created.job.trace.traceparent.startswith(
+            f"00-{context.trace_id:032x}-{context.span_id:016x}-"
+        )
+
+        seen: list[trace.SpanContext] = []
+        worker = Worker(jobq, queues=["traced"], wait_seconds=1)
+
+        @worker.handler("email")
+        async def email(job: Job) -> dict[str, Any]:
+            seen.append(trace.get_current_span().get_span_context())
+            return {"sent": True}
+
+        task = asyncio.create_task(worker.run_async())
+        try:
+            assert (await settled(jobq, created.id)).state == "succeeded"
+        finally:
+            worker.stop()
+            await asyncio.wait_for(task, timeout=30)
+
+    (handler,) = named(spans, "process traced")
+    assert handler.kind is trace.SpanKind.CONSUMER
+    assert handler.context.trace_id == context.trace_id
+    assert handler.parent is not None and handler.parent.span_id == context.span_id
+    assert seen == [handler.context]  # current while the handler ran
+    assert handler.attributes is not None
+    assert handler.attributes["messaging.message.id"] == str(created.id)
+    assert handler.attributes["jobq.job.type"] == "email"
+    assert_jobq_links(spans, context.trace_id, context.span_id)
+
+
+async def test_a_failing_handler_span_records_the_error_and_jobq_links_the_fail(
+    app_factory: Callable[..., FastAPI], spans: InMemorySpanExporter
+) -> None:
+    tracer = trace.get_tracer("tests")
+    async with traced_service(app_factory) as jobq:
+        with tracer.start_as_current_span("signup") as producer:
+            created = await jobq.enqueue("failing", "boom", max_attempts=1)
+        context = producer.get_span_context()
+        worker = Worker(jobq, queues=["failing"], wait_seconds=1)
+
+        @worker.handler("boom")
+        async def boom(job: Job) -> None:
+            raise RuntimeError("no luck")
+
+        task = asyncio.create_task(worker.run_async())
+        try:
+            assert (await settled(jobq, created.id)).state == "failed"
+        finally:
+            worker.stop()
+            await asyncio.wait_for(task, timeout=30)
+
+    (handler,) = named(spans, "process failing")
+    assert handler.parent is not None and handler.parent.span_id == context.span_id
+    assert handler.status.status_code is trace.StatusCode.ERROR
+    assert any(event.name == "exception" for event in handler.events)
+    (fail,) = named(spans, "jobq.fail")
+    assert linked_to(fail) == {(context.trace_id, context.span_id)}
+
+
+async def test_without_a_span_the_sdk_sends_no_trace_context(
+    app_factory: Callable[..., FastAPI], spans: InMemorySpanExporter
+) -> None:
+    async with traced_service(app_factory) as jobq:
+        created = await jobq.enqueue("untraced", "t")
+        assert created.job is not None and created.job.trace is None
+    (enqueue,) = named(spans, "jobq.enqueue")
+    assert enqueue.links == ()
