@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -21,7 +22,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from jobq_client import AsyncClient, Job, JobRecord, Worker
 from tests.helpers import served
-from tests.sdk_support import eventually
+from tests.processes.test_sdk_typescript import (  # noqa: F401 - its fixtures, used here
+    NPM_TIMEOUT_SECONDS,
+    WORKER_TIMEOUT_SECONDS,
+    _run,
+    alone,
+    node_modules,
+)
+from tests.sdk_support import clean_env, eventually
+
+CONSUMER = 4  # @opentelemetry/api's SpanKind.CONSUMER
 
 # The SDK's and the service's spans, which no database mode changes: one CI run of two
 pytestmark = pytest.mark.once("server")
@@ -160,3 +170,57 @@ async def test_without_a_span_the_sdk_sends_no_trace_context(
         assert created.job is not None and created.job.trace is None
     (enqueue,) = named(spans, "jobq.enqueue")
     assert enqueue.links == ()
+
+
+def _printed(output: str, kind: str) -> list[dict[str, Any]]:
+    """The traced worker's JSON lines of one kind (`span`, `produced`, `handled`)."""
+    found = []
+    for line in output.splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            if kind in record:
+                found.append(record[kind])
+    return found
+
+
+@pytest.mark.timeout(NPM_TIMEOUT_SECONDS + WORKER_TIMEOUT_SECONDS)
+@pytest.mark.usefixtures("node_modules")
+async def test_a_python_producer_a_typescript_worker_and_jobq_share_one_trace(
+    app_factory: Callable[..., FastAPI], spans: InMemorySpanExporter
+) -> None:
+    """The Node worker (src/traced-worker.ts) enqueues a job of its own in a span first:
+    the TypeScript producer's context reaches jobq too."""
+    tracer = trace.get_tracer("tests")
+    await asyncio.to_thread(_run, "npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
+    async with traced_service(app_factory) as jobq:
+        with tracer.start_as_current_span("checkout") as producer:
+            created = await jobq.enqueue("node-traced", "greet", {"from": "python"})
+        env = clean_env(JOBQ_URL=str(jobq.base_url), JOBQ_QUEUES="node-traced", JOBQ_MAX_JOBS="2")
+        output = await asyncio.to_thread(
+            _run, "node", "dist/traced-worker.js", timeout=WORKER_TIMEOUT_SECONDS, env=env
+        )
+        (produced,) = _printed(output, "produced")
+        for job_id in (created.id, produced["jobId"]):
+            assert (await jobq.get_job(job_id)).state == "succeeded", output
+        own = await jobq.get_job(produced["jobId"])
+
+    python = producer.get_span_context()
+    handlers = {s["attributes"]["messaging.message.id"]: s for s in _printed(output, "span")
+                if s["name"] == "process node-traced"}  # fmt: skip
+    handled = {h["jobId"]: h["spanId"] for h in _printed(output, "handled")}
+    # the Python producer's job: its handler's span is the producer span's child
+    of_python = handlers[str(created.id)]
+    assert of_python["kind"] == CONSUMER
+    assert of_python["traceId"] == f"{python.trace_id:032x}", output
+    assert of_python["parentSpanId"] == f"{python.span_id:016x}", output
+    assert handled[created.id] == of_python["spanId"]  # the active span in the handler
+    assert_jobq_links(spans, python.trace_id, python.span_id)
+    # the TypeScript producer's job: its context was sent with the enqueue
+    assert own.trace is not None
+    assert own.trace.traceparent.startswith(f"00-{produced['traceId']}-{produced['spanId']}-")
+    of_node = handlers[str(produced["jobId"])]
+    assert (of_node["traceId"], of_node["parentSpanId"]) == (
+        produced["traceId"],
+        produced["spanId"],
+    )
+    assert_jobq_links(spans, int(produced["traceId"], 16), int(produced["spanId"], 16))
