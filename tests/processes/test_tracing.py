@@ -64,12 +64,23 @@ async def traced_service(app_factory: Callable[..., FastAPI]) -> AsyncIterator[A
         yield jobq
 
 
-async def settled(jobq: AsyncClient, job_id: int) -> JobRecord:
+async def worked(
+    jobq: AsyncClient, queue: str, job_type: str, handler: Callable[[Job], Any], job_id: int
+) -> JobRecord:
+    """Job `job_id` once a Python SDK worker of `queue` ran `handler` for it to the end."""
+    worker = Worker(jobq, queues=[queue], wait_seconds=1)
+    worker.handler(job_type)(handler)
+
     async def probe() -> JobRecord | None:
         job = await jobq.get_job(job_id)
         return job if job.finished else None
 
-    return await eventually(probe, timeout=20)
+    task = asyncio.create_task(worker.run_async())
+    try:
+        return await eventually(probe, timeout=20)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, timeout=30)
 
 
 def named(spans: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
@@ -108,19 +119,12 @@ async def test_a_python_producer_worker_and_jobq_share_one_trace(
         )
 
         seen: list[trace.SpanContext] = []
-        worker = Worker(jobq, queues=["traced"], wait_seconds=1)
 
-        @worker.handler("email")
         async def email(job: Job) -> dict[str, Any]:
             seen.append(trace.get_current_span().get_span_context())
             return {"sent": True}
 
-        task = asyncio.create_task(worker.run_async())
-        try:
-            assert (await settled(jobq, created.id)).state == "succeeded"
-        finally:
-            worker.stop()
-            await asyncio.wait_for(task, timeout=30)
+        assert (await worked(jobq, "traced", "email", email, created.id)).state == "succeeded"
 
     (handler,) = named(spans, "process traced")
     assert handler.kind is trace.SpanKind.CONSUMER
@@ -141,18 +145,11 @@ async def test_a_failing_handler_span_records_the_error_and_jobq_links_the_fail(
         with tracer.start_as_current_span("signup") as producer:
             created = await jobq.enqueue("failing", "boom", max_attempts=1)
         context = producer.get_span_context()
-        worker = Worker(jobq, queues=["failing"], wait_seconds=1)
 
-        @worker.handler("boom")
         async def boom(job: Job) -> None:
             raise RuntimeError("no luck")
 
-        task = asyncio.create_task(worker.run_async())
-        try:
-            assert (await settled(jobq, created.id)).state == "failed"
-        finally:
-            worker.stop()
-            await asyncio.wait_for(task, timeout=30)
+        assert (await worked(jobq, "failing", "boom", boom, created.id)).state == "failed"
 
     (handler,) = named(spans, "process failing")
     assert handler.parent is not None and handler.parent.span_id == context.span_id
