@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from jobq_client import AsyncClient, Job, JobRecord, Worker
 from tests.helpers import served
 from tests.processes.test_sdk_typescript import (  # noqa: F401 - its fixtures, used here
+    CLIENT,
     NPM_TIMEOUT_SECONDS,
     WORKER_TIMEOUT_SECONDS,
     _run,
@@ -221,3 +225,69 @@ async def test_a_python_producer_a_typescript_worker_and_jobq_share_one_trace(
         produced["spanId"],
     )
     assert_jobq_links(spans, int(produced["traceId"], 16), int(produced["spanId"], 16))
+
+
+async def test_with_opentelemetry_off_jobq_makes_no_span_but_keeps_the_context(
+    app_factory: Callable[..., FastAPI], spans: InMemorySpanExporter
+) -> None:
+    tracer = trace.get_tracer("tests")
+    async with served(app_factory()) as url, AsyncClient(url) as jobq:
+        with tracer.start_as_current_span("checkout"):
+            created = await jobq.enqueue("quiet", "t")
+        assert created.job is not None and created.job.trace is not None
+
+        async def ok(job: Job) -> None:
+            return None
+
+        assert (await worked(jobq, "quiet", "t", ok, created.id)).state == "succeeded"
+    names = {span.name for span in spans.get_finished_spans()}
+    assert names == {"checkout", "process quiet"}  # the producer's and the worker's only
+
+
+WITHOUT_OPENTELEMETRY = """
+import { createJobq, Worker } from "jobq-client";
+
+const jobq = createJobq();
+const { id } = await jobq.enqueue("bare", "hello", { from: "node" });
+const worker = new Worker({ queues: ["bare"], waitSeconds: 1, log: () => undefined });
+worker.handle("hello", async () => {
+  worker.stop();
+  return { done: true };
+});
+await worker.run();
+console.log(JSON.stringify(await jobq.wait(id, 10)));
+"""
+
+
+@pytest.mark.timeout(NPM_TIMEOUT_SECONDS + WORKER_TIMEOUT_SECONDS)
+@pytest.mark.usefixtures("node_modules")
+async def test_the_typescript_package_works_without_opentelemetry(
+    app_factory: Callable[..., FastAPI], tmp_path: Path
+) -> None:
+    """The package's build in a project whose node_modules has its dependencies but not
+    @opentelemetry/api (an optional peer): it enqueues and works jobs, sending no trace
+    context."""
+    await asyncio.to_thread(_run, "npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
+    modules = tmp_path / "node_modules"
+    package = modules / "jobq-client"
+    shutil.copytree(CLIENT / "dist", package / "dist", ignore=shutil.ignore_patterns("test"))
+    shutil.copy2(CLIENT / "package.json", package / "package.json")
+    for entry in (CLIENT / "node_modules").iterdir():
+        if entry.name not in ("@opentelemetry", ".bin", "jobq-client"):
+            (modules / entry.name).symlink_to(entry)
+    (tmp_path / "package.json").write_text(json.dumps({"name": "p", "type": "module"}))
+    (tmp_path / "main.mjs").write_text(WITHOUT_OPENTELEMETRY)
+    async with served(app_factory()) as url:
+        result = await asyncio.to_thread(
+            subprocess.run,
+            ["node", "main.mjs"],
+            cwd=tmp_path,
+            env=clean_env(JOBQ_URL=url),
+            capture_output=True,
+            text=True,
+            timeout=WORKER_TIMEOUT_SECONDS,
+            check=False,
+        )
+    assert result.returncode == 0, result.stdout + result.stderr
+    job = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (job["state"], job["result"], job["trace"]) == ("succeeded", {"done": True}, None)

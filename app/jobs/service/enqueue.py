@@ -92,7 +92,7 @@ class Enqueuer:
         parents they name must be in the `allowed` queues (None: any)."""
         started = self._spans.start()
         items = await self._batch(queue, jobs, allowed)
-        self._spans.record("enqueue", started, queue, [job.trace for job in jobs])
+        self._spans.record("enqueue", started, queue, (job.trace for job in jobs))
         return items
 
     async def _batch(
