@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0036, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0037, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -182,6 +182,8 @@ CREATE TABLE jobq.jobs (
     timeout_seconds integer,
     start_by timestamp with time zone,
     snoozes integer DEFAULT 0 NOT NULL,
+    traceparent text,
+    tracestate text,
     CONSTRAINT running_has_lease CHECK (((state <> 'running'::jobq.job_state) OR ((lease_id IS NOT NULL) AND (lease_expires_at IS NOT NULL))))
 )
 WITH (fillfactor='90', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_insert_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
@@ -450,6 +452,75 @@ END
 $$;
 
 --
+-- Name: check_trace(text, text, text); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.check_trace(traceparent text, tracestate text, at text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+DECLARE
+    members bigint;
+    malformed bigint;
+BEGIN
+    IF traceparent IS NULL THEN
+        IF tracestate IS NOT NULL THEN
+            RAISE EXCEPTION 'a tracestate needs a traceparent'
+                USING ERRCODE = 'JQ422', DETAIL = at || 'tracestate';
+        END IF;
+        RETURN;
+    END IF;
+    IF length(traceparent) > 512
+       OR traceparent !~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-[\x21-\x7e]*)?$'
+       OR left(traceparent, 2) = 'ff'
+       OR (left(traceparent, 2) = '00' AND length(traceparent) <> 55)
+       OR substr(traceparent, 4, 32) = repeat('0', 32)
+       OR substr(traceparent, 37, 16) = repeat('0', 16) THEN
+        RAISE EXCEPTION 'traceparent must be a W3C traceparent: version-trace_id-parent_id-flags in lowercase hex (2, 32, 16 and 2 digits), ids not all zeros'
+            USING ERRCODE = 'JQ422', DETAIL = at || 'traceparent';
+    END IF;
+    IF tracestate IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT count(*),
+           count(*) FILTER (WHERE m !~ ('^([a-z][_0-9a-z*/-]{0,255}'
+                                         '|[a-z0-9][_0-9a-z*/-]{0,240}@[a-z][_0-9a-z*/-]{0,13})'
+                                         '=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}'
+                                         '[\x21-\x2b\x2d-\x3c\x3e-\x7e]$'))
+      INTO members, malformed
+      FROM regexp_split_to_table(tracestate, ',') AS s(member),
+           LATERAL btrim(s.member, E' \t') AS m
+     WHERE m <> '';
+    IF length(tracestate) > 8192 OR members NOT BETWEEN 1 AND 32 OR malformed > 0 THEN
+        RAISE EXCEPTION 'tracestate must be a W3C tracestate (1 to 32 comma-separated key=value members)'
+            USING ERRCODE = 'JQ422', DETAIL = at || 'tracestate';
+    END IF;
+END
+$_$;
+
+--
+-- Name: check_trace_of(jsonb, text); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.check_trace_of(trace jsonb, at text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+    IF trace IS NULL OR jsonb_typeof(trace) = 'null' THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(trace) <> 'object'
+       OR EXISTS (SELECT FROM jsonb_object_keys(trace) AS k
+                   WHERE k NOT IN ('traceparent', 'tracestate'))
+       OR jsonb_typeof(trace->'traceparent') IS DISTINCT FROM 'string'
+       OR coalesce(jsonb_typeof(trace->'tracestate'), 'string') NOT IN ('string', 'null') THEN
+        RAISE EXCEPTION 'trace must be an object of a traceparent and an optional tracestate'
+            USING ERRCODE = 'JQ422', DETAIL = at;
+    END IF;
+    PERFORM jobq.check_trace(trace->>'traceparent', trace->>'tracestate', at || '.');
+END
+$$;
+
+--
 -- Name: check_unique(jsonb, text); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
@@ -565,10 +636,10 @@ $$;
 COMMENT ON FUNCTION jobq.duration_bucket(seconds double precision) IS 'The histogram bucket of a duration: half powers of two from a millisecond.';
 
 --
--- Name: enqueue(text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, bigint[], text, text, text[], text[], text, text, integer, text[], text, integer, timestamp with time zone); Type: FUNCTION; Schema: jobq; Owner: -
+-- Name: enqueue(text, text, jsonb, integer, timestamp with time zone, double precision, integer, integer, text, jsonb, bigint[], text, text, text[], text[], text, text, integer, text[], text, integer, timestamp with time zone, text, text); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
-CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, delay_seconds double precision DEFAULT NULL::double precision, max_attempts integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, metadata jsonb DEFAULT '{}'::jsonb, depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text, concurrency_key text DEFAULT NULL::text, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[], fairness_key text DEFAULT NULL::text, unique_key text DEFAULT NULL::text, unique_period integer DEFAULT NULL::integer, unique_states text[] DEFAULT NULL::text[], unique_on_conflict text DEFAULT NULL::text, timeout_seconds integer DEFAULT NULL::integer, start_by timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(id bigint, state jobq.job_state, deduplicated boolean, replaced boolean)
+CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, delay_seconds double precision DEFAULT NULL::double precision, max_attempts integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, metadata jsonb DEFAULT '{}'::jsonb, depends_on bigint[] DEFAULT NULL::bigint[], on_parent_failure text DEFAULT 'cancel'::text, concurrency_key text DEFAULT NULL::text, parent_queues text[] DEFAULT NULL::text[], parent_queue_patterns text[] DEFAULT NULL::text[], fairness_key text DEFAULT NULL::text, unique_key text DEFAULT NULL::text, unique_period integer DEFAULT NULL::integer, unique_states text[] DEFAULT NULL::text[], unique_on_conflict text DEFAULT NULL::text, timeout_seconds integer DEFAULT NULL::integer, start_by timestamp with time zone DEFAULT NULL::timestamp with time zone, traceparent text DEFAULT NULL::text, tracestate text DEFAULT NULL::text) RETURNS TABLE(id bigint, state jobq.job_state, deduplicated boolean, replaced boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -598,6 +669,7 @@ BEGIN
                            on_parent_failure, concurrency_key, cardinality(parents));
     PERFORM jobq.check_fairness_key(fairness_key, 'fairness_key');
     PERFORM jobq.check_lifecycle(timeout_seconds, start_by, '');
+    PERFORM jobq.check_trace(enqueue.traceparent, enqueue.tracestate, '');
     PERFORM jobq.check_unique(options);
 
     IF cardinality(parents) > 0 THEN
@@ -669,7 +741,9 @@ BEGIN
                                                                      failed_state) END],
                fairness_keys => ARRAY[fairness_key],
                uniques => ARRAY[options],
-               timeouts => ARRAY[timeout_seconds], start_bys => ARRAY[start_by]
+               timeouts => ARRAY[timeout_seconds], start_bys => ARRAY[start_by],
+               traceparents => ARRAY[enqueue.traceparent],
+               tracestates => ARRAY[enqueue.tracestate]
            ) AS f;
     IF made.refused_max_backlog IS NOT NULL THEN
         RAISE EXCEPTION 'queue % already holds its max_backlog of % unfinished jobs',
@@ -793,6 +867,7 @@ BEGIN
             PERFORM jobq.check_lifecycle((item->>'timeout_seconds')::integer,
                                          (item->>'start_by')::timestamptz,
                                          format('jobs.%s.', position));
+            PERFORM jobq.check_trace_of(item->'trace', format('jobs.%s.trace', position));
             position := position + 1;
         END LOOP;
         FOR created IN
@@ -819,7 +894,11 @@ BEGIN
                            array_agg((i.job->>'timeout_seconds')::integer ORDER BY i.n)
                                AS timeouts,
                            array_agg((i.job->>'start_by')::timestamptz ORDER BY i.n)
-                               AS start_bys
+                               AS start_bys,
+                           array_agg(i.job->'trace'->>'traceparent' ORDER BY i.n)
+                               AS traceparents,
+                           array_agg(i.job->'trace'->>'tracestate' ORDER BY i.n)
+                               AS tracestates
                       FROM jsonb_array_elements(jobs) WITH ORDINALITY AS i(job, n)) AS a
              CROSS JOIN LATERAL jobq.insert_jobs(
                        enqueue_many.queue, a.types, a.payloads, a.priorities, a.run_ats,
@@ -829,7 +908,8 @@ BEGIN
                        runs_on_parent_failure => a.runs_on_parent_failure,
                        fairness_keys => a.fairness_keys,
                        uniques => a.uniques, timeouts => a.timeouts,
-                       start_bys => a.start_bys) AS f
+                       start_bys => a.start_bys, traceparents => a.traceparents,
+                       tracestates => a.tracestates) AS f
              ORDER BY f.ord
         LOOP
             IF created.refused_new_jobs IS NOT NULL THEN
@@ -862,6 +942,7 @@ BEGIN
             RAISE EXCEPTION 'jobs[%] must be a JSON object', position
                 USING ERRCODE = 'JQ422', DETAIL = format('jobs.%s', position);
         END IF;
+        PERFORM jobq.check_trace_of(item->'trace', format('jobs.%s.trace', position));
         parents := '{}';
         FOR parent IN SELECT value FROM jsonb_array_elements(coalesce(item->'depends_on', '[]'))
         LOOP
@@ -893,6 +974,8 @@ BEGIN
             fairness_key => item->>'fairness_key',
             timeout_seconds => (item->>'timeout_seconds')::integer,
             start_by => (item->>'start_by')::timestamptz,
+            traceparent => item->'trace'->>'traceparent',
+            tracestate => item->'trace'->>'tracestate',
             -- the batch's own items are the caller's, whatever their queue
             parent_queues => CASE WHEN parent_queues IS NULL THEN NULL
                                   ELSE parent_queues || enqueue_many.queue END,
@@ -982,10 +1065,10 @@ $$;
 COMMENT ON FUNCTION jobq.forget_job_counts() IS 'After jobq.jobs is truncated: no job is counted (the minutes keep their history).';
 
 --
--- Name: insert_jobs(text, text[], jsonb[], integer[], timestamp with time zone[], double precision[], integer[], integer[], text[], jsonb[], text[], integer, integer, integer[], boolean[], jsonb[], text[], jsonb[], integer[], timestamp with time zone[]); Type: FUNCTION; Schema: jobq; Owner: -
+-- Name: insert_jobs(text, text[], jsonb[], integer[], timestamp with time zone[], double precision[], integer[], integer[], text[], jsonb[], text[], integer, integer, integer[], boolean[], jsonb[], text[], jsonb[], integer[], timestamp with time zone[], text[], text[]); Type: FUNCTION; Schema: jobq; Owner: -
 --
 
-CREATE FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[] DEFAULT NULL::integer[], runs_on_parent_failure boolean[] DEFAULT NULL::boolean[], parent_failures jsonb[] DEFAULT NULL::jsonb[], fairness_keys text[] DEFAULT NULL::text[], uniques jsonb[] DEFAULT NULL::jsonb[], timeouts integer[] DEFAULT NULL::integer[], start_bys timestamp with time zone[] DEFAULT NULL::timestamp with time zone[]) RETURNS TABLE(ord integer, id bigint, state jobq.job_state, deduplicated boolean, job jobq.jobs, refused_max_backlog integer, refused_backlog bigint, refused_new_jobs bigint, replaced boolean)
+CREATE FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[] DEFAULT NULL::integer[], runs_on_parent_failure boolean[] DEFAULT NULL::boolean[], parent_failures jsonb[] DEFAULT NULL::jsonb[], fairness_keys text[] DEFAULT NULL::text[], uniques jsonb[] DEFAULT NULL::jsonb[], timeouts integer[] DEFAULT NULL::integer[], start_bys timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], traceparents text[] DEFAULT NULL::text[], tracestates text[] DEFAULT NULL::text[]) RETURNS TABLE(ord integer, id bigint, state jobq.job_state, deduplicated boolean, job jobq.jobs, refused_max_backlog integer, refused_backlog bigint, refused_new_jobs bigint, replaced boolean)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -1026,7 +1109,8 @@ BEGIN
                                             has_parents, run_on_parent_failure, finished_at,
                                             last_error, fairness_key, unique_key,
                                             unique_period, unique_since, unique_states,
-                                            timeout_seconds, start_by)
+                                            timeout_seconds, start_by, traceparent,
+                                            tracestate)
                 SELECT insert_jobs.queue, types[n], coalesce(payloads[n], 'null'::jsonb),
                        priorities[n],
                        coalesce(run_ats[n], now() + make_interval(secs => coalesce(delays[n], 0))),
@@ -1046,7 +1130,8 @@ BEGIN
                             ELSE fairness_keys[n] END,
                        options->>'key', (options->>'period')::integer, since,
                        jobq.unique_states_mask(options),
-                       coalesce(timeouts[n], q.timeout_seconds), start_bys[n]
+                       coalesce(timeouts[n], q.timeout_seconds), start_bys[n],
+                       traceparents[n], tracestates[n]
                   FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = insert_jobs.queue
                 -- any unique index: the idempotency key's and the uniqueness's
                 ON CONFLICT DO NOTHING
@@ -1104,7 +1189,8 @@ BEGIN
                                     lease_seconds, idempotency_key, metadata,
                                     concurrency_key, state, waiting_for, has_parents,
                                     run_on_parent_failure, finished_at, last_error,
-                                    fairness_key, timeout_seconds, start_by)
+                                    fairness_key, timeout_seconds, start_by, traceparent,
+                                    tracestate)
         SELECT insert_jobs.queue, types[1], coalesce(payloads[1], 'null'::jsonb),
                priorities[1],
                coalesce(run_ats[1], now() + make_interval(secs => coalesce(delays[1], 0))),
@@ -1119,7 +1205,8 @@ BEGIN
                CASE WHEN parent_failures[1] IS NOT NULL THEN now() END, parent_failures[1],
                CASE WHEN q.ordering = 'fair' THEN coalesce(fairness_keys[1], '')
                     ELSE fairness_keys[1] END,
-               coalesce(timeouts[1], q.timeout_seconds), start_bys[1]
+               coalesce(timeouts[1], q.timeout_seconds), start_bys[1], traceparents[1],
+               tracestates[1]
           FROM (SELECT) AS one LEFT JOIN jobq.queues q ON q.name = insert_jobs.queue
          WHERE q.max_backlog IS NULL
             OR NOT EXISTS (SELECT FROM jobq.backlog_refusal(insert_jobs.queue, idempotency_keys))
@@ -1146,12 +1233,13 @@ BEGIN
           FROM unnest(types, payloads, priorities, run_ats, delays,
                       insert_jobs.max_attempts, insert_jobs.lease_seconds, idempotency_keys,
                       metadatas, concurrency_keys, waiting_fors, runs_on_parent_failure,
-                      parent_failures, fairness_keys, timeouts, start_bys)
+                      parent_failures, fairness_keys, timeouts, start_bys, traceparents,
+                      tracestates)
                WITH ORDINALITY AS i(type, payload, priority, run_at, delay, max_attempts,
                                     lease_seconds, idempotency_key, metadata,
                                     concurrency_key, waiting_for, run_on_parent_failure,
                                     parent_failure, fairness_key, timeout_seconds,
-                                    start_by, ord)
+                                    start_by, traceparent, tracestate, ord)
     ),
     policy AS MATERIALIZED (
         -- the queue's own defaults, where its settings have them
@@ -1166,7 +1254,8 @@ BEGIN
                                     lease_seconds, idempotency_key, metadata,
                                     concurrency_key, state, waiting_for, has_parents,
                                     run_on_parent_failure, finished_at, last_error,
-                                    fairness_key, timeout_seconds, start_by)
+                                    fairness_key, timeout_seconds, start_by, traceparent,
+                                    tracestate)
         SELECT i.id, insert_jobs.queue, i.type, coalesce(i.payload, 'null'::jsonb),
                i.priority,
                coalesce(i.run_at, now() + make_interval(secs => coalesce(i.delay, 0))),
@@ -1181,7 +1270,8 @@ BEGIN
                CASE WHEN i.parent_failure IS NOT NULL THEN now() END, i.parent_failure,
                CASE WHEN policy.ordering = 'fair' THEN coalesce(i.fairness_key, '')
                     ELSE i.fairness_key END,
-               coalesce(i.timeout_seconds, policy.timeout_seconds), i.start_by
+               coalesce(i.timeout_seconds, policy.timeout_seconds), i.start_by,
+               i.traceparent, i.tracestate
           FROM input i CROSS JOIN policy
          WHERE NOT EXISTS (SELECT FROM refused)
          ORDER BY i.ord
@@ -2835,6 +2925,18 @@ REVOKE ALL ON FUNCTION jobq.check_lifecycle(timeout_seconds integer, start_by ti
 REVOKE ALL ON FUNCTION jobq.check_new_dependencies() FROM PUBLIC;
 
 --
+-- Name: FUNCTION check_trace(traceparent text, tracestate text, at text); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.check_trace(traceparent text, tracestate text, at text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION check_trace_of(trace jsonb, at text); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.check_trace_of(trace jsonb, at text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION check_unique(options jsonb, field text); Type: ACL; Schema: jobq; Owner: -
 --
 
@@ -2853,11 +2955,11 @@ REVOKE ALL ON FUNCTION jobq.count_job_changes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION jobq.duration_bucket(seconds double precision) FROM PUBLIC;
 
 --
--- Name: FUNCTION enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text, timeout_seconds integer, start_by timestamp with time zone); Type: ACL; Schema: jobq; Owner: -
+-- Name: FUNCTION enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text, timeout_seconds integer, start_by timestamp with time zone, traceparent text, tracestate text); Type: ACL; Schema: jobq; Owner: -
 --
 
-REVOKE ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text, timeout_seconds integer, start_by timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text, timeout_seconds integer, start_by timestamp with time zone) TO jobq_producer;
+REVOKE ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text, timeout_seconds integer, start_by timestamp with time zone, traceparent text, tracestate text) FROM PUBLIC;
+GRANT ALL ON FUNCTION jobq.enqueue(queue text, type text, payload jsonb, priority integer, run_at timestamp with time zone, delay_seconds double precision, max_attempts integer, lease_seconds integer, idempotency_key text, metadata jsonb, depends_on bigint[], on_parent_failure text, concurrency_key text, parent_queues text[], parent_queue_patterns text[], fairness_key text, unique_key text, unique_period integer, unique_states text[], unique_on_conflict text, timeout_seconds integer, start_by timestamp with time zone, traceparent text, tracestate text) TO jobq_producer;
 
 --
 -- Name: FUNCTION enqueue_limits_for(queue text); Type: ACL; Schema: jobq; Owner: -
@@ -2891,10 +2993,10 @@ REVOKE ALL ON FUNCTION jobq.forget_fair_key(queue text, key text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION jobq.forget_job_counts() FROM PUBLIC;
 
 --
--- Name: FUNCTION insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[], uniques jsonb[], timeouts integer[], start_bys timestamp with time zone[]); Type: ACL; Schema: jobq; Owner: -
+-- Name: FUNCTION insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[], uniques jsonb[], timeouts integer[], start_bys timestamp with time zone[], traceparents text[], tracestates text[]); Type: ACL; Schema: jobq; Owner: -
 --
 
-REVOKE ALL ON FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[], uniques jsonb[], timeouts integer[], start_bys timestamp with time zone[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION jobq.insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[], uniques jsonb[], timeouts integer[], start_bys timestamp with time zone[], traceparents text[], tracestates text[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION job_stats_of(queue text, state jobq.job_state, created_at timestamp with time zone, started_at timestamp with time zone, attempted_at timestamp with time zone, finished_at timestamp with time zone, sign integer, history boolean); Type: ACL; Schema: jobq; Owner: -

@@ -142,6 +142,8 @@ def show_job(ctx: typer.Context, job_id: JobIdArgument) -> None:
         "last error": "-" if error is None else f"{error.type}: {error.message}",
         "idempotency key": job.idempotency_key or "-",
         "unique": _unique(job),
+        # the trace id to look the job's trace up in a tracing backend
+        "trace id": "-" if job.trace is None else job.trace.traceparent.split("-")[1],
     }
     details = table(f"job {job.id}", [("field", "key"), ("value", "text")])
     details.show_header = False

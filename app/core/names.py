@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from app.core.tracecontext import TRACEPARENT_PATTERN, TRACEPARENT_RULE
+
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 MAX_NAME_LENGTH = 128  # what NAME_PATTERN allows, also stated as maxLength
 QUEUE_RULE_PATTERN = r"^[A-Za-z0-9_.:*-]{1,128}$"
@@ -21,6 +23,7 @@ PATTERN_RULES = {
     QUEUE_RULE_PATTERN: (
         "queue names or patterns such as 'reports.*' are 1 to 128 letters, digits and _ . : - *"
     ),
+    TRACEPARENT_PATTERN: f"must be {TRACEPARENT_RULE}",
 }
 
 _NAME = re.compile(NAME_PATTERN)

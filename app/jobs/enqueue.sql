@@ -21,7 +21,9 @@ SELECT (f.job).*, f.deduplicated, f.refused_max_backlog, f.refused_backlog, f.re
            fairness_keys => ARRAY[CAST(:fairness_key AS text)],
            uniques => ARRAY[CAST(:unique AS jsonb)],
            timeouts => ARRAY[CAST(:timeout_seconds AS integer)],
-           start_bys => ARRAY[CAST(:start_by AS timestamptz)]
+           start_bys => ARRAY[CAST(:start_by AS timestamptz)],
+           traceparents => ARRAY[CAST(:traceparent AS text)],
+           tracestates => ARRAY[CAST(:tracestate AS text)]
        ) AS f;
 
 
@@ -40,7 +42,9 @@ SELECT f.ord, f.id, f.state, f.deduplicated,
            runs_on_parent_failure => CAST(:runs_on_parent_failure AS boolean[]),
            fairness_keys => CAST(:fairness_keys AS text[]),
            uniques => CAST(:uniques AS jsonb[]),
-           timeouts => CAST(:timeouts AS integer[]), start_bys => CAST(:start_bys AS timestamptz[])
+           timeouts => CAST(:timeouts AS integer[]), start_bys => CAST(:start_bys AS timestamptz[]),
+           traceparents => CAST(:traceparents AS text[]),
+           tracestates => CAST(:tracestates AS text[])
        ) AS f
  ORDER BY f.ord;
 
@@ -67,7 +71,9 @@ SELECT id, state, deduplicated, replaced
                     unique_states => CASE WHEN CAST(:unique AS jsonb) ? 'states'
                                           THEN ARRAY(SELECT jsonb_array_elements_text(
                                                    CAST(:unique AS jsonb)->'states')) END,
-                    unique_on_conflict => CAST(:unique AS jsonb)->>'on_conflict');
+                    unique_on_conflict => CAST(:unique AS jsonb)->>'on_conflict',
+                    traceparent => CAST(:traceparent AS text),
+                    tracestate => CAST(:tracestate AS text));
 
 
 -- name: enqueue_workflow

@@ -154,7 +154,7 @@ finished AS (
        AND (j.timeout_seconds IS NULL
             OR now() < j.attempted_at + make_interval(secs => j.timeout_seconds))
     RETURNING i.ord, j.id, j.queue, j.state, j.attempt, j.attempted_at, j.updated_at,
-              j.run_at, j.last_error
+              j.run_at, j.last_error, j.traceparent, j.tracestate
 ),
 announced AS MATERIALIZED (
     SELECT jobq.announce_due(queue, min(run_at), count(*))
@@ -162,7 +162,8 @@ announced AS MATERIALIZED (
      WHERE state = 'queued'
      GROUP BY queue
 )
-SELECT ord, id, queue, state, attempt, attempted_at, updated_at, last_error
+SELECT ord, id, queue, state, attempt, attempted_at, updated_at, last_error, traceparent,
+       tracestate
   FROM finished CROSS JOIN (SELECT count(*) FROM announced) AS announcements;
 
 
@@ -208,7 +209,7 @@ UPDATE jobq.jobs j
    AND (j.timeout_seconds IS NULL
         OR now() < j.attempted_at + make_interval(secs => j.timeout_seconds))
 RETURNING i.ord, j.id, j.queue, j.state, j.attempt, j.attempted_at, j.updated_at,
-          j.last_error;
+          j.last_error, j.traceparent, j.tracestate;
 
 
 -- name: release

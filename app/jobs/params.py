@@ -37,6 +37,8 @@ class NewJob(NamedTuple):
     unique: str | None  # the `unique` options as JSON
     timeout_seconds: int | None
     start_by: datetime | None
+    traceparent: str | None
+    tracestate: str | None
 
 
 class Defaults(NamedTuple):
@@ -65,6 +67,8 @@ class EnqueueOneParams(NamedTuple):
     unique: str | None
     timeout_seconds: int | None  # None: the queue's default, else none
     start_by: datetime | None
+    traceparent: str | None
+    tracestate: str | None
     default_max_attempts: int
     default_lease_seconds: int
 
@@ -89,6 +93,8 @@ class EnqueueManyParams(NamedTuple):
     uniques: list[str | None]
     timeouts: list[int | None]
     start_bys: list[datetime | None]
+    traceparents: list[str | None]
+    tracestates: list[str | None]
     default_max_attempts: int
     default_lease_seconds: int
 
@@ -113,6 +119,8 @@ class EnqueueWithDependenciesParams(NamedTuple):
     allowed_patterns: list[str] | None
     fairness_key: str | None
     unique: str | None
+    traceparent: str | None
+    tracestate: str | None
 
 
 class EnqueueWorkflowParams(NamedTuple):

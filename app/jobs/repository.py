@@ -379,7 +379,7 @@ class JobsRepository:
             queue, job.type, job.payload, job.priority, job.run_at, job.delay_seconds,
             job.max_attempts, job.lease_seconds, job.idempotency_key, job.metadata, parents,
             on_parent_failure, job.concurrency_key, job.timeout_seconds, job.start_by,
-            *_allowed(allowed), job.fairness_key, job.unique,
+            *_allowed(allowed), job.fairness_key, job.unique, job.traceparent, job.tracestate,
         )  # fmt: skip
         (record,) = await self._refusable(ENQUEUE_WITH_DEPENDENCIES, call)
         return record["id"], record["deduplicated"], record["replaced"]

@@ -76,6 +76,8 @@ class JobRow(NamedTuple):
     timeout_seconds: int | None
     start_by: datetime | None
     snoozes: int
+    traceparent: str | None  # the W3C trace context it was enqueued in
+    tracestate: str | None
 
     @property
     def history(self) -> list[dict[str, Any]]:
@@ -198,7 +200,7 @@ class Beat(NamedTuple):
 
 
 class FinishedBrief(NamedTuple):
-    """A job a batch of acks finished: what the answer and the metrics need."""
+    """A job a batch of acks finished: what the answer, the metrics and the spans need."""
 
     ord: int
     id: int
@@ -208,6 +210,8 @@ class FinishedBrief(NamedTuple):
     attempted_at: datetime | None
     updated_at: datetime
     last_error: dict[str, Any] | None
+    traceparent: str | None
+    tracestate: str | None
 
 
 class Parent(NamedTuple):

@@ -6,10 +6,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from app.api.types import ClientKey, JsonNumber, Name, ShortText, Storable, Strict, Timestamp
-from app.core import timestamps
+from app.core import timestamps, tracecontext
 from app.core.config import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_MAX_ACK_BATCH,
@@ -108,6 +116,45 @@ class UniqueIn(Strict):
         return self
 
 
+def _traceparent(value: str) -> str:
+    if not tracecontext.valid_traceparent(value):
+        raise PydanticCustomError("traceparent", f"must be {tracecontext.TRACEPARENT_RULE}")
+    return value
+
+
+def _tracestate(value: str) -> str:
+    if not tracecontext.valid_tracestate(value):
+        raise PydanticCustomError("tracestate", f"must be {tracecontext.TRACESTATE_RULE}")
+    return value
+
+
+Traceparent = Annotated[
+    str,
+    StringConstraints(
+        pattern=tracecontext.TRACEPARENT_PATTERN, max_length=tracecontext.MAX_TRACEPARENT_LENGTH
+    ),
+    AfterValidator(_traceparent),
+]
+Tracestate = Annotated[
+    str,
+    StringConstraints(max_length=tracecontext.MAX_TRACESTATE_LENGTH),
+    AfterValidator(_tracestate),
+]
+
+
+class TraceIn(Strict):
+    """A W3C trace context (https://www.w3.org/TR/trace-context/): the producer's span
+    the job's work continues."""
+
+    traceparent: Traceparent = Field(
+        description="The producer's span, which the worker's span of the job is a child of "
+        "(a malformed one is refused)."
+    )
+    tracestate: Tracestate | None = Field(
+        default=None, description="Vendors' `key=value` members, comma-separated."
+    )
+
+
 class JobIn(Strict):
     """A job to enqueue."""
 
@@ -194,6 +241,12 @@ class JobIn(Strict):
         default=None,
         description=f"Default: none. A job not leased by this time never is: it ends "
         f"`cancelled` with a `last_error` of type `expired` ({timestamps.RANGE}).",
+    )
+    trace: TraceIn | None = Field(
+        default=None,
+        description="Default: the request's `traceparent` and `tracestate` headers, else "
+        "none. The trace context the job was enqueued in, handed to its worker with each "
+        "lease (see Tracing).",
     )
 
     @model_validator(mode="after")
@@ -423,6 +476,10 @@ JOB_EXAMPLE: dict[str, Any] = {
     "timeout_seconds": None,
     "start_by": None,
     "snoozes": 0,
+    "trace": {
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "tracestate": None,
+    },
     "attempts": [
         {
             "attempt": 1,
@@ -467,6 +524,13 @@ class UniqueOut(BaseModel):
     states: list[JobState]
 
 
+class TraceOut(BaseModel):
+    """A job's W3C trace context, as its producer sent it."""
+
+    traceparent: str
+    tracestate: str | None
+
+
 class JobOut(BaseModel):
     """A job and its history."""
 
@@ -506,6 +570,10 @@ class JobOut(BaseModel):
         description="Not leased by then, it never is: it ends `cancelled`, `expired`."
     )
     snoozes: int = Field(description="Times a worker snoozed it (none spent an attempt).")
+    trace: TraceOut | None = Field(
+        description="The W3C trace context it was enqueued in (null: none): a worker's span "
+        "of the job is a child of `traceparent`."
+    )
     attempts: list[AttemptOut]
 
 

@@ -104,6 +104,9 @@ def job(row: JobRow) -> dict[str, Any]:
         "timeout_seconds": row.timeout_seconds,
         "start_by": row.start_by,
         "snoozes": row.snoozes,
+        "trace": None
+        if row.traceparent is None
+        else {"traceparent": row.traceparent, "tracestate": row.tracestate},
         "attempts": [_attempt(record) for record in row.history],
     }
 

@@ -111,6 +111,7 @@ async def test_jobs_list_and_show(service: str, http: httpx.AsyncClient) -> None
     shown = await jobq("jobs", "show", str(first["id"]), "--url", service)
     assert shown.exit_code == 0, shown.output
     assert "mail / mailer" in shown.stdout and "SMTPDown" in shown.stdout
+    assert re.search(r"trace id +-", shown.stdout)
     assert "w-cli" in shown.stdout and "failed" in shown.stdout  # the attempts table
     assert "ada" not in shown.stdout  # the payload only with --json
 
@@ -412,3 +413,11 @@ async def test_a_push_target_is_set_shown_and_cleared(service: str) -> None:
         secret, "--url", service,
     )  # fmt: skip
     assert "target_not_allowed" in one_error_line(refused) or "allow" in refused.output
+
+
+async def test_jobs_show_names_the_trace_id(service: str, http: httpx.AsyncClient) -> None:
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    job = await _job(http, "mail", trace={"traceparent": traceparent})
+    shown = await jobq("jobs", "show", str(job["id"]), "--url", service)
+    assert shown.exit_code == 0, shown.output
+    assert re.search(r"trace id +4bf92f3577b34da6a3ce929d0e0e4736", shown.stdout), shown.stdout

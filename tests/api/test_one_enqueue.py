@@ -35,6 +35,8 @@ _SQL_TYPES = {
     "fairness_key": "text",
     "timeout_seconds": "integer",
     "start_by": "timestamptz",
+    "traceparent": "text",
+    "tracestate": "text",
 }
 # `unique`'s options, as jobq.enqueue takes them.
 _UNIQUE_SQL_TYPES = {"key": "text", "period": "integer", "states": "text[]", "on_conflict": "text"}
@@ -43,6 +45,7 @@ _REFUSALS = {"JQ422": 422, "JQ413": 413, "JQ429": 429}
 
 AT = "2031-05-06T07:08:09.123456Z"
 YEAR = 31_622_400  # a period neither run crosses the end of
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 # name: (queue settings, steps)
 CASES: dict[str, tuple[dict[str, Any], list[Step]]] = {
@@ -251,6 +254,24 @@ CASES: dict[str, tuple[dict[str, Any], list[Step]]] = {
             ],
         ],
     ),
+    "trace contexts": (
+        {},
+        [
+            {"type": "t", "trace": {"traceparent": TRACEPARENT, "tracestate": "a=1, b@c=x y"}},
+            {"type": "t", "trace": {"traceparent": TRACEPARENT}},
+            {"type": "t", "trace": {"traceparent": "00-" + "0" * 32 + "-00f067aa0ba902b7-01"}},
+            {"type": "t", "trace": {"traceparent": TRACEPARENT, "tracestate": "A=1"}},
+            [
+                {"type": "a", "trace": {"traceparent": TRACEPARENT, "tracestate": "k=v"}},
+                {"type": "b"},
+            ],
+            [{"type": "c", "trace": {"traceparent": TRACEPARENT.upper()}}],
+            [
+                {"type": "d", "trace": {"traceparent": TRACEPARENT}},
+                {"type": "e", "depends_on": [{"ref": 0}], "trace": {"traceparent": TRACEPARENT}},
+            ],
+        ],
+    ),
     "a batch with dependencies": (
         {},
         [
@@ -312,8 +333,9 @@ async def _through_sql(db: asyncpg.Connection, queue: str, step: Step) -> Any:
                 "SELECT * FROM jobq.enqueue_many($1, $2::jsonb)", queue, json.dumps(step)
             )
             return [_answer(row) for row in rows]
-        fields = {k: v for k, v in step.items() if k != "unique"}
+        fields = {k: v for k, v in step.items() if k not in ("unique", "trace")}
         fields.update({f"unique_{k}": v for k, v in step.get("unique", {}).items()})
+        fields.update(step.get("trace", {}))
         types = {**_SQL_TYPES, **{f"unique_{k}": t for k, t in _UNIQUE_SQL_TYPES.items()}}
         named = [f"{name} => ${i}::{types[name]}" for i, name in enumerate(fields, start=2)]
         args = [_sql_value(name, value) for name, value in fields.items()]
@@ -386,6 +408,7 @@ BATCH_COLUMN_OF = {
     "runs_on_parent_failure": "runs_on_parent_failure", "fairness_key": "fairness_keys",
     "unique": "uniques",
     "timeout_seconds": "timeouts", "start_by": "start_bys",
+    "traceparent": "traceparents", "tracestate": "tracestates",
 }  # fmt: skip
 
 

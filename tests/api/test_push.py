@@ -176,7 +176,25 @@ async def test_a_2xx_answer_completes_the_job_with_its_body(
     assert envelope["parents"] == [] and str(envelope["lease_id"]).startswith(f"{job_id}-")
     assert got.headers["x-env"] == "test"
     assert got.headers["webhook-id"] == f"job_{job_id}_attempt_1"
+    assert "traceparent" not in got.headers  # the job has no trace context
     Webhook(SECRET).verify(got.body, got.headers)
+
+
+async def test_a_delivery_carries_the_jobs_trace_context(
+    push_client: httpx.AsyncClient, endpoint: Endpoint
+) -> None:
+    await _push(push_client, "hooks", endpoint.base + "/ok")
+    trace = {
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "tracestate": "vendor=abc",
+    }
+    job_id = await _enqueue(push_client, "hooks", trace=trace)
+    await _until(push_client, job_id, _state("succeeded"))
+    (got,) = endpoint.received("/ok")
+    assert (got.headers["traceparent"], got.headers["tracestate"]) == (
+        trace["traceparent"],
+        trace["tracestate"],
+    )
 
 
 async def test_a_child_is_delivered_with_its_parents_results(

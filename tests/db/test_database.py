@@ -242,7 +242,8 @@ async def test_the_enqueue_statement_keeps_a_cached_generic_plan(db: asyncpg.Con
                   "idempotency_key": "NULL", "metadata": "'{}'", "concurrency_key": "NULL",
                   "runs_on_parent_failure": "false", "fairness_key": "NULL",
                   "default_max_attempts": "5", "default_lease_seconds": "60",
-                  "timeout_seconds": "NULL", "start_by": "NULL", "unique": "NULL"}  # fmt: skip
+                  "timeout_seconds": "NULL", "start_by": "NULL", "unique": "NULL",
+                  "traceparent": "NULL", "tracestate": "NULL"}  # fmt: skip
         for queue in ("new", "full") * 6:
             literals = {**values, "queue": f"'{queue}'"}
             await db.execute(f"EXECUTE enqueue({', '.join(literals[n] for n in statement.names)})")

@@ -108,6 +108,8 @@ def test_a_statement_runs_in_psql_as_written(database_url: str) -> None:
         "unique": "NULL",
         "timeout_seconds": "NULL",
         "start_by": "NULL",
+        "traceparent": "'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'",
+        "tracestate": "NULL",
     }
     # psql puts a variable in as written, and reads `''` inside quotes as one quote:
     # `\set queue '''psql'''` is the SQL literal 'psql'.

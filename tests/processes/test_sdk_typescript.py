@@ -230,6 +230,9 @@ def test_npm_pack_ships_the_build_and_its_types(node_modules: None) -> None:
     shipped = {"index", "events", "push"}  # every module index.js imports, with its types
     assert {f"dist/{name}.{ext}" for name in shipped for ext in ("js", "d.ts")} <= files
     assert {"dist/schema.d.ts", "README.md"} <= files
+    # index.js imports tracing.js (its types are none of the API's); the traced worker
+    # is the tests'
+    assert "dist/tracing.js" in files and "dist/traced-worker.js" not in files
     assert listing[0]["name"] == "jobq-client"
     assert not any(path.startswith(("src/", "dist/test/")) for path in files)
 

@@ -50,13 +50,14 @@ M = _models
 # A JSON object of an error (`last_error`, an attempt's `error`) is parsed into ErrorInfo.
 ERROR = {"last_error": M.ErrorInfo, "error": M.ErrorInfo}
 # A job's `unique` object is parsed into Uniqueness.
-JOB = {**ERROR, "unique": M.Uniqueness}
+JOB = {**ERROR, "unique": M.Uniqueness, "trace": M.TraceContext}
 MIRRORS = [
     Mirror(M.Progress, "ProgressOut"),
     Mirror(M.ErrorInfo, "ErrorIn"),  # what a worker sends is what the job's answers show
     Mirror(M.Attempt, "AttemptOut", typed=ERROR),
     Mirror(M.JobRecord, "JobOut", typed=JOB),
     Mirror(M.Uniqueness, "UniqueOut"),
+    Mirror(M.TraceContext, "TraceOut"),
     # Answered in brief to a key without `read`; `job` is the whole EnqueuedJob otherwise.
     Mirror(M.Enqueued, "DeduplicatedBrief", sdk_only=frozenset({"job"})),
     Mirror(M.BatchItem, "BatchItemOut"),
@@ -70,7 +71,8 @@ MIRRORS = [
     Mirror(M.Heartbeat, "HeartbeatOut"),
     Mirror(M.AckResult, "AckResult"),
     Mirror(M.Ref, "Ref", renamed={"index": "ref"}, request=True),
-    Mirror(M.JobSpec, "JobIn", request=True, typed={"unique": M.Unique}),
+    Mirror(M.JobSpec, "JobIn", request=True, typed={"unique": M.Unique, "trace": M.TraceContext}),
+    Mirror(M.TraceContext, "TraceIn", request=True),
     Mirror(M.Unique, "UniqueIn", request=True),
     # `outcome` is the class itself.
     Mirror(M.Complete, "AckComplete", left_out=frozenset({"outcome"}), request=True),

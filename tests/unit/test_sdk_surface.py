@@ -31,6 +31,7 @@ def test_public_names_are_pinned() -> None:
             "Ref", "Related", "Retry", "Schedule", "ScheduleRun", "Snooze", "SnoozeLimitReached",
             "Unique", "UniqueHeld", "Uniqueness",
             "Event", "EventsExpired", "Gone", "SubscriptionNotFound", "AuditEntry", "AuditPage",
+            "TraceContext",
             "__version__",
         ]
     )  # fmt: skip

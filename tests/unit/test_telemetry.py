@@ -16,7 +16,9 @@ T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 
 
 def _brief(job_id: int, queue: str, attempted: datetime | None, updated: datetime) -> FinishedBrief:
-    return FinishedBrief(job_id, job_id, queue, "succeeded", 1, attempted, updated, None)
+    return FinishedBrief(
+        job_id, job_id, queue, "succeeded", 1, attempted, updated, None, None, None
+    )
 
 
 def _samples(registry: CollectorRegistry, name: str) -> list[tuple[str, dict[str, str], float]]:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from app.api.openapi import problems
 from app.api.params import JobIdPath, QueuePath
 from app.api.types import StorableText, Timestamp
+from app.core import tracecontext
 from app.core.errors import ValidationFailed
 from app.core.fields import MAX_TEXT_LENGTH
 from app.core.names import MAX_BIGINT, MAX_NAME_LENGTH, NAME_PATTERN
@@ -32,18 +33,42 @@ from app.jobs.schemas import (
     Ref,
     WorkersOut,
 )
-from app.jobs.service import ItemRef, JobFilter, JobSpec, Unique
+from app.jobs.service import ItemRef, JobFilter, JobSpec, Trace, Unique
 from app.keys import EnqueueCaller, KeyedRoute, ReadCaller
 
 MAX_WORKERS_SHOWN = 500
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["jobs"])
 
+TraceparentHeader = Annotated[
+    str | None,
+    Header(
+        description="W3C Trace Context: the producer's span, stored with each job sent "
+        "that has no `trace` of its own. Ignored when malformed or repeated."
+    ),
+]
+TracestateHeader = Annotated[
+    str | None,
+    Header(description="W3C Trace Context, with `traceparent`. Ignored when malformed."),
+]
 
-def _spec(job: JobIn, key: str | None = None) -> JobSpec:
+
+def _header_trace(request: Request, traceparent: str | None) -> Trace | None:
+    """The trace context of the request's headers; none when malformed (as W3C Trace
+    Context says a receiver does), only its tracestate dropped when that is."""
+    if traceparent is None:
+        return None
+    headers = request.headers
+    found = tracecontext.from_headers(headers.getlist("traceparent"), headers.getlist("tracestate"))
+    return None if found is None else Trace(*found)
+
+
+def _spec(job: JobIn, key: str | None = None, trace: Trace | None = None) -> JobSpec:
     """The job sent, as the service takes it, with the `key` of the `Idempotency-Key`
-    header if one came; field by field, no second validation: one is built per job enqueued."""
+    header if one came, and the `trace` of the request's headers unless it has its own;
+    field by field, no second validation: one is built per job enqueued."""
     parents = job.depends_on
+    sent = job.trace
     return JobSpec(
         job.type, job.payload, job.priority, job.run_at, job.delay_seconds, job.max_attempts,
         job.lease_seconds, job.idempotency_key if key is None else key, job.metadata,
@@ -52,6 +77,7 @@ def _spec(job: JobIn, key: str | None = None) -> JobSpec:
         job.on_parent_failure, job.concurrency_key, job.fairness_key,
         None if (u := job.unique) is None else Unique(u.key, u.period, u.states, u.on_conflict),
         job.timeout_seconds, job.start_by,
+        trace if sent is None else Trace(sent.traceparent, sent.tracestate),
     )  # fmt: skip
 
 
@@ -75,6 +101,8 @@ async def enqueue_job(
     job: JobIn,
     request: Request,
     idempotency_key: Annotated[IdempotencyKey | None, Header()] = None,
+    traceparent: TraceparentHeader = None,
+    tracestate: TracestateHeader = None,
 ) -> Response:
     """Enqueue a job."""
     jobs = services(request)
@@ -84,7 +112,8 @@ async def enqueue_job(
         raise ValidationFailed.field(
             ("idempotency_key",), "differs from the Idempotency-Key header", "value_error"
         )
-    found = await jobs.enqueue.one(queue, _spec(job, idempotency_key), allowed)
+    spec = _spec(job, idempotency_key, _header_trace(request, traceparent))
+    found = await jobs.enqueue.one(queue, spec, allowed)
     if found.deduplicated and not caller.can("read"):
         # Keys are often predictable: replaying one must not show another producer's job.
         return views.deduplicated_brief(found)
@@ -99,13 +128,19 @@ async def enqueue_job(
     responses=problems(400, 401, 403, 413, 422, 429),
 )
 async def enqueue_jobs(
-    caller: EnqueueCaller, queue: QueuePath, batch: BatchIn, request: Request
+    caller: EnqueueCaller,
+    queue: QueuePath,
+    batch: BatchIn,
+    request: Request,
+    traceparent: TraceparentHeader = None,
+    tracestate: TracestateHeader = None,
 ) -> dict[str, Any]:
     """Enqueue up to 1000 jobs in one call; answers in request order."""
     jobs = services(request)
     caller.require_queues([queue])
     allowed = caller.queues.sql() if caller.queues is not None else None
-    specs = [_spec(job) for job in batch.jobs]
+    trace = _header_trace(request, traceparent)
+    specs = [_spec(job, None, trace) for job in batch.jobs]
     return views.batch(await jobs.enqueue.batch(queue, specs, allowed))
 
 

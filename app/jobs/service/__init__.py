@@ -18,7 +18,7 @@ from app.jobs.service.handoff import AckAndLease
 from app.jobs.service.leases import Heartbeat, Lease, Leased, Leases, Progress, Wanted
 from app.jobs.service.reads import Reads
 from app.jobs.service.snoozes import Snoozes
-from app.jobs.service.specs import ItemRef, JobSpec, Unique
+from app.jobs.service.specs import ItemRef, JobSpec, Trace, Unique
 from app.jobs.wakeups import Wakeups
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "Lease",
     "Leased",
     "Progress",
+    "Trace",
     "Unique",
     "Wanted",
     "enqueue_limits",

@@ -25,6 +25,7 @@ from app.jobs.rows import FinishedBrief, JobRow, builder
 from app.jobs.service import checks
 from app.jobs.service.stale import Outcome, explain_stale
 from app.jobs.tokens import parse_token
+from app.jobs.tracing import JobSpans
 from app.jobs.wakeups import Wakeups
 
 Key = tuple[int, UUID]  # a lease: its job's id, and the lease's own
@@ -100,6 +101,7 @@ class Acks:
         self._backoff = Backoff.from_settings(settings)
         self._limited = limited
         self._wakeups = wakeups
+        self._spans = JobSpans(settings.opentelemetry)
 
     async def complete(self, token: str, result: Any = None, key_id: int | None = None) -> JobRow:
         """Mark the leased job succeeded, with its `result`."""
@@ -155,12 +157,14 @@ class Acks:
         """`_finish` for a batch of completes without results, of distinct valid tokens
         (most batches): nothing refused on its own, each ack's parameters the same but
         its lease, and when all are applied each answer is its row."""
+        started = self._spans.start()
         count = len(acks)
         job_ids, lease_ids = map(list, zip(*keys, strict=True))
         plain = ([value] * count for value in _PLAIN_COMPLETE)
         columns = AckColumns(job_ids, lease_ids, *plain)
         briefs = await self._repo.finish_many(columns, self._backoff, key_id)
         telemetry.finished(briefs, ["complete"] * len(briefs))
+        self._spans.record("complete", started, None, briefs)
         if hand_off:
             await self._wake_freed(briefs)
         if len(briefs) == count:  # each ack's row is the one of its place (`ord`)
@@ -215,6 +219,7 @@ class Acks:
 
         An ack that was not applied is answered with its job read whole, to explain why.
         """
+        started = self._spans.start()
         # An ack's own fault (a token never issued, a result or error too large or too
         # deep) is its answer alone, as for the single call, and it is not sent. Each
         # other lease goes to the database once; a repeat in the batch is judged after.
@@ -247,7 +252,9 @@ class Acks:
             briefs = await self._repo.finish_many(columns, self._backoff, key_id)
             done = [(brief.ord - 1, brief) for brief in briefs]
         jobs = [job for _, job in done]
-        telemetry.finished(jobs, [finishes[place].outcome for place, _ in done])
+        outcomes = [finishes[place].outcome for place, _ in done]
+        telemetry.finished(jobs, outcomes)
+        self._spans.finished(started, jobs, outcomes)
         if hand_off:
             await self._wake_freed(jobs)
         if len(done) == len(acks):  # every ack applied (so none refused, none repeated)

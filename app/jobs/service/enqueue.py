@@ -14,6 +14,7 @@ from app.jobs.rows import BatchItem, Enqueued, Refused
 from app.jobs.service import checks
 from app.jobs.service.specs import JobSpec
 from app.jobs.service.workflows import Workflows
+from app.jobs.tracing import JobSpans
 
 ENQUEUE_RACE_RETRIES = 3
 
@@ -26,6 +27,7 @@ class Enqueuer:
         self._settings = settings
         self._workflows = Workflows(repo, settings)
         self._defaults = Defaults(settings.default_max_attempts, settings.default_lease_seconds)
+        self._spans = JobSpans(settings.opentelemetry)
 
     def _checked(self, job: JobSpec, loc: checks.Loc) -> NewJob:
         """`job` within this service's limits; errors name its fields after `loc`."""
@@ -53,11 +55,19 @@ class Enqueuer:
             unique=None if job.unique is None else json.dumps(job.unique.options()),
             timeout_seconds=job.timeout_seconds,
             start_by=job.start_by,
+            traceparent=None if job.trace is None else job.trace.traceparent,
+            tracestate=None if job.trace is None else job.trace.tracestate,
         )
 
     async def one(self, queue: str, job: JobSpec, allowed: Allowed = None) -> Enqueued:
         """Create a job, or return the one already holding the same idempotency key; its
         parents must be in the `allowed` queues (the caller's key's; None: any)."""
+        started = self._spans.start()
+        found = await self._one(queue, job, allowed)
+        self._spans.record("enqueue", started, queue, (found.job,))
+        return found
+
+    async def _one(self, queue: str, job: JobSpec, allowed: Allowed) -> Enqueued:
         new = self._checked(job, ())
         if job.depends_on:
             return await self._workflows.one(queue, job, new, allowed)
@@ -80,6 +90,14 @@ class Enqueuer:
     ) -> list[BatchItem]:
         """Create many jobs in one round trip; the answer is in request order. The
         parents they name must be in the `allowed` queues (None: any)."""
+        started = self._spans.start()
+        items = await self._batch(queue, jobs, allowed)
+        self._spans.record("enqueue", started, queue, (job.trace for job in jobs))
+        return items
+
+    async def _batch(
+        self, queue: str, jobs: Sequence[JobSpec], allowed: Allowed
+    ) -> list[BatchItem]:
         checks.at_most(len(jobs), self._settings.max_enqueue_batch, ("jobs",), "jobs per batch")
         new = [self._checked(job, ("jobs", i)) for i, job in enumerate(jobs)]
         if any(job.depends_on for job in jobs):

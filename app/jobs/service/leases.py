@@ -21,6 +21,7 @@ from app.jobs.rows import JobRow, Parent, builder
 from app.jobs.service import checks
 from app.jobs.service.stale import explain_stale
 from app.jobs.tokens import format_token, parse_token
+from app.jobs.tracing import JobSpans
 from app.jobs.wakeups import Wakeups
 
 
@@ -165,6 +166,7 @@ class Leases:
         self._wakeups = wakeups
         self._limited = limited
         self._types = LeasedTypes(repo)
+        self._spans = JobSpans(settings.opentelemetry)
         self._pushed: frozenset[str] = frozenset()
 
     def pushed(self, queues: frozenset[str]) -> None:
@@ -208,6 +210,7 @@ class Leases:
         dispatcher, which leases them `pushing`.
         """
         settings = self._settings
+        started = self._spans.start()
         self.check(wanted)
         queues = list(dict.fromkeys(wanted.queues))
         if self._pushed and not pushing:
@@ -245,6 +248,7 @@ class Leases:
         telemetry.leased(jobs)
         if jobs:
             await self._types.leased(jobs)
+            self._spans.record("lease", started, queues[0] if len(queues) == 1 else None, jobs)
         _in_claim_order(jobs)
         parents: dict[int, list[Parent]] = {}
         children = [job.id for job in jobs if job.has_parents]

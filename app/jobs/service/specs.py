@@ -32,6 +32,13 @@ class Unique(NamedTuple):
         return {name: value for name, value in self._asdict().items() if value is not None}
 
 
+class Trace(NamedTuple):
+    """A W3C trace context, checked: the producer's span the job continues."""
+
+    traceparent: str
+    tracestate: str | None = None
+
+
 class JobSpec(NamedTuple):
     """A job to enqueue: JSON as values; None where it says nothing (the queue's settings
     or the service's defaults apply). It waits for the jobs `depends_on` names (None or
@@ -55,3 +62,4 @@ class JobSpec(NamedTuple):
     unique: Unique | None = None
     timeout_seconds: int | None = None
     start_by: datetime | None = None
+    trace: Trace | None = None

@@ -36,6 +36,8 @@ def _item(job: JobSpec) -> dict[str, Any]:
             value = [{"ref": p.ref} if isinstance(p, ItemRef) else p for p in value]
         elif name == "unique":
             value = value.options()
+        elif name == "trace":
+            value = {k: v for k, v in value._asdict().items() if v is not None}
         item[name] = value
     return item
 

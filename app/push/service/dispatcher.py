@@ -61,6 +61,17 @@ def worker_id() -> str:
     return f"push@{socket.gethostname()}:{os.getpid()}"
 
 
+def trace_headers(lease: Lease) -> dict[str, str]:
+    """The job's W3C trace context as a delivery's headers (none without one): an
+    instrumented endpoint's span then continues the trace the job was enqueued in."""
+    job = lease.job
+    if job.traceparent is None:
+        return {}
+    if job.tracestate is None:
+        return {"traceparent": job.traceparent}
+    return {"traceparent": job.traceparent, "tracestate": job.tracestate}
+
+
 def envelope(lease: Lease) -> dict[str, Any]:
     """The JSON body of a delivery."""
     job = lease.job
@@ -272,7 +283,8 @@ class Dispatcher:
                 await self._jobs.leases.release(lease.token, BREAKERS_REFRESH_SECONDS)
             return
         body = pydantic_core.to_json(envelope(lease))
-        headers = {**target.headers, **sign(target.secrets, message_id(lease), body.decode())}
+        signed = sign(target.secrets, message_id(lease), body.decode())
+        headers = {**target.headers, **trace_headers(lease), **signed}
         attempt = await send(
             self._client,
             self._allowlist,

@@ -25,6 +25,7 @@ const installed = [
   "node_modules/.bin/tsc",
   "node_modules/openapi-fetch/package.json",
   "node_modules/standardwebhooks/package.json",
+  "node_modules/@opentelemetry/api/package.json",
 ].every((path) => existsSync(new URL(path, here)));
 if (!installed) {
   // --ignore-scripts: this very script is one of them

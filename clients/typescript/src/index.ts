@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import createClient, { type Client } from "openapi-fetch";
 import { type EventsOptions, followEvents, type JobqEvent } from "./events.js";
 import type { components, paths } from "./schema.js";
+import { handling, traceHeaders } from "./tracing.js";
 
 export type { EventKind, EventsOptions, JobqEvent } from "./events.js";
 export type { components, paths } from "./schema.js";
@@ -236,8 +237,9 @@ export function createJobq(options: JobqOptions = {}): JobqClient {
   const producer = {
     async enqueue(queue: string, type: string, payload: unknown = null, options: EnqueueOptions = {}) {
       const body = withKey({ ...options, type, payload });
+      const header = await traceHeaders(); // the job's `trace`, unless `options` has one
       const answer = await call((signal) =>
-        client.POST("/v1/queues/{queue}/jobs", { params: { path: { queue } }, body, signal }),
+        client.POST("/v1/queues/{queue}/jobs", { params: { path: { queue }, header }, body, signal }),
       );
       const job = "payload" in answer ? (answer as Job) : null;
       const { id, state, deduplicated } = answer;
@@ -245,8 +247,9 @@ export function createJobq(options: JobqOptions = {}): JobqClient {
     },
     async enqueueMany(queue: string, jobs: JobIn[]) {
       const body = { jobs: jobs.map(withKey) };
+      const header = await traceHeaders();
       const answer = await call((signal) =>
-        client.POST("/v1/queues/{queue}/jobs/batch", { params: { path: { queue } }, body, signal }),
+        client.POST("/v1/queues/{queue}/jobs/batch", { params: { path: { queue }, header }, body, signal }),
       );
       return answer.jobs;
     },
@@ -580,7 +583,7 @@ export class Worker {
     const started = Date.now();
     try {
       if (!handler) throw new Permanent(`no handler for ${lease.job.type}`);
-      const result = await Promise.race([Promise.resolve().then(() => handler(context)), abandoned]);
+      const result = await Promise.race([handling(lease.job, () => handler(context)), abandoned]);
       if (timedOut) {
         const how = result === TIMED_OUT ? "abandoned" : "stopped";
         this.log(`job ${lease.job.id} (${lease.job.type}) timed out after ${lease.job.timeout_seconds} s: ${how}`);

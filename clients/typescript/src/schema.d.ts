@@ -1303,6 +1303,10 @@ export interface components {
          *       "timeout_seconds": null,
          *       "start_by": null,
          *       "snoozes": 0,
+         *       "trace": {
+         *         "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+         *         "tracestate": null
+         *       },
          *       "attempts": [],
          *       "deduplicated": false,
          *       "replaced": false
@@ -1401,6 +1405,8 @@ export interface components {
              * @description Times a worker snoozed it (none spent an attempt).
              */
             snoozes: number;
+            /** @description The W3C trace context it was enqueued in (null: none): a worker's span of the job is a child of `traceparent`. */
+            trace: components["schemas"]["TraceOut"] | null;
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
             /** Deduplicated */
@@ -1739,6 +1745,8 @@ export interface components {
              * @description Default: none. A job not leased by this time never is: it ends `cancelled` with a `last_error` of type `expired` (from 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999999Z).
              */
             start_by?: string | null;
+            /** @description Default: the request's `traceparent` and `tracestate` headers, else none. The trace context the job was enqueued in, handed to its worker with each lease (see Tracing). */
+            trace?: components["schemas"]["TraceIn"] | null;
         };
         /**
          * JobOut
@@ -1782,6 +1790,10 @@ export interface components {
          *       "timeout_seconds": null,
          *       "start_by": null,
          *       "snoozes": 0,
+         *       "trace": {
+         *         "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+         *         "tracestate": null
+         *       },
          *       "attempts": [
          *         {
          *           "attempt": 1,
@@ -1887,6 +1899,8 @@ export interface components {
              * @description Times a worker snoozed it (none spent an attempt).
              */
             snoozes: number;
+            /** @description The W3C trace context it was enqueued in (null: none): a worker's span of the job is a child of `traceparent`. */
+            trace: components["schemas"]["TraceOut"] | null;
             /** Attempts */
             attempts: components["schemas"]["AttemptOut"][];
         };
@@ -2075,6 +2089,10 @@ export interface components {
          *         "timeout_seconds": null,
          *         "start_by": null,
          *         "snoozes": 0,
+         *         "trace": {
+         *           "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+         *           "tracestate": null
+         *         },
          *         "attempts": []
          *       },
          *       "parents": []
@@ -3033,6 +3051,33 @@ export interface components {
             rate_limit: number;
         };
         /**
+         * TraceIn
+         * @description A W3C trace context (https://www.w3.org/TR/trace-context/): the producer's span
+         *     the job's work continues.
+         */
+        TraceIn: {
+            /**
+             * Traceparent
+             * @description The producer's span, which the worker's span of the job is a child of (a malformed one is refused).
+             */
+            traceparent: string;
+            /**
+             * Tracestate
+             * @description Vendors' `key=value` members, comma-separated.
+             */
+            tracestate?: string | null;
+        };
+        /**
+         * TraceOut
+         * @description A job's W3C trace context, as its producer sent it.
+         */
+        TraceOut: {
+            /** Traceparent */
+            traceparent: string;
+            /** Tracestate */
+            tracestate: string | null;
+        };
+        /**
          * UniqueIn
          * @description One job of this type per queue and key, per period and while in these states.
          * @example {
@@ -3278,6 +3323,10 @@ export interface operations {
             query?: never;
             header?: {
                 "idempotency-key"?: string | null;
+                /** @description W3C Trace Context: the producer's span, stored with each job sent that has no `trace` of its own. Ignored when malformed or repeated. */
+                traceparent?: string | null;
+                /** @description W3C Trace Context, with `traceparent`. Ignored when malformed. */
+                tracestate?: string | null;
             };
             path: {
                 /** @description Queue name. */
@@ -3388,7 +3437,12 @@ export interface operations {
     enqueueJobs: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description W3C Trace Context: the producer's span, stored with each job sent that has no `trace` of its own. Ignored when malformed or repeated. */
+                traceparent?: string | null;
+                /** @description W3C Trace Context, with `traceparent`. Ignored when malformed. */
+                tracestate?: string | null;
+            };
             path: {
                 /** @description Queue name. */
                 queue: string;

@@ -94,6 +94,7 @@ from jobq_client._models import (
     Reason,
     Ref,
     Related,
+    TraceContext,
     Unique,
     Uniqueness,
 )
@@ -180,6 +181,7 @@ __all__ = [
     "SubscriptionNotFound",
     "TargetNotAllowed",
     "TooManyRequests",
+    "TraceContext",
     "Unauthorized",
     "Unavailable",
     "Unique",

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import httpx
 
+from jobq_client import _tracing
 from jobq_client._models import (
     Ack,
     AckResult,
@@ -45,6 +46,7 @@ class Call(Generic[T]):
     has_body: bool = False
     params: dict[str, str | int | float] | None = None
     min_timeout: float | None = None  # at least this long to answer (long poll)
+    headers: dict[str, str] | None = None  # besides the client's own
 
 
 def _segment(value: str) -> str:
@@ -69,6 +71,7 @@ def enqueue(queue: str, spec: JobSpec) -> Call[Enqueued]:
         lambda r: Enqueued.from_json(_json(r)),
         body=body,
         has_body=True,
+        headers=_tracing.headers(),  # the job's `trace`, unless the spec has its own
     )
 
 
@@ -84,6 +87,7 @@ def enqueue_many(queue: str, specs: Iterable[JobSpec]) -> Call[list[BatchItem]]:
         lambda r: [BatchItem.from_json(item) for item in _json(r)["jobs"]],
         body={"jobs": jobs},
         has_body=True,
+        headers=_tracing.headers(),
     )
 
 

@@ -62,6 +62,7 @@ from jobq_client._models import (
     JobState,
     Lease,
     OnParentFailure,
+    TraceContext,
     Unique,
 )
 from jobq_client._operations import AsyncOperations, Operations
@@ -167,6 +168,8 @@ class _Base:
         }
         if call.has_body:
             request["json"] = call.body
+        if call.headers is not None:
+            request["headers"] = call.headers
         return request
 
     def _outcome(self, call: Call[T], response: httpx.Response) -> T | JobqError:
@@ -297,17 +300,19 @@ class Client(_Base, Operations):
         unique: Unique | None = None,
         timeout_seconds: int | None = None,
         start_by: datetime | None = None,
+        trace: TraceContext | None = None,
     ) -> Enqueued:
         """Enqueue one job; a job that already had this idempotency key or uniqueness
         (`unique`) comes back as is (or replaced: `Unique(on_conflict="replace")`).
         With `depends_on`, it waits until those jobs succeeded (`on_parent_failure`: what
         their failure does to it). A fair queue takes turns across `fairness_key`s.
         `timeout_seconds` bounds each attempt; a job not leased by `start_by` never is (it
-        ends cancelled as `expired`)."""
+        ends cancelled as `expired`). Its trace context is `trace`, else the current
+        OpenTelemetry span's (with `jobq-client[otel]`)."""
         spec = JobSpec(
             type, payload, priority, run_at, delay_seconds, max_attempts, lease_seconds,
             idempotency_key, metadata, depends_on, on_parent_failure, concurrency_key,
-            fairness_key, unique, timeout_seconds, start_by,
+            fairness_key, unique, timeout_seconds, start_by, trace,
         )  # fmt: skip
         return self._call(_calls.enqueue(queue, spec))
 
@@ -599,17 +604,19 @@ class AsyncClient(_Base, AsyncOperations):
         unique: Unique | None = None,
         timeout_seconds: int | None = None,
         start_by: datetime | None = None,
+        trace: TraceContext | None = None,
     ) -> Enqueued:
         """Enqueue one job; a job that already had this idempotency key or uniqueness
         (`unique`) comes back as is (or replaced: `Unique(on_conflict="replace")`).
         With `depends_on`, it waits until those jobs succeeded (`on_parent_failure`: what
         their failure does to it). A fair queue takes turns across `fairness_key`s.
         `timeout_seconds` bounds each attempt; a job not leased by `start_by` never is (it
-        ends cancelled as `expired`)."""
+        ends cancelled as `expired`). Its trace context is `trace`, else the current
+        OpenTelemetry span's (with `jobq-client[otel]`)."""
         spec = JobSpec(
             type, payload, priority, run_at, delay_seconds, max_attempts, lease_seconds,
             idempotency_key, metadata, depends_on, on_parent_failure, concurrency_key,
-            fairness_key, unique, timeout_seconds, start_by,
+            fairness_key, unique, timeout_seconds, start_by, trace,
         )  # fmt: skip
         return await self._call(_calls.enqueue(queue, spec))
 

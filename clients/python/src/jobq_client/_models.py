@@ -110,6 +110,29 @@ class Uniqueness:
 
 
 @dataclass(frozen=True, slots=True)
+class TraceContext:
+    """A W3C trace context (https://www.w3.org/TR/trace-context/): the span a job's work
+    continues. The SDK sends the current OpenTelemetry context's on its own when
+    `opentelemetry-api` is installed (`jobq-client[otel]`); give one to `enqueue` to
+    name another."""
+
+    traceparent: str
+    tracestate: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> TraceContext | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(data["traceparent"], data.get("tracestate"))
+
+    def to_json(self) -> dict[str, str]:
+        body = {"traceparent": self.traceparent}
+        if self.tracestate is not None:
+            body["tracestate"] = self.tracestate
+        return body
+
+
+@dataclass(frozen=True, slots=True)
 class JobRecord:
     """A job as the service shows it (`GET /v1/jobs/{id}`)."""
 
@@ -143,6 +166,7 @@ class JobRecord:
     timeout_seconds: int | None = None
     start_by: datetime | None = None
     snoozes: int = 0
+    trace: TraceContext | None = None
     attempts: list[Attempt] = field(default_factory=list)
 
     @property
@@ -184,6 +208,7 @@ class JobRecord:
             timeout_seconds=data.get("timeout_seconds"),
             start_by=_time(data.get("start_by")),
             snoozes=int(data.get("snoozes") or 0),
+            trace=TraceContext.from_json(data.get("trace")),
             attempts=[Attempt.from_json(a) for a in data.get("attempts") or []],
         )
 
@@ -477,6 +502,7 @@ class JobSpec:
     unique: Unique | None = None
     timeout_seconds: int | None = None
     start_by: datetime | None = None
+    trace: TraceContext | None = None
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"type": self.type, "payload": self.payload}
@@ -498,6 +524,7 @@ class JobSpec:
             "unique": self.unique.to_json() if self.unique is not None else None,
             "timeout_seconds": self.timeout_seconds,
             "start_by": self.start_by.isoformat() if self.start_by is not None else None,
+            "trace": self.trace.to_json() if self.trace is not None else None,
         }
         body.update({key: value for key, value in optional.items() if value is not None})
         return body

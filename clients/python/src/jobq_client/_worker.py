@@ -55,6 +55,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeVar
 
+from jobq_client import _tracing
 from jobq_client._client import AsyncClient, Client
 from jobq_client._errors import (
     BadRequest,
@@ -413,7 +414,8 @@ class _Session:
         handler = self.worker.handlers[job.type]
         started = time.monotonic()
         try:
-            result = await self.within_timeout(handler, job)
+            with _tracing.handling(job.record):
+                result = await self.within_timeout(handler, job)
         except _TimedOut:
             job.lease_lost = True
             log.warning(
