@@ -91,6 +91,11 @@ def report(summary: dict[str, Any]) -> str:
         f" {f['limited']['most_per_key']} per key (limit {f['limited']['per_key']}) in"
         f" {f['limited']['samples']} samples",
         *lifecycle(f["lifecycle"]),
+        f"  fair        {f['fair']['jobs']} jobs ({f['fair']['flood']} of one tenant at once);"
+        f" at most {f['fair']['most_running']} running (max_running"
+        f" {f['fair']['max_running']}), {f['fair']['busiest_window']} leases of a tenant in a"
+        f" second (limit {f['fair']['key_rate']}); median wait {f['fair']['small_wait_p50']}"
+        f" s for the others, {f['fair']['flood_wait_p50']} s for the flood",
         f"  lost        {f['lost']}",
     ]
     if summary["ok"]:

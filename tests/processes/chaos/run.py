@@ -12,6 +12,7 @@ from tests.processes.chaos import (
     Api,
 )
 from tests.processes.chaos.databases import Db, EmbeddedDatabase, ExternalDatabase, recreate
+from tests.processes.chaos.fair import FairLoad
 from tests.processes.chaos.faults import FaultInjection
 from tests.processes.chaos.lifecycle import LifecycleLoad
 from tests.processes.chaos.limited import LimitedLoad
@@ -125,12 +126,14 @@ class Run(FaultInjection):
         self.flows = WorkflowLoad(self.api, self.db, self.opts.seed, self.opts.produce_seconds)
         self.limited = LimitedLoad(self.api, self.db, self.opts.produce_seconds)
         self.lifecycle = LifecycleLoad(self.api, self.db, self.opts.seed, self.opts.produce_seconds)
+        self.fair = FairLoad(self.api, self.db, self.opts.produce_seconds)
         timeline = asyncio.create_task(self.timeline())
         stale = asyncio.create_task(self.after(0.2, self.stale_completer))
         flows = asyncio.create_task(self.flows.run())
         limited = asyncio.create_task(self.limited.run())
         lifecycle = asyncio.create_task(self.lifecycle.run())
-        loads = (timeline, stale, flows, limited, lifecycle)
+        fair = asyncio.create_task(self.fair.run())
+        loads = (timeline, stale, flows, limited, lifecycle, fair)
         watch = asyncio.create_task(self.watch())
         try:
             deadline = time.monotonic() + self.opts.timeout
@@ -146,6 +149,7 @@ class Run(FaultInjection):
                     and await self.flows.done()
                     and await self.limited.done()
                     and await self.lifecycle.done()
+                    and await self.fair.done()
                 ):
                     self.finished = True
                     break

@@ -18,6 +18,7 @@ from tests.processes.chaos.options import Options
 from tests.processes.chaos.procs import Client, Exit, Fault, Probe, Service
 
 if TYPE_CHECKING:
+    from tests.processes.chaos.fair import FairLoad
     from tests.processes.chaos.lifecycle import LifecycleLoad
     from tests.processes.chaos.limited import LimitedLoad
     from tests.processes.chaos.workflows import WorkflowLoad
@@ -44,6 +45,7 @@ class RunState:
         self.flows: WorkflowLoad | None = None
         self.limited: LimitedLoad | None = None
         self.lifecycle: LifecycleLoad | None = None
+        self.fair: FairLoad | None = None
         self.side_ids: set[int] = set()  # the side loads' jobs (not in `Evidence.jobs`)
         self.began = time.time()
         self.load_began = 0.0
