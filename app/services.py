@@ -136,6 +136,7 @@ def build(
         max_lease_batch=settings.max_lease_batch,
         max_body_bytes=settings.max_payload_bytes,
         drain_seconds=min(settings.shutdown_grace_seconds, push.DRAIN_SECONDS),
+        lease_margin_seconds=settings.push_lease_margin_seconds,
     )
 
     def settings_changed(_queue: str) -> None:

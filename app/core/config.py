@@ -100,6 +100,7 @@ DEFAULT_PUSH_BREAKER_FAILURES = 5  # consecutive failed deliveries that open a b
 DEFAULT_PUSH_BREAKER_PAUSE_SECONDS = 5.0  # its first pause; each further one doubles
 DEFAULT_PUSH_BREAKER_MAX_PAUSE_SECONDS = 600.0
 DEFAULT_PUSH_CONCURRENCY = 64  # deliveries in flight at once, per replica
+DEFAULT_PUSH_LEASE_MARGIN_SECONDS = 30  # a delivery's lease outlives its timeout by this much
 
 # `auto`: API keys are required once one exists; with none, jobq serves openly on
 # loopback only and refuses to start on any other address. `disabled`: open everywhere.
@@ -369,6 +370,14 @@ class Settings(BaseSettings):
         description="The longest pause of a target's deliveries.",
     )
 
+    push_lease_margin_seconds: int = Field(
+        default=DEFAULT_PUSH_LEASE_MARGIN_SECONDS,
+        ge=1,
+        le=86_400,
+        description="How much longer than its target's timeout a delivery's lease lasts:"
+        " how long a delivery cut short by a crash holds its job before the reaper returns"
+        " it.",
+    )
     push_concurrency: int = Field(
         default=DEFAULT_PUSH_CONCURRENCY,
         ge=0,

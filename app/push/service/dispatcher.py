@@ -3,8 +3,8 @@ pushed queues and POSTs each to its queue's target, signed.
 
 It leases as a worker does (`app.jobs` `Leases.lease`, `pushing`): the same claim, the
 same limits (`max_running`, `rate_limit`), the same fencing and reaper. Each lease lasts
-the longest timeout of the queues leased plus `LEASE_MARGIN_SECONDS`, so it outlives
-its delivery. The answer decides the job (see docs/push.md, "Outcomes"):
+the longest timeout of the queues leased plus a margin (`JOBQ_PUSH_LEASE_MARGIN_SECONDS`),
+so it outlives its delivery. The answer decides the job (see docs/push.md, "Outcomes"):
 
 - 2xx (not 202): the job succeeded; the body (its JSON, else its text) is its result.
 - 202 Accepted: the job stays running; the endpoint finishes it later with the
@@ -47,7 +47,6 @@ from app.push.service.targets import PushTarget, PushTargets
 
 log = logging.getLogger("jobq.push")
 
-LEASE_MARGIN_SECONDS = 30  # a delivery's lease outlives its timeout by this much
 IDLE_WAIT_SECONDS = 1.0  # a round with nothing due waits this long for an announcement
 TARGETS_REFRESH_SECONDS = 5.0  # targets are read again at least this often
 BREAKERS_REFRESH_SECONDS = 1.0  # ... and the breakers of the targets
@@ -129,6 +128,7 @@ class Dispatcher:
         max_lease_batch: int,
         max_body_bytes: int,
         drain_seconds: float = DRAIN_SECONDS,
+        lease_margin_seconds: int,
         on_attempt: Callable[[PushTarget, Attempt], None] | None = None,
     ) -> None:
         self._targets_service = targets
@@ -139,6 +139,7 @@ class Dispatcher:
         self._max_lease_batch = max_lease_batch
         self._max_body_bytes = max_body_bytes
         self._drain_seconds = drain_seconds
+        self._lease_margin_seconds = lease_margin_seconds
         self._on_attempt = on_attempt
         self._worker_id = worker_id()
         self._targets: dict[str, PushTarget] = {}
@@ -253,7 +254,7 @@ class Dispatcher:
             queues=ready,
             types=(),
             max_jobs=room,
-            lease_seconds=lease_seconds + LEASE_MARGIN_SECONDS,
+            lease_seconds=lease_seconds + self._lease_margin_seconds,
             wait_seconds=wait_seconds,
             worker_id=self._worker_id,
         )

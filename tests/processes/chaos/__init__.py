@@ -32,8 +32,9 @@ LIMITED_QUEUE = "chaos-limited"  # the limited load's jobs (`chaos.limited`)
 DEEP_QUEUE = "chaos-deep"  # a deep chain under an abandoned lease (`chaos.workflows`)
 LIFECYCLE_QUEUE = "chaos-lifecycle"  # timeouts, snoozes, start deadlines (`chaos.lifecycle`)
 FAIR_QUEUE = "chaos-fair"  # a fair queue with per-key limits, flooded (`chaos.fair`)
+PUSH_QUEUE = "chaos-push"  # pushed to an endpoint that fails at random (`chaos.push`)
 # the harness's own loads, checked apart
-SIDE_QUEUES = [FLOW_QUEUE, LIMITED_QUEUE, DEEP_QUEUE, LIFECYCLE_QUEUE, FAIR_QUEUE]
+SIDE_QUEUES = [FLOW_QUEUE, LIMITED_QUEUE, DEEP_QUEUE, LIFECYCLE_QUEUE, FAIR_QUEUE, PUSH_QUEUE]
 LEASE_SECONDS = 2
 HEARTBEAT_SECONDS = 0.5
 MAX_ATTEMPTS = 25  # lease expiries count as attempts: room for many faults per job

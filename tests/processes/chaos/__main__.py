@@ -93,6 +93,7 @@ from tests.processes.chaos.evidence import gather_evidence, load_jobs
 from tests.processes.chaos.fair import check_fair
 from tests.processes.chaos.limited import check_limited
 from tests.processes.chaos.options import PG_DIRNAME, HarnessError, Options, parse_args, say
+from tests.processes.chaos.push import check_push
 from tests.processes.chaos.report import report
 from tests.processes.chaos.run import Run
 from tests.processes.chaos.statistics import check_statistics
@@ -118,12 +119,13 @@ async def execute(opts: Options) -> int:
         assert run.db is not None
         jobs = await load_jobs(run.db)
         assert run.flows is not None and run.limited is not None and run.lifecycle is not None
-        assert run.fair is not None
+        assert run.fair is not None and run.push is not None
         side_verdict = Verdict()
         flow_figures = await check_workflows(run.flows, run.db, side_verdict)
         limited_figures = await check_limited(run.limited, run.db, side_verdict)
         lifecycle_figures = await check_lifecycle(run.lifecycle, run.db, side_verdict)
         fair_figures = await check_fair(run.fair, run.db, side_verdict)
+        push_figures = await check_push(run.push, run.db, side_verdict)
         statistics_figures = await check_statistics(run.db, side_verdict)
         side = await run.db.fetch("SELECT id FROM jobq.jobs WHERE queue = ANY($1)", SIDE_QUEUES)
         run.side_ids = {r["id"] for r in side}
@@ -146,6 +148,7 @@ async def execute(opts: Options) -> int:
     figures["limited"] = limited_figures
     figures["lifecycle"] = lifecycle_figures
     figures["fair"] = fair_figures
+    figures["push"] = push_figures
     figures["statistics"] = statistics_figures
     checks.v.counts.update(side_verdict.counts)
     for kind, examples in side_verdict.examples.items():

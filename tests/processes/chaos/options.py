@@ -27,6 +27,8 @@ SERVICE_ENV = {
     "JOBQ_MIGRATE_ON_START": "false",
     "JOBQ_LOG_FORMAT": "text",  # the reaper's lines are parsed from the services' logs
     "JOBQ_MAX_DEPENDENCY_DEPTH": "1000",  # room for the workflow load's deep chain
+    "JOBQ_PUSH_ALLOWED_TARGETS": "http://127.0.0.1:*",  # the push load's endpoint
+    "JOBQ_PUSH_LEASE_MARGIN_SECONDS": "2",  # a delivery cut short comes back in seconds
 }
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0

@@ -96,6 +96,10 @@ def report(summary: dict[str, Any]) -> str:
         f" {f['fair']['max_running']}), {f['fair']['busiest_window']} leases of a tenant in a"
         f" second (limit {f['fair']['key_rate']}); median wait {f['fair']['small_wait_p50']}"
         f" s for the others, {f['fair']['flood_wait_p50']} s for the flood",
+        f"  push        {f['push']['jobs']} jobs in {f['push']['deliveries']} deliveries"
+        f" {f['push']['outcomes']}; at most {f['push']['most_in_flight']} in flight"
+        f" (max_running {f['push']['max_running']});"
+        f" {f['push']['invalid_signatures']} bad signatures",
         f"  lost        {f['lost']}",
     ]
     if summary["ok"]:

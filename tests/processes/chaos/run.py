@@ -26,6 +26,7 @@ from tests.processes.chaos.options import (
     say,
 )
 from tests.processes.chaos.procs import Client, Service, child_env
+from tests.processes.chaos.push import PushLoad
 from tests.processes.chaos.workflows import WorkflowLoad
 
 
@@ -127,13 +128,15 @@ class Run(FaultInjection):
         self.limited = LimitedLoad(self.api, self.db, self.opts.produce_seconds)
         self.lifecycle = LifecycleLoad(self.api, self.db, self.opts.seed, self.opts.produce_seconds)
         self.fair = FairLoad(self.api, self.db, self.opts.produce_seconds)
+        self.push = PushLoad(self.api, self.db, self.opts.seed, self.opts.produce_seconds)
         timeline = asyncio.create_task(self.timeline())
         stale = asyncio.create_task(self.after(0.2, self.stale_completer))
         flows = asyncio.create_task(self.flows.run())
         limited = asyncio.create_task(self.limited.run())
         lifecycle = asyncio.create_task(self.lifecycle.run())
         fair = asyncio.create_task(self.fair.run())
-        loads = (timeline, stale, flows, limited, lifecycle, fair)
+        pushed = asyncio.create_task(self.push.run())
+        loads = (timeline, stale, flows, limited, lifecycle, fair, pushed)
         watch = asyncio.create_task(self.watch())
         try:
             deadline = time.monotonic() + self.opts.timeout
@@ -150,6 +153,7 @@ class Run(FaultInjection):
                     and await self.limited.done()
                     and await self.lifecycle.done()
                     and await self.fair.done()
+                    and await self.push.done()
                 ):
                     self.finished = True
                     break

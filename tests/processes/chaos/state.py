@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tests.processes.chaos.fair import FairLoad
     from tests.processes.chaos.lifecycle import LifecycleLoad
     from tests.processes.chaos.limited import LimitedLoad
+    from tests.processes.chaos.push import PushLoad
     from tests.processes.chaos.workflows import WorkflowLoad
 
 
@@ -46,6 +47,7 @@ class RunState:
         self.limited: LimitedLoad | None = None
         self.lifecycle: LifecycleLoad | None = None
         self.fair: FairLoad | None = None
+        self.push: PushLoad | None = None
         self.side_ids: set[int] = set()  # the side loads' jobs (not in `Evidence.jobs`)
         self.began = time.time()
         self.load_began = 0.0
