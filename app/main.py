@@ -11,7 +11,19 @@ from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
 from starlette.routing import BaseRoute
 
-from app import __version__, events, health, jobs, keys, push, queues, schedules, services, ui
+from app import (
+    __version__,
+    events,
+    health,
+    jobs,
+    keys,
+    push,
+    queues,
+    schedules,
+    services,
+    ui,
+    workers,
+)
 from app.api import openapi, problems
 from app.api.body_limit import BodySizeLimit
 from app.api.middleware import RequestContext
@@ -71,6 +83,7 @@ def create_app(
     for router in (
         health.router,
         jobs.routes.producers,
+        workers.router,
         jobs.routes.workers,
         keys.router,
         jobs.routes.operators,

@@ -51,6 +51,7 @@ from app.maintenance import (
 )
 from app.queues import QueueServices, QueuesRepository
 from app.schedules import Scheduler, Schedules, SchedulesRepository
+from app.workers import Presence, Workers, WorkersPruner, WorkersRepository
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,9 @@ class Services:
     events_pruner: EventsPruner
     subscriptions: Subscriptions
     event_dispatcher: EventDispatcher
+    presence: Presence
+    workers: Workers
+    workers_pruner: WorkersPruner
     background: tuple[Background, ...]
     background_reaper: Reaper | None  # the reaper, when this process runs its loop
 
@@ -120,9 +124,11 @@ def build(
     finishes = Finishes(**waits)
     jobs_repo = JobsRepository(db)
     limited = LimitedQueues(jobs_repo)
+    workers_repo = WorkersRepository(db)
+    presence = Presence(workers_repo, interval_seconds=settings.worker_flush_seconds)
     allowlist = Allowlist.parse(settings.push_allowed_targets)
     push_targets = push.PushTargets(push.PushRepository(db), allowlist)
-    job_services = JobServices.build(jobs_repo, settings, wakeups, finishes, limited)
+    job_services = JobServices.build(jobs_repo, settings, wakeups, finishes, limited, presence)
     breakers = Breakers.from_settings(DeliveryRepository(db), settings)
     dispatcher = push.Dispatcher(
         push_targets,
@@ -210,6 +216,11 @@ def build(
         backoff_base_seconds=settings.subscription_backoff_base_seconds,
         backoff_cap_seconds=settings.subscription_backoff_cap_seconds,
     )
+    workers_pruner = WorkersPruner(
+        workers_repo,
+        retain_seconds=settings.worker_retain_seconds,
+        interval_seconds=settings.prune_interval_seconds,
+    )
     schedules_repo = SchedulesRepository(db)
     scheduler = Scheduler(schedules_repo, interval_seconds=settings.scheduler_interval_seconds)
 
@@ -233,6 +244,7 @@ def build(
                 ("reaper", reaper),
                 ("pruner", pruner),
                 ("event pruner", events_pruner),
+                ("workers pruner", workers_pruner),
                 ("scheduler", scheduler),
                 ("vacuum", vacuumer),
                 ("statistics", statistics),
@@ -273,6 +285,14 @@ def build(
         events_pruner=events_pruner,
         subscriptions=Subscriptions(subscriptions_repo, allowlist, breakers),
         event_dispatcher=event_dispatcher,
+        presence=presence,
+        workers=Workers(
+            workers_repo,
+            presence,
+            gone_seconds=settings.worker_gone_seconds,
+            retain_seconds=settings.worker_retain_seconds,
+        ),
+        workers_pruner=workers_pruner,
         background=(
             Step("process metrics", stop=process_exited),
             Step("closing the database pool", stop=engine.dispose),
@@ -284,6 +304,7 @@ def build(
             Task("event stamper", stamper.run),
             Step("event subscriptions' client", stop=event_dispatcher.close),
             Task("event subscriptions", event_dispatcher.run),
+            Task("workers' presence", presence.run),
             *loops,
             dispatcher,  # stopped before the pool closes: it gives back unfinished leases
             Step("long polls", stop=close_waiters),  # stopped first: their requests end

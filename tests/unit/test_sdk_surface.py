@@ -29,7 +29,7 @@ def test_public_names_are_pinned() -> None:
             "QueueSettings", "QueueStats", "RateLimit", "Stats", "Aging", "Explanation", "Reason",
             "Ref", "Related", "Retry", "Schedule", "ScheduleRun", "Snooze", "SnoozeLimitReached",
             "Unique", "UniqueHeld", "Uniqueness",
-            "Event", "EventsExpired", "Gone", "SubscriptionNotFound",
+            "Event", "EventsExpired", "Gone", "SubscriptionNotFound", "WorkerNotFound",
             "__version__",
         ]
     )  # fmt: skip

@@ -65,6 +65,7 @@ from jobq_client._errors import (
     UniqueHeld,
     UnsupportedMediaType,
     ValidationError,
+    WorkerNotFound,
 )
 from jobq_client._events import Event
 from jobq_client._job import Job, JobCancelled, Permanent, Retry, Snooze
@@ -180,6 +181,7 @@ __all__ = [
     "UnsupportedMediaType",
     "ValidationError",
     "Worker",
+    "WorkerNotFound",
     "__version__",
     "verify_delivery",
 ]
