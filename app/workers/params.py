@@ -23,8 +23,6 @@ class QuietWorkerParams(NamedTuple):
     worker_id: str
     quiet: bool
     key_name: str | None
-    allowed_names: list[str] | None
-    allowed_patterns: list[str] | None
 
 
 class PruneWorkersParams(NamedTuple):

@@ -99,17 +99,30 @@ SELECT worker_id,
 
 
 -- name: quiet_worker
--- Ask a worker the key may see to lease no more (`quiet`), or to lease again; the
--- worker's row, none when it is unknown or out of the key's queues.
-UPDATE jobq.workers
-   SET quiet = :quiet,
-       quiet_at = CASE WHEN :quiet THEN coalesce(quiet_at, now()) END,
-       quieted_by = CASE WHEN :quiet THEN coalesce(quieted_by, :key_name) END
- WHERE worker_id = :worker_id
-   AND (CAST(:allowed_names AS text[]) IS NULL
-        OR queues && CAST(:allowed_names AS text[])
-        OR EXISTS (SELECT FROM unnest(queues) AS q(name)
-                    WHERE q.name LIKE ANY(CAST(:allowed_patterns AS text[]))))
+-- Ask a worker to lease no more (`quiet`), or to lease again: a worker seen lately, or
+-- one holding running jobs that no flush wrote yet (its row made now); its quiet state,
+-- none when no such worker is known.
+WITH held AS (
+    SELECT array_agg(DISTINCT queue ORDER BY queue) AS queues
+      FROM jobq.jobs
+     WHERE state = 'running' AND worker_id = :worker_id
+    HAVING count(*) > 0
+),
+known AS (
+    SELECT CAST(:worker_id AS text) AS worker_id, (SELECT queues FROM held) AS queues
+     WHERE EXISTS (SELECT FROM jobq.workers WHERE worker_id = :worker_id)
+        OR EXISTS (SELECT FROM held)
+)
+INSERT INTO jobq.workers AS w (worker_id, queues, quiet, quiet_at, quieted_by)
+SELECT worker_id, queues, :quiet, CASE WHEN :quiet THEN now() END,
+       CASE WHEN :quiet THEN CAST(:key_name AS text) END
+  FROM known
+    ON CONFLICT (worker_id) DO UPDATE
+   SET quiet = excluded.quiet,
+       quiet_at = CASE WHEN excluded.quiet THEN coalesce(w.quiet_at, excluded.quiet_at) END,
+       quieted_by = CASE WHEN excluded.quiet
+                         THEN CASE WHEN w.quiet THEN w.quieted_by ELSE excluded.quieted_by END
+                    END
 RETURNING worker_id, quiet, quiet_at, quieted_by;
 
 

@@ -118,7 +118,7 @@ async def quiet_worker(
 ) -> dict[str, Any]:
     """Ask a worker to lease no more: its next lease answers no job (`Jobq-Worker-Quiet:
     1`); it finishes the jobs it holds."""
-    row = await _workers(request).quiet(worker_id, True, caller.name, _visible(caller))
+    row = await _workers(request).quiet(worker_id, True, caller.name)
     return views.quiet(row)
 
 
@@ -132,5 +132,5 @@ async def resume_worker(
     caller: AdminCaller, worker_id: WorkerPath, request: Request
 ) -> dict[str, Any]:
     """Let a quiet worker lease again."""
-    row = await _workers(request).quiet(worker_id, False, caller.name, _visible(caller))
+    row = await _workers(request).quiet(worker_id, False, caller.name)
     return views.quiet(row)

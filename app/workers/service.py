@@ -186,13 +186,10 @@ class Workers:
         )
         return await self._repo.page(params)
 
-    async def quiet(
-        self, worker_id: str, quiet: bool, key_name: str | None, visible: Visible
-    ) -> QuietRow:
-        """Quiet the worker (or let it lease again); `WorkerNotFound` when the key cannot
-        see it."""
-        params = QuietWorkerParams(worker_id, quiet, key_name, visible.names, visible.patterns)
-        row = await self._repo.quiet(params)
+    async def quiet(self, worker_id: str, quiet: bool, key_name: str | None) -> QuietRow:
+        """Quiet the worker (or let it lease again): one seen lately or holding jobs
+        (admin keys see every queue); `WorkerNotFound` for any other."""
+        row = await self._repo.quiet(QuietWorkerParams(worker_id, quiet, key_name))
         if row is None:
             raise WorkerNotFound
         self._presence.told(worker_id, quiet)

@@ -101,7 +101,7 @@ async def test_throughput_is_the_finishes_of_the_last_minute_window(
     assert shown["finished_per_minute"] == pytest.approx(15, rel=0.05)
 
 
-async def test_holders_of_running_jobs_are_listed_before_any_flush(
+async def test_holders_of_running_jobs_are_listed_and_quieted_before_any_flush(
     client: httpx.AsyncClient,
 ) -> None:
     await enqueue(client, "a")
@@ -109,6 +109,10 @@ async def test_holders_of_running_jobs_are_listed_before_any_flush(
     (shown,) = await _workers(client)
     assert (shown["worker_id"], shown["running"], shown["queues"]) == ("w-1", 1, ["a"])
     assert shown["status"] == "live" and shown["sdk"] is None
+    quieted = await client.post("/v1/workers/w-1/quiet")  # what the listing shows may be quieted
+    assert quieted.status_code == 200 and quieted.json()["quiet"] is True
+    await enqueue(client, "a")
+    assert await lease(client, "a", worker="w-1") == []
 
 
 async def test_a_worker_unseen_is_gone_then_pruned(

@@ -29,7 +29,8 @@ def test_public_names_are_pinned() -> None:
             "QueueSettings", "QueueStats", "RateLimit", "Stats", "Aging", "Explanation", "Reason",
             "Ref", "Related", "Retry", "Schedule", "ScheduleRun", "Snooze", "SnoozeLimitReached",
             "Unique", "UniqueHeld", "Uniqueness",
-            "Event", "EventsExpired", "Gone", "SubscriptionNotFound", "WorkerNotFound",
+            "Event", "EventsExpired", "Gone", "SubscriptionNotFound", "WorkerInfo",
+            "WorkerNotFound",
             "__version__",
         ]
     )  # fmt: skip

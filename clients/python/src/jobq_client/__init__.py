@@ -25,6 +25,7 @@ from jobq_client._admin import (
     Schedule,
     ScheduleRun,
     Stats,
+    WorkerInfo,
 )
 from jobq_client._client import AsyncClient, Client, RetryPolicy
 from jobq_client._errors import (
@@ -181,6 +182,7 @@ __all__ = [
     "UnsupportedMediaType",
     "ValidationError",
     "Worker",
+    "WorkerInfo",
     "WorkerNotFound",
     "__version__",
     "verify_delivery",

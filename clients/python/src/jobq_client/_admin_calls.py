@@ -8,11 +8,12 @@ from typing import Any
 
 import httpx
 
-from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule, Stats
+from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule, Stats, WorkerInfo
 from jobq_client._calls import Call, _json, _segment
 from jobq_client._models import JobRecord
 
 SCHEDULES_PAGE = 500  # the most the service hands in one page
+WORKERS_PAGE = 500  # ... of workers
 
 
 def _none(_response: object) -> None:
@@ -166,3 +167,27 @@ def delete_subscription(name: str) -> Call[None]:
 
 def reset_subscription(name: str) -> Call[dict[str, Any]]:
     return Call("POST", f"/v1/subscriptions/{_segment(name)}/reset", _json, body={}, has_body=True)
+
+
+def workers_page(after: str | None) -> Call[tuple[list[WorkerInfo], str | None]]:
+    """One page of workers by id after `after`, and the id to ask after next."""
+
+    def read(response: httpx.Response) -> tuple[list[WorkerInfo], str | None]:
+        body = _json(response)
+        return [WorkerInfo.from_json(w) for w in body["workers"]], body.get("next_after")
+
+    params: dict[str, str | int | float] = {"limit": WORKERS_PAGE}
+    if after is not None:
+        params["after"] = after
+    return Call("GET", "/v1/workers", read, params=params)
+
+
+def switch_worker(worker_id: str, action: str) -> Call[bool]:
+    """Quiet or resume a worker; whether it is quiet now."""
+    return Call(
+        "POST",
+        f"/v1/workers/{_segment(worker_id)}/{action}",
+        lambda r: bool(_json(r)["quiet"]),
+        body={},
+        has_body=True,
+    )

@@ -167,6 +167,8 @@ class _Base:
         }
         if call.has_body:
             request["json"] = call.body
+        if call.headers:
+            request["headers"] = call.headers
         return request
 
     def _outcome(self, call: Call[T], response: httpx.Response) -> T | JobqError:

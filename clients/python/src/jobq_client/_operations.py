@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from jobq_client import _admin_calls, _calls
-from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule, Stats
+from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule, Stats, WorkerInfo
 from jobq_client._calls import Call
 from jobq_client._models import Dependencies, Explanation, JobRecord
 
@@ -116,6 +116,24 @@ class Operations:
     def get_queue_settings(self, queue: str) -> QueueSettings:
         """A queue's settings (None: no limit, the service's default)."""
         return self._call(_admin_calls.get_queue_settings(queue))
+
+    def list_workers(self) -> list[WorkerInfo]:
+        """Every worker seen lately, idle or busy, live or gone (page after page)."""
+        found: list[WorkerInfo] = []
+        after: str | None = None
+        while True:
+            page, after = self._call(_admin_calls.workers_page(after))
+            found += page
+            if after is None:
+                return found
+
+    def quiet_worker(self, worker_id: str) -> bool:
+        """Ask a worker to lease no more (it finishes the jobs it holds); True."""
+        return self._call(_admin_calls.switch_worker(worker_id, "quiet"))
+
+    def resume_worker(self, worker_id: str) -> bool:
+        """Let a quiet worker lease again; False (it is no longer quiet)."""
+        return self._call(_admin_calls.switch_worker(worker_id, "resume"))
 
     def get_schedule(self, name: str) -> Schedule:
         """A schedule, its next ticks and the last jobs it made."""
@@ -277,6 +295,24 @@ class AsyncOperations:
     async def get_queue_settings(self, queue: str) -> QueueSettings:
         """A queue's settings (None: no limit, the service's default)."""
         return await self._call(_admin_calls.get_queue_settings(queue))
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        """Every worker seen lately, idle or busy, live or gone (page after page)."""
+        found: list[WorkerInfo] = []
+        after: str | None = None
+        while True:
+            page, after = await self._call(_admin_calls.workers_page(after))
+            found += page
+            if after is None:
+                return found
+
+    async def quiet_worker(self, worker_id: str) -> bool:
+        """Ask a worker to lease no more (it finishes the jobs it holds); True."""
+        return await self._call(_admin_calls.switch_worker(worker_id, "quiet"))
+
+    async def resume_worker(self, worker_id: str) -> bool:
+        """Let a quiet worker lease again; False (it is no longer quiet)."""
+        return await self._call(_admin_calls.switch_worker(worker_id, "resume"))
 
     async def get_schedule(self, name: str) -> Schedule:
         """A schedule, its next ticks and the last jobs it made."""
