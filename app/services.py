@@ -304,6 +304,7 @@ def build(
             Task("event stamper", stamper.run),
             Step("event subscriptions' client", stop=event_dispatcher.close),
             Task("event subscriptions", event_dispatcher.run),
+            Step("workers' presence, its last flush", stop=presence.last_flush),
             Task("workers' presence", presence.run),
             *loops,
             dispatcher,  # stopped before the pool closes: it gives back unfinished leases

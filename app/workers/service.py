@@ -135,6 +135,13 @@ class Presence:
             except Exception:
                 log.exception("workers' presence: flush failed")
 
+    async def last_flush(self) -> None:
+        """At shutdown: write what this replica saw since its last flush."""
+        try:
+            await self.run_once()
+        except DatabaseUnavailable:
+            log.warning("workers' presence: database unavailable, the last calls seen are lost")
+
     async def run_once(self) -> int:
         """Write the workers seen since the last flush in one statement, and learn the
         quiet ones; how many were written."""

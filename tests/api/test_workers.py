@@ -11,6 +11,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 
 from app.workers import Presence, WorkersPruner
@@ -61,6 +62,17 @@ async def test_an_idle_worker_is_listed_with_what_it_serves(
     assert (shown["queues"], shown["types"]) == (["mail", "sms"], ["send"])
     assert shown["running"] == 0 and shown["job_ids"] == [] and shown["quiet"] is False
     assert shown["first_seen"] and shown["last_seen"]
+
+
+async def test_a_replica_writes_what_it_saw_when_it_stops(
+    app_factory: Callable[..., FastAPI], db: asyncpg.Connection
+) -> None:
+    app = app_factory()  # its first flush would come JOBQ_WORKER_FLUSH_SECONDS from now
+    async with LifespanManager(app, startup_timeout=60, shutdown_timeout=60) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://jobq.test") as client:
+            assert (await _ping(client, "last-1", queues=["q"])).status_code == 200
+    assert await db.fetchval("SELECT array_agg(worker_id) FROM jobq.workers") == ["last-1"]
 
 
 async def test_a_lease_call_registers_its_worker_and_counts(
