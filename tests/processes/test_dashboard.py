@@ -309,23 +309,29 @@ def test_the_pages_are_served_locally_with_strict_headers(service: Replica) -> N
     assert time.monotonic() - started < 5
 
 
-def _run_schedule_now(database_url: str, name: str) -> None:
-    """Its next tick two minutes ago: the scheduler's next pass makes the ticks since."""
+def _execute(database_url: str, statement: str, *args: Any) -> None:
+    """Run one statement on the tests' database, in a thread of its own: Playwright's
+    sync API runs an event loop in this one."""
 
-    async def back() -> None:
+    async def run() -> None:
         conn = await asyncpg.connect(plain(database_url))
         try:
-            await conn.execute(
-                "UPDATE jobq.schedules SET next_tick = date_trunc('minute', now())"
-                " - interval '2 minutes' WHERE name = $1",
-                name,
-            )
+            await conn.execute(statement, *args)
         finally:
             await conn.close()
 
-    # in a thread of its own: Playwright's sync API runs an event loop in this one
     with ThreadPoolExecutor(1) as thread:
-        thread.submit(asyncio.run, back()).result()
+        thread.submit(asyncio.run, run()).result()
+
+
+def _run_schedule_now(database_url: str, name: str) -> None:
+    """Its next tick two minutes ago: the scheduler's next pass makes the ticks since."""
+    _execute(
+        database_url,
+        "UPDATE jobq.schedules SET next_tick = date_trunc('minute', now())"
+        " - interval '2 minutes' WHERE name = $1",
+        name,
+    )
 
 
 def _links(cell: Any) -> list[tuple[str, str | None]]:
@@ -378,20 +384,11 @@ def test_workers_and_schedules_show_their_jobs_as_links(
 
 def _seen_long_ago(database_url: str, worker_id: str) -> None:
     """The worker last seen two minutes ago: past the gone interval (60 s)."""
-
-    async def back() -> None:
-        conn = await asyncpg.connect(plain(database_url))
-        try:
-            await conn.execute(
-                "UPDATE jobq.workers SET last_seen = now() - interval '2 minutes'"
-                " WHERE worker_id = $1",
-                worker_id,
-            )
-        finally:
-            await conn.close()
-
-    with ThreadPoolExecutor(1) as thread:  # Playwright's sync API runs a loop in this one
-        thread.submit(asyncio.run, back()).result()
+    _execute(
+        database_url,
+        "UPDATE jobq.workers SET last_seen = now() - interval '2 minutes' WHERE worker_id = $1",
+        worker_id,
+    )
 
 
 def test_the_workers_page_shows_idle_and_gone_workers_and_quiets_one(

@@ -5,7 +5,6 @@ API, it finishes the job it holds and leases no more until resumed."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 from collections.abc import AsyncIterator, Iterator
 
@@ -15,7 +14,7 @@ import pytest
 import jobq_client
 from jobq_client import AsyncClient, Job, RetryPolicy, Worker, WorkerInfo
 from jobq_client._worker import SDK_VERSION
-from tests.sdk_support import Service, eventually, running_service
+from tests.sdk_support import Service, eventually, running, running_service
 
 # The SDK's logic against a service, which no database mode changes: one CI run of two
 pytestmark = pytest.mark.once("server")
@@ -39,16 +38,6 @@ def service(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
 async def jobq(service: Service, db: asyncpg.Connection) -> AsyncIterator[AsyncClient]:
     async with AsyncClient(service.url, retry=FAST_RETRY) as client:
         yield client
-
-
-@contextlib.asynccontextmanager
-async def running(worker: Worker) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(worker.run_async())
-    try:
-        yield task
-    finally:
-        worker.stop()
-        await asyncio.wait_for(task, timeout=30)
 
 
 async def _listed(jobq: AsyncClient, worker_id: str) -> WorkerInfo | None:

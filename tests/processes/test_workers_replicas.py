@@ -13,7 +13,7 @@ import pytest
 
 from jobq_client import AsyncClient, Job, RetryPolicy, Worker
 from tests.processes.replicas import Replica, stop_all
-from tests.sdk_support import eventually
+from tests.sdk_support import eventually, running
 
 pytestmark = pytest.mark.once("embedded")
 
@@ -48,8 +48,7 @@ async def test_a_quiet_asked_of_one_replica_is_obeyed_by_a_worker_on_another(
                 return "done"
 
             first = await via_a.enqueue(QUEUE, "work")
-            task = asyncio.create_task(worker.run_async())
-            try:
+            async with running(worker):
                 await eventually(lambda: asyncio.sleep(0, started == [first.id] or None))
 
                 async def listed() -> bool:
@@ -66,9 +65,6 @@ async def test_a_quiet_asked_of_one_replica_is_obeyed_by_a_worker_on_another(
                 assert (await via_a.get_job(second.id)).state == "queued"
                 assert await via_a.resume_worker("replica-worker") is False
                 assert (await via_a.wait(second.id, timeout=15)).state == "succeeded"
-            finally:
-                worker.stop()
-                await asyncio.wait_for(task, timeout=30)
             assert started == [first.id, second.id]
     finally:
         await asyncio.to_thread(stop_all, replicas)
