@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0037, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0038, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -2484,6 +2484,35 @@ CREATE TABLE jobq.schedules (
 );
 
 --
+-- Name: workers; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.workers (
+    worker_id text NOT NULL,
+    sdk text,
+    version text,
+    host text,
+    queues text[],
+    types text[],
+    first_seen timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen timestamp with time zone DEFAULT now() NOT NULL,
+    leased bigint DEFAULT 0 NOT NULL,
+    finished bigint DEFAULT 0 NOT NULL,
+    window_at timestamp with time zone DEFAULT now() NOT NULL,
+    window_finished bigint DEFAULT 0 NOT NULL,
+    finished_per_minute double precision DEFAULT 0 NOT NULL,
+    quiet boolean DEFAULT false NOT NULL,
+    quiet_at timestamp with time zone,
+    quieted_by text
+);
+
+--
+-- Name: TABLE workers; Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON TABLE jobq.workers IS 'Workers seen by any replica: what they serve, when last seen, whether quiet.';
+
+--
 -- Name: audit_log id; Type: DEFAULT; Schema: jobq; Owner: -
 --
 
@@ -2637,6 +2666,13 @@ ALTER TABLE ONLY jobq.schedules
     ADD CONSTRAINT schedules_pkey PRIMARY KEY (name);
 
 --
+-- Name: workers workers_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.workers
+    ADD CONSTRAINT workers_pkey PRIMARY KEY (worker_id);
+
+--
 -- Name: audit_log_at; Type: INDEX; Schema: jobq; Owner: -
 --
 
@@ -2761,6 +2797,18 @@ CREATE INDEX queue_rate_log_idx ON jobq.queue_rate_log USING btree (queue, at);
 --
 
 CREATE INDEX schedules_due_idx ON jobq.schedules USING btree (next_tick) WHERE (NOT paused);
+
+--
+-- Name: workers_last_seen; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX workers_last_seen ON jobq.workers USING btree (last_seen);
+
+--
+-- Name: workers_quiet; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX workers_quiet ON jobq.workers USING btree (worker_id) WHERE quiet;
 
 --
 -- Name: job_dependencies job_dependencies_checked_at_commit; Type: TRIGGER; Schema: jobq; Owner: -

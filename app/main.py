@@ -23,6 +23,7 @@ from app import (
     schedules,
     services,
     ui,
+    workers,
 )
 from app.api import openapi, problems
 from app.api.body_limit import BodySizeLimit
@@ -83,6 +84,7 @@ def create_app(
     for router in (
         health.router,
         jobs.routes.producers,
+        workers.router,
         jobs.routes.workers,
         keys.router,
         jobs.routes.operators,

@@ -52,6 +52,7 @@ from app.maintenance import (
 )
 from app.queues import QueueServices, QueuesRepository
 from app.schedules import Scheduler, Schedules, SchedulesRepository
+from app.workers import Presence, Workers, WorkersPruner, WorkersRepository
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,9 @@ class Services:
     event_dispatcher: EventDispatcher
     audit: AuditLog
     audit_pruner: AuditPruner
+    presence: Presence
+    workers: Workers
+    workers_pruner: WorkersPruner
     background: tuple[Background, ...]
     background_reaper: Reaper | None  # the reaper, when this process runs its loop
 
@@ -123,9 +127,11 @@ def build(
     finishes = Finishes(**waits)
     jobs_repo = JobsRepository(db)
     limited = LimitedQueues(jobs_repo)
+    workers_repo = WorkersRepository(db)
+    presence = Presence(workers_repo, interval_seconds=settings.worker_flush_seconds)
     allowlist = Allowlist.parse(settings.push_allowed_targets)
     push_targets = push.PushTargets(push.PushRepository(db), allowlist)
-    job_services = JobServices.build(jobs_repo, settings, wakeups, finishes, limited)
+    job_services = JobServices.build(jobs_repo, settings, wakeups, finishes, limited, presence)
     breakers = Breakers.from_settings(DeliveryRepository(db), settings)
     dispatcher = push.Dispatcher(
         push_targets,
@@ -221,6 +227,11 @@ def build(
         interval_seconds=settings.prune_interval_seconds,
         batch_size=settings.prune_batch_size,
     )
+    workers_pruner = WorkersPruner(
+        workers_repo,
+        retain_seconds=settings.worker_retain_seconds,
+        interval_seconds=settings.prune_interval_seconds,
+    )
     schedules_repo = SchedulesRepository(db)
     scheduler = Scheduler(schedules_repo, interval_seconds=settings.scheduler_interval_seconds)
 
@@ -245,6 +256,7 @@ def build(
                 ("pruner", pruner),
                 ("event pruner", events_pruner),
                 ("audit pruner", audit_pruner),
+                ("workers pruner", workers_pruner),
                 ("scheduler", scheduler),
                 ("vacuum", vacuumer),
                 ("statistics", statistics),
@@ -287,6 +299,14 @@ def build(
         event_dispatcher=event_dispatcher,
         audit=AuditLog(audit_repo),
         audit_pruner=audit_pruner,
+        presence=presence,
+        workers=Workers(
+            workers_repo,
+            presence,
+            gone_seconds=settings.worker_gone_seconds,
+            retain_seconds=settings.worker_retain_seconds,
+        ),
+        workers_pruner=workers_pruner,
         background=(
             Step("process metrics", stop=process_exited),
             Step("closing the database pool", stop=engine.dispose),
@@ -298,6 +318,8 @@ def build(
             Task("event stamper", stamper.run),
             Step("event subscriptions' client", stop=event_dispatcher.close),
             Task("event subscriptions", event_dispatcher.run),
+            Step("workers' presence, its last flush", stop=presence.last_flush),
+            Task("workers' presence", presence.run),
             *loops,
             dispatcher,  # stopped before the pool closes: it gives back unfinished leases
             Step("long polls", stop=close_waiters),  # stopped first: their requests end

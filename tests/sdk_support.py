@@ -8,6 +8,7 @@ so that tests about retries and lapsed leases take seconds, not minutes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from jobq_client import Worker
 from tests.helpers import answers, free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,6 +106,17 @@ def running_service(database_url: str, log: Path, **settings: str) -> Iterator[S
         yield service
     finally:
         stop_process(service.process)
+
+
+@contextlib.asynccontextmanager
+async def running(worker: Worker) -> AsyncIterator[asyncio.Task[None]]:
+    """The worker runs in this event loop for the block; then it is stopped and drained."""
+    task = asyncio.create_task(worker.run_async())
+    try:
+        yield task
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, timeout=30)
 
 
 async def eventually(

@@ -2,7 +2,7 @@
 
     serve, migrate, openapi, worker     run the service, its schema, a Python worker
     stats, jobs, queues, schedules,     operators, through the Python SDK (`_service`)
-    subscriptions, audit
+    subscriptions, audit, workers
     keys                                API keys, straight in the database
     config                              what is configured, and from where
 
@@ -31,6 +31,7 @@ from app.cli.serve import serve, worker_app
 from app.cli.stats import stats
 from app.cli.subscriptions import subscriptions_cli
 from app.cli.worker import worker
+from app.cli.workers import workers_cli
 
 __all__ = ["cli", "main", "worker_app"]
 
@@ -68,6 +69,7 @@ cli.add_typer(jobs_cli, name="jobs")
 cli.add_typer(queues_cli, name="queues")
 cli.add_typer(schedules_cli, name="schedules")
 cli.add_typer(subscriptions_cli, name="subscriptions")
+cli.add_typer(workers_cli, name="workers")
 cli.add_typer(keys_cli, name="keys")
 cli.command(cls=Operator)(audit)
 cli.command(cls=Operator)(config)

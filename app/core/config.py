@@ -82,6 +82,12 @@ DEFAULT_SUBSCRIPTION_TIMEOUT_SECONDS = 10.0
 DEFAULT_SUBSCRIPTION_BACKOFF_BASE_SECONDS = 1.0
 DEFAULT_SUBSCRIPTION_BACKOFF_CAP_SECONDS = 300.0
 
+# Workers' presence (`app.workers`): each replica writes whom it saw this often, in one
+# statement; a worker unseen for the gone interval is shown gone, then kept that long.
+DEFAULT_WORKER_FLUSH_SECONDS = 2.0
+DEFAULT_WORKER_GONE_SECONDS = 60.0  # three idle pings (the SDKs' every 15 s), or a long poll
+DEFAULT_WORKER_RETAIN_SECONDS = 3600.0
+
 DEFAULT_LONGPOLL_POLL_SECONDS = 1.0
 DEFAULT_LONGPOLL_RECHECK_SECONDS = 5.0
 
@@ -310,6 +316,24 @@ class Settings(BaseSettings):
         default=DEFAULT_SUBSCRIPTION_BACKOFF_CAP_SECONDS,
         gt=0,
         description="... at most this.",
+    )
+
+    worker_flush_seconds: float = Field(
+        default=DEFAULT_WORKER_FLUSH_SECONDS,
+        gt=0,
+        le=60,
+        description="How often each replica writes the workers it saw, and reads back which"
+        " are quiet.",
+    )
+    worker_gone_seconds: float = Field(
+        default=DEFAULT_WORKER_GONE_SECONDS,
+        gt=0,
+        description="A worker not seen for this long is listed as gone.",
+    )
+    worker_retain_seconds: float = Field(
+        default=DEFAULT_WORKER_RETAIN_SECONDS,
+        gt=0,
+        description="A worker not seen for this long is no longer listed (its row is pruned).",
     )
 
     longpoll_poll_seconds: float = Field(

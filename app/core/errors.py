@@ -17,7 +17,8 @@ places it in the request (`within("body")`).
     │   ├── LeaseNotFound
     │   ├── KeyNotFound
     │   ├── ScheduleNotFound
-    │   └── SubscriptionNotFound
+    │   ├── SubscriptionNotFound
+    │   └── WorkerNotFound
     ├── Conflict (409)
     │   ├── LeaseLost
     │   │   └── ExecutionTimeout
@@ -327,6 +328,13 @@ class SubscriptionNotFound(NotFound):
 
     code = "subscription_not_found"
     title = "Subscription not found"
+
+
+class WorkerNotFound(NotFound):
+    """No worker with this id was seen lately in the queues this key may see."""
+
+    code = "worker_not_found"
+    title = "Worker not found"
 
 
 class KeyExists(Conflict):

@@ -1,4 +1,4 @@
--- Single jobs and pages of them: reads, the workers holding leases, an operator's
+-- Single jobs and pages of them: reads, an operator's
 -- actions (cancel, retry, delete), dependencies and watches. `:key_id` is the caller's
 -- API key (NULL: authentication is off).
 
@@ -32,26 +32,6 @@ SELECT *
         OR queue LIKE ANY(CAST(:allowed_patterns AS text[])))
    AND id > :after
  ORDER BY id
- LIMIT :limit;
-
-
--- name: workers
--- Who is leasing now: each worker holding running jobs (of the queues a key may read),
--- how many, of which queues, the first of their ids, and its last sign of life (its
--- latest lease or heartbeat that extended one).
-SELECT worker_id,
-       count(*) AS running,
-       array_agg(DISTINCT queue ORDER BY queue) AS queues,
-       (array_agg(id ORDER BY id))[1:20] AS job_ids,
-       max(lease_expires_at - make_interval(secs => current_lease_seconds)) AS last_seen,
-       min(lease_expires_at) AS next_expiry
-  FROM jobq.jobs
- WHERE state = 'running'
-   AND (CAST(:allowed_names AS text[]) IS NULL
-        OR queue = ANY(CAST(:allowed_names AS text[]))
-        OR queue LIKE ANY(CAST(:allowed_patterns AS text[])))
- GROUP BY worker_id
- ORDER BY worker_id
  LIMIT :limit;
 
 

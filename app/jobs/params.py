@@ -323,12 +323,6 @@ class ListJobsParams(NamedTuple):
     allowed_patterns: list[str] | None
 
 
-class WorkersParams(NamedTuple):
-    allowed_names: list[str] | None
-    allowed_patterns: list[str] | None
-    limit: int
-
-
 class RetryJobParams(NamedTuple):
     job_id: int
     reset_attempts: bool

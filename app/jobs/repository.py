@@ -45,7 +45,6 @@ from app.jobs.params import (
     ReleaseParams,
     RetryJobParams,
     SnoozeParams,
-    WorkersParams,
 )
 from app.jobs.rows import (
     BatchItem,
@@ -58,7 +57,6 @@ from app.jobs.rows import (
     LimitedState,
     Parent,
     Refused,
-    WorkerRow,
     job_at,
     many,
 )
@@ -95,7 +93,6 @@ RELEASE = QUERIES.bind("release", ReleaseParams)
 GET_JOB = QUERIES.bind("get_job", ByJobId)
 GET_JOBS = QUERIES.bind("get_jobs", ByJobIds)
 LIST_JOBS = QUERIES.bind("list_jobs", ListJobsParams)
-WORKERS = QUERIES.bind("workers", WorkersParams)
 CANCEL_JOB = QUERIES.bind("cancel_job", ByJobId)
 RETRY_JOB = QUERIES.bind("retry_job", RetryJobParams)
 DELETE_JOB = QUERIES.bind("delete_job", ByJobId)
@@ -318,14 +315,6 @@ class JobsRepository:
         """Up to `limit` jobs by id after `after`, of the `allowed` queues (None: any)."""
         params = ListJobsParams(*where, after, limit, *_allowed(allowed))
         return [JobRow._make(record) for record in await self._db.fetch(LIST_JOBS, params)]
-
-    async def workers(
-        self, allowed: tuple[list[str], list[str]] | None, limit: int
-    ) -> list[WorkerRow]:
-        """The workers holding running jobs (of the `allowed` queues; None: all)."""
-        names, patterns = _allowed(allowed)
-        records = await self._db.fetch(WORKERS, WorkersParams(names, patterns, limit))
-        return [WorkerRow._make(record) for record in records]
 
     # ---- operators -----------------------------------------------------------------
 

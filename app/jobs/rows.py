@@ -180,17 +180,6 @@ class LimitedState(NamedTuple):
         return found
 
 
-class WorkerRow(NamedTuple):
-    """A worker holding running jobs."""
-
-    worker_id: str | None
-    running: int
-    queues: list[str]
-    job_ids: list[int]
-    last_seen: datetime | None
-    next_expiry: datetime | None
-
-
 class Beat(NamedTuple):
     """A heartbeat's effect: the lease's end, the cancel flag, and whether it was written."""
 

@@ -743,20 +743,3 @@ class RetryIn(Strict):
         default=None,
         description=f"Default: now. Due then, with a time zone ({timestamps.RANGE}).",
     )
-
-
-class WorkerOut(BaseModel):
-    """A worker holding running jobs."""
-
-    worker_id: str | None
-    running: int = Field(description="Jobs it holds now.")
-    queues: list[str]
-    job_ids: list[int] = Field(description="The first 20 of its jobs, by id.")
-    last_seen: datetime | None = Field(
-        description="Its latest lease or heartbeat that extended one."
-    )
-    next_expiry: datetime | None = Field(description="When its first lease ends, unless renewed.")
-
-
-class WorkersOut(BaseModel):
-    workers: list[WorkerOut]

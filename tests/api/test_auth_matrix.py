@@ -194,6 +194,17 @@ async def _on_subscription(m: Matrix, kind: str, method: str, action: str) -> Ou
     return await m.call(kind, method, f"/v1/subscriptions/{name}{action}")
 
 
+async def _on_worker(m: Matrix, kind: str, action: str) -> Outcome:
+    """Quiet or resume a worker (of queue `q`) that pinged just before, flushed."""
+    name = f"w{next(m.numbers)}"
+    pinged = await m.service.remote.post(
+        f"/v1/workers/{name}/presence", json={"queues": ["q"]}, headers=bearer(m.keys["admin"])
+    )
+    assert pinged.status_code == 200, pinged.text
+    await m.service.app.state.services.presence.run_once()
+    return await m.call(kind, "POST", f"/v1/workers/{name}{action}")
+
+
 Example = Callable[[Matrix, str], Awaitable[Outcome]]
 EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/healthz"): lambda m, k: m.call(k, "GET", "/healthz"),
@@ -203,6 +214,11 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/"): lambda m, k: m.call(k, "GET", "/", follow_redirects=True),
     ("GET", "/ui/{path}"): lambda m, k: m.call(k, "GET", "/ui/app.js"),
     ("GET", "/v1/workers"): lambda m, k: m.call(k, "GET", "/v1/workers"),
+    ("POST", "/v1/workers/{worker_id}/presence"): lambda m, k: m.call(
+        k, "POST", "/v1/workers/w/presence", json={"queues": ["q"]}
+    ),
+    ("POST", "/v1/workers/{worker_id}/quiet"): lambda m, k: _on_worker(m, k, "/quiet"),
+    ("POST", "/v1/workers/{worker_id}/resume"): lambda m, k: _on_worker(m, k, "/resume"),
     ("GET", "/v1/queues/{queue}/failed/groups"): lambda m, k: m.call(
         k, "GET", "/v1/queues/q/failed/groups"
     ),

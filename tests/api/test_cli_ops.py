@@ -421,3 +421,30 @@ async def test_jobs_show_names_the_trace_id(service: str, http: httpx.AsyncClien
     shown = await jobq("jobs", "show", str(job["id"]), "--url", service)
     assert shown.exit_code == 0, shown.output
     assert re.search(r"trace id +4bf92f3577b34da6a3ce929d0e0e4736", shown.stdout), shown.stdout
+
+
+async def test_workers_list_quiet_resume(
+    app: FastAPI, service: str, http: httpx.AsyncClient
+) -> None:
+    headers = {"Jobq-Worker-Sdk": "jobq-client-python/1.2.3", "Jobq-Worker-Host": "box-1"}
+    body = {"queues": ["mail"], "types": ["send"]}
+    pinged = await http.post("/v1/workers/idle-1/presence", json=body, headers=headers)
+    assert pinged.status_code == 200, pinged.text
+    await app.state.services.presence.run_once()
+
+    listed = await _narrow("workers", "list", service=service)
+    assert listed.exit_code == 0, listed.output
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith("idle-1")]
+    assert "live" in row and "box-1" in row and "mail" in row
+    assert all(len(line) <= 80 for line in listed.stdout.splitlines())
+
+    quieted = await jobq("workers", "quiet", "idle-1", "--url", service)
+    assert quieted.exit_code == 0, quieted.output
+    assert quieted.stdout.startswith("worker idle-1: quiet")
+    raw = await jobq("workers", "list", "--json", "--url", service)
+    (shown,) = json.loads(raw.stdout)
+    assert shown["quiet"] is True and shown["sdk"] == "jobq-client-python"
+    resumed = await jobq("workers", "resume", "idle-1", "--json", "--url", service)
+    assert json.loads(resumed.stdout)["quiet"] is False
+    unknown = await jobq("workers", "quiet", "nobody", "--url", service)
+    assert "nobody" in one_error_line(unknown) or "worker" in one_error_line(unknown)

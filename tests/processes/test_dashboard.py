@@ -310,23 +310,29 @@ def test_the_pages_are_served_locally_with_strict_headers(service: Replica) -> N
     assert time.monotonic() - started < 5
 
 
-def _run_schedule_now(database_url: str, name: str) -> None:
-    """Its next tick two minutes ago: the scheduler's next pass makes the ticks since."""
+def _execute(database_url: str, statement: str, *args: Any) -> None:
+    """Run one statement on the tests' database, in a thread of its own: Playwright's
+    sync API runs an event loop in this one."""
 
-    async def back() -> None:
+    async def run() -> None:
         conn = await asyncpg.connect(plain(database_url))
         try:
-            await conn.execute(
-                "UPDATE jobq.schedules SET next_tick = date_trunc('minute', now())"
-                " - interval '2 minutes' WHERE name = $1",
-                name,
-            )
+            await conn.execute(statement, *args)
         finally:
             await conn.close()
 
-    # in a thread of its own: Playwright's sync API runs an event loop in this one
     with ThreadPoolExecutor(1) as thread:
-        thread.submit(asyncio.run, back()).result()
+        thread.submit(asyncio.run, run()).result()
+
+
+def _run_schedule_now(database_url: str, name: str) -> None:
+    """Its next tick two minutes ago: the scheduler's next pass makes the ticks since."""
+    _execute(
+        database_url,
+        "UPDATE jobq.schedules SET next_tick = date_trunc('minute', now())"
+        " - interval '2 minutes' WHERE name = $1",
+        name,
+    )
 
 
 def _links(cell: Any) -> list[tuple[str, str | None]]:
@@ -375,6 +381,55 @@ def test_workers_and_schedules_show_their_jobs_as_links(
     assert _links(last_jobs) == [(str(i), f"#/job/{i}") for i in made]
     last_jobs.get_by_role("link", name=str(made[0])).click()
     expect(page.get_by_role("heading", name=f"Job {made[0]}")).to_be_visible()
+
+
+def _seen_long_ago(database_url: str, worker_id: str) -> None:
+    """The worker last seen two minutes ago: past the gone interval (60 s)."""
+    _execute(
+        database_url,
+        "UPDATE jobq.workers SET last_seen = now() - interval '2 minutes' WHERE worker_id = $1",
+        worker_id,
+    )
+
+
+def test_the_workers_page_shows_idle_and_gone_workers_and_quiets_one(
+    page: Page, service: Replica, keys: dict[str, str], admin: httpx.Client, database_url: str
+) -> None:
+    said = {"Jobq-Worker-Sdk": "jobq-client-python/1.2.3", "Jobq-Worker-Host": "box-7"}
+    for worker_id in ("ui-idle", "ui-gone"):
+        pinged = admin.post(
+            f"/v1/workers/{worker_id}/presence",
+            json={"queues": ["idle-q"], "types": ["send"]},
+            headers=said,
+        )
+        assert pinged.status_code == 200, pinged.text
+    deadline = time.monotonic() + 30
+    listed: set[str] = set()
+    while not {"ui-idle", "ui-gone"} <= listed and time.monotonic() < deadline:
+        time.sleep(0.2)  # until the replica's flush wrote them
+        listed = {w["worker_id"] for w in admin.get("/v1/workers").json()["workers"]}
+    _seen_long_ago(database_url, "ui-gone")
+    page.on("dialog", lambda dialog: dialog.accept())
+
+    _sign_in(page, service, keys["admin"])
+    page.get_by_role("link", name="Workers").click()
+    idle = page.locator("tbody tr", has=page.get_by_role("cell", name="ui-idle", exact=True))
+    for shown in ("live", "jobq-client-python 1.2.3", "box-7", "idle-q", "send"):
+        expect(idle).to_contain_text(shown)
+    gone = page.locator("tbody tr", has=page.get_by_role("cell", name="ui-gone", exact=True))
+    expect(gone).to_contain_text("gone")
+    expect(gone.get_by_role("button")).to_have_count(0)
+
+    idle.get_by_role("button", name="Quiet").click()
+    expect(page.locator("#status")).to_contain_text("quiet ui-idle: done")
+    expect(idle.locator(".state-quiet")).to_have_text("quiet")
+    (quiet,) = [
+        w for w in admin.get("/v1/workers").json()["workers"] if w["worker_id"] == "ui-idle"
+    ]
+    assert quiet["quiet"] is True and quiet["quieted_by"] == "ui-admin"
+    idle.get_by_role("button", name="Resume").click()
+    expect(page.locator("#status")).to_contain_text("resume ui-idle: done")
+    expect(idle.get_by_role("button", name="Quiet")).to_be_visible()
 
 
 def _parse_address(text: str) -> str:

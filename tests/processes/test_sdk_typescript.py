@@ -97,6 +97,7 @@ def service(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         database_url,
         tmp_path_factory.mktemp("ts") / "serve.log",
         JOBQ_PUSH_ALLOWED_TARGETS="http://127.0.0.1:*",
+        JOBQ_WORKER_FLUSH_SECONDS="0.2",  # worker.test.ts lists a worker soon after it starts
     )
 
 
@@ -170,16 +171,16 @@ def test_the_package_passes_its_own_tests_against_the_service(
     """Node's test runner on src/test: the producer's calls (keys of their own, retries
     that make no second job, wait, the event stream resumed), and the worker's
     concurrency, progress, heartbeats past a lease, cancellation, Permanent and Retry,
-    timeouts, snoozes, stopping; a pushed queue's job verified by `verifyDelivery` at an
-    endpoint in Node (signed by the service, in Python), its health and reset;
-    `verifyDelivery` against requests signed with the `standardwebhooks` library; and
-    the audit log's pages."""
+    timeouts, snoozes, stopping, presence and quiet; a pushed queue's job verified by
+    `verifyDelivery` at an endpoint in Node (signed by the service, in Python), its
+    health and reset; `verifyDelivery` against requests signed with the
+    `standardwebhooks` library; and the audit log's pages."""
     _run("npm", "run", "--silent", "build", timeout=NPM_TIMEOUT_SECONDS)
     output = _run(
         "node", "--test", "dist/test/",
         timeout=WORKER_TIMEOUT_SECONDS, env=clean_env(JOBQ_URL=service.url),
     )  # fmt: skip
-    assert "# pass 22" in output and "# fail 0" in output, output
+    assert "# pass 24" in output and "# fail 0" in output, output
 
 
 @pytest.mark.once("server")

@@ -6,7 +6,6 @@ process drains on SIGTERM.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import signal
@@ -40,6 +39,7 @@ from tests.sdk_support import (
     clean_env,
     eventually,
     problem,
+    running,
     running_service,
     stop_process,
 )
@@ -60,17 +60,6 @@ async def jobq(service: Service, db: asyncpg.Connection) -> AsyncIterator[AsyncC
     """A client of the (emptied) service."""
     async with AsyncClient(service.url, retry=FAST_RETRY) as client:
         yield client
-
-
-@contextlib.asynccontextmanager
-async def running(worker: Worker) -> AsyncIterator[asyncio.Task[None]]:
-    """The worker runs in this event loop for the block; then it is stopped and drained."""
-    task = asyncio.create_task(worker.run_async())
-    try:
-        yield task
-    finally:
-        worker.stop()
-        await asyncio.wait_for(task, timeout=30)
 
 
 async def settled(jobq: AsyncClient, job_id: int, timeout: float = 15.0) -> JobRecord:

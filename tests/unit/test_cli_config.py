@@ -205,7 +205,7 @@ def test_operator_options_are_declared_once_and_taken_after_the_command() -> Non
     commands = dict(_commands(typer.main.get_command(cli)))
     for path, command in commands.items():
         names = {p.name: sorted(p.opts) for p in command.params}
-        groups = (("jobs",), ("queues",), ("schedules",), ("subscriptions",))
+        groups = (("jobs",), ("queues",), ("schedules",), ("subscriptions",), ("workers",))
         if path[:1] in (("stats",), ("config",), ("audit",), *groups):
             if path in groups:
                 continue  # the groups themselves

@@ -18,6 +18,7 @@ TABLES = {
     "HeartbeatIn": "jobs.md",
     "FailIn": "jobs.md",
     "SnoozeIn": "jobs.md",
+    "PresenceIn": "jobs.md",
     "RetryIn": "operators.md",
     "RedriveIn": "operators.md",
 }

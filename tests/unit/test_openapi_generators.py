@@ -22,8 +22,8 @@ PROBLEM_REF = "#/components/schemas/Problem"
 # camelCase, starting with what the call does.
 VERBS = (
     "ack", "cancel", "check", "complete", "create", "delete", "enqueue", "explain", "fail",
-    "follow", "get", "heartbeat", "lease", "list", "pause", "purge", "redrive", "release",
-    "reset", "resume", "retry", "revoke", "set", "snooze", "update",
+    "follow", "get", "heartbeat", "lease", "list", "pause", "purge", "quiet", "redrive",
+    "release", "report", "reset", "resume", "retry", "revoke", "set", "snooze", "update",
 )  # fmt: skip
 OPERATION_ID = re.compile(rf"^(?:{'|'.join(VERBS)})(?:[A-Z][a-z0-9]*)*$")
 EXAMPLED = [

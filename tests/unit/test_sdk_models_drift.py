@@ -78,6 +78,7 @@ MIRRORS = [
     Mirror(M.Complete, "AckComplete", left_out=frozenset({"outcome"}), request=True),
     Mirror(_admin.ScheduleRun, "ScheduleRunOut"),
     Mirror(_admin.Schedule, "ScheduleOut"),
+    Mirror(_admin.WorkerInfo, "WorkerOut"),
     Mirror(_admin.RateLimit, "RateLimit"),
     Mirror(_admin.Aging, "Aging"),
     Mirror(_admin.PushTargetInfo, "PushTargetOut"),

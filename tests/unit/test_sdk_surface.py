@@ -32,6 +32,7 @@ def test_public_names_are_pinned() -> None:
             "Unique", "UniqueHeld", "Uniqueness",
             "Event", "EventsExpired", "Gone", "SubscriptionNotFound", "AuditEntry", "AuditPage",
             "TraceContext",
+            "WorkerInfo", "WorkerNotFound",
             "__version__",
         ]
     )  # fmt: skip

@@ -31,12 +31,9 @@ from app.jobs.schemas import (
     JobsPage,
     JobState,
     Ref,
-    WorkersOut,
 )
 from app.jobs.service import ItemRef, JobFilter, JobSpec, Trace, Unique
 from app.keys import EnqueueCaller, KeyedRoute, ReadCaller
-
-MAX_WORKERS_SHOWN = 500
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["jobs"])
 
@@ -244,18 +241,3 @@ async def list_jobs(
     where = JobFilter(queue, state, type, error_type, created_after, created_before, key_contains)
     rows = await jobs.reads.page(where, after, limit, allowed)
     return views.page(rows, limit)
-
-
-@router.get(
-    "/workers",
-    operation_id="listWorkers",
-    response_model=WorkersOut,
-    responses=problems(401, 403, 422),
-)
-async def list_workers(caller: ReadCaller, request: Request) -> dict[str, Any]:
-    """Who is leasing now: each worker holding running jobs, with their queues and its
-    last sign of life (a key limited to some queues sees only their jobs)."""
-    jobs = services(request)
-    allowed = caller.queues.sql() if caller.queues is not None else None
-    rows = await jobs.reads.workers(allowed, MAX_WORKERS_SHOWN)
-    return {"workers": [row._asdict() for row in rows]}

@@ -26,8 +26,9 @@ from app.jobs.schemas import (
     LeasesOut,
     SnoozeIn,
 )
-from app.jobs.service import Ack, AttemptError, Leased, Progress, Wanted
+from app.jobs.service import Ack, AttemptError, Finished, Leased, Progress, Wanted
 from app.keys import KeyedRoute, WorkCaller
+from app.workers import QUIET_HEADER, HostHeader, SdkHeader, WorkerHeader
 
 router = APIRouter(route_class=KeyedRoute, prefix="/v1", tags=["leases"])
 
@@ -63,7 +64,12 @@ THROTTLED = {
             "description": "The limits of a queue that held this lease back "
             "(`max_running`, `max_running_per_key`, `rate_limit`), comma-separated.",
             "schema": {"type": "string"},
-        }
+        },
+        QUIET_HEADER: {
+            "description": "`1`: the worker is quiet (`POST /v1/workers/{id}/quiet`), so "
+            "it was leased no job; it should lease no more, finishing the jobs it holds.",
+            "schema": {"type": "string"},
+        },
     }
 }
 
@@ -74,23 +80,45 @@ THROTTLED = {
     response_model=LeasesOut,
     responses={200: THROTTLED, **problems(400, 401, 403, 413, 422)},
 )
-async def lease_jobs(caller: WorkCaller, lease: LeaseIn, request: Request) -> Response:
+async def lease_jobs(
+    caller: WorkCaller,
+    lease: LeaseIn,
+    request: Request,
+    jobq_worker_sdk: SdkHeader = None,
+    jobq_worker_host: HostHeader = None,
+) -> Response:
     """Lease up to `max_jobs` due jobs, highest priority first; `[]` when none is due.
 
     With `wait_seconds`, waits for a job to arrive when none is due (long poll). The
     leases belong to the API key that took them: no other key may heartbeat or finish them.
     When a queue's limits held the lease back, the `Jobq-Throttled` header names them
-    (`max_running`, `max_running_per_key`, `rate_limit`).
+    (`max_running`, `max_running_per_key`, `rate_limit`). A quiet worker is leased
+    nothing, and told so (`Jobq-Worker-Quiet: 1`).
     """
     jobs = services(request)
     caller.require_queues(lease.queues)
+    presence = jobs.presence
+    worker_id = lease.worker_id
+    if presence.saw(
+        worker_id, sdk=jobq_worker_sdk, host=jobq_worker_host, queues=lease.queues,
+        types=lease.types,
+    ):  # fmt: skip
+        return _quiet(views.leases(()))
     leased = await jobs.leases.lease(
         _wanted(lease),
         abandoned=request.is_disconnected,
         key_id=caller.key_id,
         allowed=caller.queues.sql() if caller.queues is not None else None,
     )
+    if leased.leases:
+        presence.saw(worker_id, leased=len(leased.leases))
     return _throttled(views.leases(leased.leases), leased)
+
+
+def _quiet(response: Response) -> Response:
+    """`response`, telling its worker it is quiet."""
+    response.headers[QUIET_HEADER] = "1"
+    return response
 
 
 def _wanted(lease: LeaseIn) -> Wanted:
@@ -122,9 +150,12 @@ async def heartbeat_lease(
     lease_id: LeasePath,
     request: Request,
     heartbeat: Annotated[HeartbeatIn | None, Body(title=OPTIONAL_BODY_TITLE)] = None,
+    jobq_worker: WorkerHeader = None,
 ) -> Response:
     """Extend a lease from now and report progress; says whether cancellation was requested."""
     jobs = services(request)
+    if jobq_worker is not None:
+        jobs.presence.saw(jobq_worker)
     heartbeat = heartbeat or HeartbeatIn()
     sent = heartbeat.progress
     progress = Progress(sent.percent, sent.stage, sent.message) if sent is not None else None
@@ -145,11 +176,14 @@ async def complete_lease(
     lease_id: LeasePath,
     request: Request,
     completion: Annotated[CompleteIn | None, Body(title=OPTIONAL_BODY_TITLE)] = None,
+    jobq_worker: WorkerHeader = None,
 ) -> Response:
     """Mark the leased job succeeded, with its result."""
     jobs = services(request)
     result = completion.result if completion is not None else None
     job = await jobs.acks.complete(lease_id, result, caller.key_id)
+    if jobq_worker is not None:
+        jobs.presence.saw(jobq_worker, finished=1)
     return views.job_answer(job)
 
 
@@ -160,7 +194,11 @@ async def complete_lease(
     responses=problems(400, 401, 403, 404, 409, 413, 422),
 )
 async def fail_lease(
-    caller: WorkCaller, lease_id: LeasePath, failure: FailIn, request: Request
+    caller: WorkCaller,
+    lease_id: LeasePath,
+    failure: FailIn,
+    request: Request,
+    jobq_worker: WorkerHeader = None,
 ) -> Response:
     """Record a failed attempt: retried after a backoff, or `failed` when no try is left."""
     jobs = services(request)
@@ -171,6 +209,8 @@ async def fail_lease(
         retry_after_seconds=failure.retry_after_seconds,
         key_id=caller.key_id,
     )
+    if jobq_worker is not None:
+        jobs.presence.saw(jobq_worker, finished=1)
     return views.job_answer(job)
 
 
@@ -181,10 +221,16 @@ async def fail_lease(
     responses=problems(400, 401, 403, 404, 409, 422),
 )
 async def snooze_lease(
-    caller: WorkCaller, lease_id: LeasePath, snooze: SnoozeIn, request: Request
+    caller: WorkCaller,
+    lease_id: LeasePath,
+    snooze: SnoozeIn,
+    request: Request,
+    jobq_worker: WorkerHeader = None,
 ) -> Response:
     """Put the leased job back to the queue for `seconds`, spending no attempt."""
     jobs = services(request)
+    if jobq_worker is not None:
+        jobs.presence.saw(jobq_worker)
     job = await jobs.snoozes.snooze(lease_id, snooze.seconds, caller.key_id)
     return views.job_answer(job)
 
@@ -195,21 +241,48 @@ async def snooze_lease(
     response_model=AcksOut,
     responses={200: THROTTLED, **problems(400, 401, 403, 413, 422)},
 )
-async def ack_leases(caller: WorkCaller, batch: AcksIn, request: Request) -> Response:
+async def ack_leases(
+    caller: WorkCaller,
+    batch: AcksIn,
+    request: Request,
+    jobq_worker: WorkerHeader = None,
+    jobq_worker_sdk: SdkHeader = None,
+    jobq_worker_host: HostHeader = None,
+) -> Response:
     """Complete or fail up to 1000 leases in one call; one result per ack, in order.
 
     With `lease`, then leases as `POST /v1/leases` does (complete-and-lease): the
-    call's refusals (4xx) come before any ack is applied.
+    call's refusals (4xx) come before any ack is applied; a quiet worker's acks are
+    applied, and it is leased nothing (`Jobq-Worker-Quiet: 1`).
     """
     jobs = services(request)
-    if batch.lease is None:
-        return views.acks(await jobs.acks.finish(_acks(batch.acks), caller.key_id))
-    caller.require_queues(batch.lease.queues)
+    presence = jobs.presence
+    wanted = batch.lease
+    if wanted is None:
+        finished = await jobs.acks.finish(_acks(batch.acks), caller.key_id)
+        if jobq_worker is not None:
+            presence.saw(jobq_worker, finished=_applied(finished))
+        return views.acks(finished)
+    caller.require_queues(wanted.queues)
+    worker_id = wanted.worker_id
+    if presence.saw(
+        worker_id, sdk=jobq_worker_sdk, host=jobq_worker_host, queues=wanted.queues,
+        types=wanted.types,
+    ):  # fmt: skip
+        finished = await jobs.acks.finish(_acks(batch.acks), caller.key_id)
+        presence.saw(worker_id, finished=_applied(finished))
+        return _quiet(views.acks(finished, ()))
     finished, leased = await jobs.ack_and_lease(
         _acks(batch.acks),
-        _wanted(batch.lease),
+        _wanted(wanted),
         abandoned=request.is_disconnected,
         key_id=caller.key_id,
         allowed=caller.queues.sql() if caller.queues is not None else None,
     )
+    presence.saw(worker_id, leased=len(leased.leases), finished=_applied(finished))
     return _throttled(views.acks(finished, leased.leases), leased)
+
+
+def _applied(finished: Sequence[Finished]) -> int:
+    """How many of the acks finished their jobs."""
+    return sum(1 for f in finished if f.error is None)

@@ -20,6 +20,7 @@ from app.jobs.service.reads import Reads
 from app.jobs.service.snoozes import Snoozes
 from app.jobs.service.specs import ItemRef, JobSpec, Trace, Unique
 from app.jobs.wakeups import Wakeups
+from app.workers import Presence
 
 __all__ = [
     "Ack",
@@ -66,6 +67,7 @@ class JobServices:
     snoozes: Snoozes
     reads: Reads
     admin: JobAdmin
+    presence: Presence  # the workers that called this replica (`app.workers`)
 
     @classmethod
     def build(
@@ -75,6 +77,7 @@ class JobServices:
         wakeups: Wakeups,
         finishes: Finishes,
         limited: LimitedQueues,
+        presence: Presence,
     ) -> JobServices:
         leases = Leases(repo, settings, wakeups, limited)
         acks = Acks(repo, settings, limited, wakeups)
@@ -86,4 +89,5 @@ class JobServices:
             snoozes=Snoozes(repo, settings, limited),
             reads=Reads(repo, finishes),
             admin=JobAdmin(repo),
+            presence=presence,
         )

@@ -9,7 +9,7 @@ from app.core.errors import JobNotFound
 from app.jobs.finishes import Finishes
 from app.jobs.params import JobFilter
 from app.jobs.repository import Allowed, JobsRepository
-from app.jobs.rows import Dependency, JobRow, WorkerRow
+from app.jobs.rows import Dependency, JobRow
 from app.jobs.service.explain import MAX_AHEAD, Explanation, explain
 
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
@@ -73,9 +73,3 @@ class Reads:
         """Jobs by id after `after`; `allowed`: only these queues (names, LIKE patterns), for
         a key limited to some."""
         return await self._repo.page(where, after, limit, allowed)
-
-    async def workers(
-        self, allowed: tuple[list[str], list[str]] | None, limit: int
-    ) -> list[WorkerRow]:
-        """Who is leasing now."""
-        return await self._repo.workers(allowed, limit)

@@ -439,15 +439,40 @@ async function jobPage(id) {
   ];
 }
 
+// A worker's state: live or gone (unseen for JOBQ_WORKER_GONE_SECONDS), and quiet
+function workerState(w) {
+  return el("span", {}, el("span", { class: `badge state-${w.status}` }, w.status),
+    w.quiet ? [" ", el("span", { class: "badge state-quiet", title: w.quieted_by
+      ? `quieted by ${w.quieted_by} ${ago(w.quiet_at)}` : `quiet since ${ago(w.quiet_at)}` }, "quiet")]
+      : null);
+}
+
+function workerActions(w) {
+  const path = `/v1/workers/${encodeURIComponent(w.worker_id)}`;
+  return w.quiet
+    ? button("Resume", () => act(`resume ${w.worker_id}`, "POST", `${path}/resume`, {}))
+    : w.status === "live" ? button("Quiet", () => act(`quiet ${w.worker_id}`, "POST", `${path}/quiet`, {},
+      { confirm: `Quiet worker ${w.worker_id}? It finishes the jobs it holds, then leases no more.` }), true)
+      : null;
+}
+
 async function workersPage() {
   const data = await api("GET", "/v1/workers");
+  const headers = ["worker", "state", "sdk", "host", "queues", "types", "running", "per min",
+    "last seen", "next lease end", ...(canAct ? [""] : []), "jobs"];
   return [
     el("h1", {}, "Workers"),
-    data.workers.length ? table(["worker", "running", "queues", "last seen", "next lease end", "jobs"],
-      data.workers.map((w) => [w.worker_id || "–", fmt(w.running), w.queues.join(", "),
-        ago(w.last_seen), ago(w.next_expiry),
-        el("span", {}, w.job_ids.map((id, i) => [i ? ", " : "", link(jobHref(id), String(id))]))]), [1])
-      : el("p", { class: "muted" }, "No worker holds a job now."),
+    data.workers.length ? table(headers,
+      data.workers.map((w) => [w.worker_id, workerState(w),
+        w.sdk ? `${w.sdk}${w.version ? ` ${w.version}` : ""}` : "–", w.host || "–",
+        w.queues.join(", ") || "–", w.types.join(", ") || "any", fmt(w.running),
+        w.finished_per_minute.toFixed(1), ago(w.last_seen), ago(w.next_expiry),
+        ...(canAct ? [workerActions(w)] : []),
+        el("span", {}, w.job_ids.map((id, i) => [i ? ", " : "", link(jobHref(id), String(id))]))]),
+      [6, 7], [2, 3, 5, 9])
+      : el("p", { class: "muted" }, "No worker seen lately."),
+    data.next_after !== null ? el("p", { class: "muted" },
+      `The first ${data.workers.length} workers by id; jobq workers list shows them all.`) : null,
   ];
 }
 

@@ -7,6 +7,7 @@
 // audit log of admin actions (`listAudit`).
 
 import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
 import createClient, { type Client } from "openapi-fetch";
 import { type EventsOptions, followEvents, type JobqEvent } from "./events.js";
 import type { components, paths } from "./schema.js";
@@ -58,6 +59,8 @@ export interface AuditQuery {
   before?: number;
   limit?: number;
 }
+/** A worker seen lately, idle or busy, `live` or `gone` (`listWorkers`). */
+export type WorkerInfo = Schemas["WorkerOut"];
 /** Every field of an enqueue but `type` and `payload`, as the API names them. */
 export type EnqueueOptions = Omit<JobIn, "type" | "payload">;
 
@@ -124,6 +127,12 @@ export interface JobqClient extends Client<paths> {
   /** One page of the audit log, newest first (admin scope): who did which admin action
    * when, and how it ended. */
   listAudit(query?: AuditQuery): Promise<AuditPage>;
+  /** Every worker seen lately, idle or busy, live or gone (page after page). */
+  listWorkers(): Promise<WorkerInfo[]>;
+  /** Ask a worker to lease no more (admin scope); it finishes the jobs it holds. */
+  quietWorker(workerId: string): Promise<void>;
+  /** Let a quiet worker lease again (admin scope). */
+  resumeWorker(workerId: string): Promise<void>;
 }
 
 export const DEFAULT_URL = "http://127.0.0.1:8000";
@@ -133,6 +142,10 @@ const MAX_WAIT_SECONDS = 30; // the service's bound on one wait
 const LONG_POLL_MARGIN_SECONDS = 10; // a long poll may take this much longer to answer
 const RETRIED_STATUSES = new Set([502, 503, 504]);
 const FINISHED: ReadonlySet<JobState> = new Set(["succeeded", "failed", "cancelled"]);
+export const SDK_NAME = "jobq-client-typescript";
+export const SDK_VERSION = "0.1.0"; // package.json's (a test holds them equal)
+const QUIET_HEADER = "jobq-worker-quiet"; // "1": the worker is quiet, it was leased nothing
+const WORKERS_PAGE = 500;
 
 /** The service refused a call: its problem (status, stable `code`, detail). */
 export class JobqError extends Error {
@@ -284,6 +297,25 @@ export function createJobq(options: JobqOptions = {}): JobqClient {
       const query = { ...rest, ...(since === undefined ? {} : { since: new Date(since).toISOString() }) };
       return call((signal) => client.GET("/v1/audit", { params: { query }, signal }));
     },
+    async listWorkers() {
+      const found: WorkerInfo[] = [];
+      let after: string | undefined;
+      for (;;) {
+        const query = after === undefined ? { limit: WORKERS_PAGE } : { limit: WORKERS_PAGE, after };
+        const page = await call((signal) => client.GET("/v1/workers", { params: { query }, signal }));
+        found.push(...page.workers);
+        if (page.next_after == null) return found;
+        after = page.next_after;
+      }
+    },
+    async quietWorker(workerId: string) {
+      const path = { worker_id: workerId };
+      await call((signal) => client.POST("/v1/workers/{worker_id}/quiet", { params: { path }, signal }));
+    },
+    async resumeWorker(workerId: string) {
+      const path = { worker_id: workerId };
+      await call((signal) => client.POST("/v1/workers/{worker_id}/resume", { params: { path }, signal }));
+    },
   } satisfies Omit<JobqClient, keyof Client<paths>>;
   return Object.assign(client, producer);
 }
@@ -378,6 +410,9 @@ export interface WorkerOptions {
   graceSeconds?: number;
   /** A handler still running this long after its job's timeout is abandoned (default 5 s). */
   timeoutGraceSeconds?: number;
+  /** With no call for this long, say it is alive; quiet, ask this often whether it is
+   * resumed (default 15 s). */
+  presenceSeconds?: number;
   log?: (message: string) => void;
 }
 
@@ -395,6 +430,12 @@ type Ack = Schemas["AckComplete"] | Schemas["AckFail"];
  * A job with a `timeout_seconds` gets that long: then its `signal` is aborted and
  * `timedOut` is true (the service fails the attempt as `timeout`), and
  * `timeoutGraceSeconds` later the worker abandons the handler and frees its slot.
+ *
+ * Every call names the worker (`Jobq-Worker`, `Jobq-Worker-Sdk`, `Jobq-Worker-Host`
+ * headers), so `GET /v1/workers` lists it; with no call for `presenceSeconds` it says it
+ * is alive (`POST /v1/workers/{id}/presence`). Quieted by an admin (`jobq workers quiet
+ * ID`), it leases no more from its next call on, finishes the jobs it holds, then idles
+ * (pinging) until resumed or stopped, as Sidekiq's quiet.
  */
 export class Worker {
   readonly client: Client<paths>;
@@ -408,11 +449,65 @@ export class Worker {
   /** A lease call is under way: a finished job acknowledges itself meanwhile. */
   private inLease = false;
   private readonly log: (message: string) => void;
+  /** What every call sends, naming this worker. */
+  private readonly headers: Record<string, string>;
+  /** An admin asked it to lease no more. */
+  private quiet = false;
+  /** Ends the wait of a quiet run loop (resumed, or stopping). */
+  private wake: (() => void) | undefined;
+  private lastCall = Date.now();
 
   constructor(private readonly options: WorkerOptions) {
     this.client = options.client ?? createJobq();
     this.workerId = options.workerId ?? `node-${process.pid}`;
     this.log = options.log ?? ((message) => console.log(message));
+    this.headers = {
+      "Jobq-Worker": this.workerId,
+      "Jobq-Worker-Sdk": `${SDK_NAME}/${SDK_VERSION}`,
+      "Jobq-Worker-Host": hostname(),
+    };
+  }
+
+  /** The options of a call naming this worker (noted as its last sign of life). */
+  private named<T extends object>(init: T): T & { headers: Record<string, string> } {
+    this.lastCall = Date.now();
+    return { ...init, headers: this.headers };
+  }
+
+  /** Note what a leasing answer says: a quiet worker leases no more. */
+  private heard(response: Response): void {
+    if (response.headers.get(QUIET_HEADER) === "1") this.setQuiet(true);
+  }
+
+  private setQuiet(quiet: boolean): void {
+    if (quiet === this.quiet) return;
+    this.quiet = quiet;
+    if (quiet) {
+      this.log(`worker ${this.workerId}: quiet: leasing no more until resumed (${this.running.size} jobs running)`);
+    } else {
+      this.log(`worker ${this.workerId}: resumed: leasing again`);
+      this.wake?.();
+    }
+  }
+
+  /** Say the worker is alive when it made no call for `presenceSeconds`; quiet, ask
+   * whether it is resumed. */
+  private async presence(): Promise<void> {
+    const every = (this.options.presenceSeconds ?? 15) * 1000;
+    if (!this.quiet && Date.now() - this.lastCall < every) return;
+    try {
+      const { data, error } = await this.client.POST(
+        "/v1/workers/{worker_id}/presence",
+        this.named({
+          params: { path: { worker_id: this.workerId } },
+          body: { queues: this.options.queues, types: [...this.handlers.keys()] },
+        }),
+      );
+      if (error) this.log(`presence ping refused: ${new JobqError(error).message}`);
+      else this.setQuiet(data.quiet);
+    } catch (error) {
+      this.log(`presence ping failed (${String(error)})`);
+    }
   }
 
   /** Run `handler` for jobs of `type`. */
@@ -425,6 +520,7 @@ export class Worker {
   stop(): void {
     this.stopping = true;
     this.leasing.abort();
+    this.wake?.();
   }
 
   /** `run()`, stopping on SIGTERM or SIGINT. */
@@ -441,7 +537,35 @@ export class Worker {
   /** Lease and run jobs until `stop()`. */
   async run(): Promise<void> {
     const concurrency = this.options.concurrency ?? 4;
+    const pings = setInterval(() => void this.presence(), (this.options.presenceSeconds ?? 15) * 1000);
+    try {
+      await this.leaseLoop(concurrency);
+    } finally {
+      clearInterval(pings);
+    }
+    await this.sendPending();
+    const grace = (this.options.graceSeconds ?? 30) * 1000;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise((resolve) => {
+      timer = setTimeout(resolve, grace);
+    });
+    await Promise.race([Promise.allSettled(this.running.values()), late]);
+    clearTimeout(timer);
+  }
+
+  private async leaseLoop(concurrency: number): Promise<void> {
     while (!this.stopping) {
+      if (this.quiet) {
+        // until resumed (a presence ping's answer) or stopped; running jobs finish
+        // meanwhile, each acknowledged on its own (no lease to send it with)
+        await this.sendPending();
+        if (!this.quiet || this.stopping) continue;
+        await new Promise<void>((resolve) => {
+          this.wake = resolve;
+        });
+        this.wake = undefined;
+        continue;
+      }
       const free = concurrency - this.running.size;
       if (free <= 0) {
         await Promise.race(this.running.values());
@@ -459,14 +583,6 @@ export class Worker {
         this.inLease = false;
       }
     }
-    await this.sendPending();
-    const grace = (this.options.graceSeconds ?? 30) * 1000;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise((resolve) => {
-      timer = setTimeout(resolve, grace);
-    });
-    await Promise.race([Promise.allSettled(this.running.values()), late]);
-    clearTimeout(timer);
   }
 
   private leaseBody(free: number, waitSeconds: number) {
@@ -484,9 +600,11 @@ export class Worker {
   private async ackAndLease(free: number): Promise<Lease[]> {
     const sent = this.pending.splice(0);
     try {
-      const { data, error } = await this.client.POST("/v1/acks", {
-        body: { acks: sent.map((p) => p.ack), lease: this.leaseBody(free, 0) },
-      });
+      const { data, error, response } = await this.client.POST(
+        "/v1/acks",
+        this.named({ body: { acks: sent.map((p) => p.ack), lease: this.leaseBody(free, 0) } }),
+      );
+      this.heard(response);
       if (!error) {
         data.results.forEach((result, i) => {
           if (result.status !== 200) this.log(`the ack of job ${sent[i]?.jobId} was refused: ${result.code}`);
@@ -511,10 +629,14 @@ export class Worker {
 
   private async lease(free: number): Promise<Lease[]> {
     try {
-      const { data, error } = await this.client.POST("/v1/leases", {
-        body: this.leaseBody(free, Math.min(this.options.waitSeconds ?? 20, 30)),
-        signal: this.leasing.signal,
-      });
+      const { data, error, response } = await this.client.POST(
+        "/v1/leases",
+        this.named({
+          body: this.leaseBody(free, Math.min(this.options.waitSeconds ?? 20, 30)),
+          signal: this.leasing.signal,
+        }),
+      );
+      this.heard(response);
       if (error) {
         this.log(`leasing refused: ${new JobqError(error).message}`);
         await sleep(1000);
@@ -535,10 +657,10 @@ export class Worker {
     let cancelRequested = lease.job.cancel_requested;
     let lost = false;
     const beat = async (progress?: { percent?: number; stage?: string; message?: string }) => {
-      const { data, error } = await this.client.POST("/v1/leases/{lease_id}/heartbeat", {
-        params: { path: { lease_id: lease.lease_id } },
-        body: progress ? { progress } : {},
-      });
+      const { data, error } = await this.client.POST(
+        "/v1/leases/{lease_id}/heartbeat",
+        this.named({ params: { path: { lease_id: lease.lease_id } }, body: progress ? { progress } : {} }),
+      );
       if (error) {
         if (error.status === 404 || error.status === 409) {
           lost = true;
@@ -618,10 +740,10 @@ export class Worker {
   /** Put the job back for `seconds`, spending no attempt; false when the service refused
    * (past its cap on snoozes: the attempt then fails). */
   private async snooze(lease: Lease, seconds: number): Promise<boolean> {
-    const { error } = await this.client.POST("/v1/leases/{lease_id}/snooze", {
-      params: { path: { lease_id: lease.lease_id } },
-      body: { seconds },
-    });
+    const { error } = await this.client.POST(
+      "/v1/leases/{lease_id}/snooze",
+      this.named({ params: { path: { lease_id: lease.lease_id } }, body: { seconds } }),
+    );
     if (error && error.code === "snooze_limit_reached") {
       this.log(`job ${lease.job.id} (${lease.job.type}) may not snooze again: failing the attempt`);
       return false;
@@ -632,9 +754,9 @@ export class Worker {
   }
 
   /** Hand the outcome to the run loop when it waits for this slot (it sends it with its
-   * next lease); else send it now. */
+   * next lease); else (leasing, stopping or quiet) send it now. */
   private async finish(lease: Lease, ack: Ack): Promise<void> {
-    if (!this.inLease && !this.stopping) {
+    if (!this.inLease && !this.stopping && !this.quiet) {
       this.pending.push({ ack, jobId: lease.job.id });
       return;
     }
@@ -644,10 +766,10 @@ export class Worker {
   private async send(ack: Ack, jobId: number): Promise<void> {
     const { lease_id: leaseId, outcome, ...body } = ack;
     const path = outcome === "complete" ? "/v1/leases/{lease_id}/complete" : "/v1/leases/{lease_id}/fail";
-    const { error } = await this.client.POST(path, {
-      params: { path: { lease_id: leaseId } },
-      body: body as never,
-    });
+    const { error } = await this.client.POST(
+      path,
+      this.named({ params: { path: { lease_id: leaseId } }, body: body as never }),
+    );
     if (error) this.log(`the ${outcome} of job ${jobId} was refused: ${new JobqError(error).message}`);
   }
 }

@@ -183,12 +183,74 @@ export interface paths {
         };
         /**
          * List Workers
-         * @description Who is leasing now: each worker holding running jobs, with their queues and its
-         *     last sign of life (a key limited to some queues sees only their jobs).
+         * @description Workers by id, live and recently gone, with what they serve, their jobs and
+         *     throughput, a page at a time (a key limited to queues sees the workers of those).
          */
         get: operations["listWorkers"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workers/{worker_id}/presence": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report Presence
+         * @description Say a worker is alive while it leases nothing (idle between polls, or paused);
+         *     answers whether it is quiet.
+         */
+        post: operations["reportPresence"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workers/{worker_id}/quiet": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Quiet Worker
+         * @description Ask a worker to lease no more: its next lease answers no job (`Jobq-Worker-Quiet:
+         *     1`); it finishes the jobs it holds.
+         */
+        post: operations["quietWorker"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workers/{worker_id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume Worker
+         * @description Let a quiet worker lease again.
+         */
+        post: operations["resumeWorker"];
         delete?: never;
         options?: never;
         head?: never;
@@ -211,7 +273,8 @@ export interface paths {
          *     With `wait_seconds`, waits for a job to arrive when none is due (long poll). The
          *     leases belong to the API key that took them: no other key may heartbeat or finish them.
          *     When a queue's limits held the lease back, the `Jobq-Throttled` header names them
-         *     (`max_running`, `max_running_per_key`, `rate_limit`).
+         *     (`max_running`, `max_running_per_key`, `rate_limit`). A quiet worker is leased
+         *     nothing, and told so (`Jobq-Worker-Quiet: 1`).
          */
         post: operations["leaseJobs"];
         delete?: never;
@@ -314,7 +377,8 @@ export interface paths {
          * @description Complete or fail up to 1000 leases in one call; one result per ack, in order.
          *
          *     With `lease`, then leases as `POST /v1/leases` does (complete-and-lease): the
-         *     call's refusals (4xx) come before any ack is applied.
+         *     call's refusals (4xx) come before any ack is applied; a quiet worker's acks are
+         *     applied, and it is leased nothing (`Jobq-Worker-Quiet: 1`).
          */
         post: operations["ackLeases"];
         delete?: never;
@@ -2165,6 +2229,35 @@ export interface components {
             p95: number | null;
         };
         /**
+         * PresenceIn
+         * @description What an idle worker serves (its lease calls say it too).
+         */
+        PresenceIn: {
+            /**
+             * Queues
+             * @description Default: as last said. Its queues.
+             */
+            queues?: string[] | null;
+            /**
+             * Types
+             * @description Default: as last said. The job types it leases (`[]`: any).
+             */
+            types?: string[] | null;
+        };
+        /**
+         * PresenceOut
+         * @description Whether the worker may lease.
+         */
+        PresenceOut: {
+            /** Worker Id */
+            worker_id: string;
+            /**
+             * Quiet
+             * @description True: lease no more (finish the jobs held).
+             */
+            quiet: boolean;
+        };
+        /**
          * Problem
          * @description An error, as RFC 9457 problem details with a stable machine `code`.
          * @example {
@@ -2580,6 +2673,20 @@ export interface components {
             /** Queues */
             queues: components["schemas"]["QueueStats"][];
             database: components["schemas"]["DatabaseHealth"];
+        };
+        /**
+         * QuietOut
+         * @description A worker's quiet state.
+         */
+        QuietOut: {
+            /** Worker Id */
+            worker_id: string;
+            /** Quiet */
+            quiet: boolean;
+            /** Quiet At */
+            quiet_at: string | null;
+            /** Quieted By */
+            quieted_by: string | null;
         };
         /**
          * RateLimit
@@ -3167,38 +3274,101 @@ export interface components {
         };
         /**
          * WorkerOut
-         * @description A worker holding running jobs.
+         * @description A worker seen lately, or holding running jobs.
          */
         WorkerOut: {
             /** Worker Id */
-            worker_id: string | null;
+            worker_id: string;
+            /**
+             * Status
+             * @description `gone`: not seen for `JOBQ_WORKER_GONE_SECONDS` (listed until `JOBQ_WORKER_RETAIN_SECONDS`).
+             * @enum {string}
+             */
+            status: "live" | "gone";
+            /**
+             * Sdk
+             * @description Its SDK's name, from the `Jobq-Worker-Sdk` header.
+             */
+            sdk: string | null;
+            /**
+             * Version
+             * @description Its SDK's version.
+             */
+            version: string | null;
+            /**
+             * Host
+             * @description Its host, from the `Jobq-Worker-Host` header.
+             */
+            host: string | null;
+            /**
+             * Queues
+             * @description The queues it leases from.
+             */
+            queues: string[];
+            /**
+             * Types
+             * @description The job types it leases (`[]`: any).
+             */
+            types: string[];
+            /** First Seen */
+            first_seen: string | null;
+            /**
+             * Last Seen
+             * @description Its latest call (lease, heartbeat, finish or presence ping), to within `JOBQ_WORKER_FLUSH_SECONDS`.
+             */
+            last_seen: string | null;
             /**
              * Running
              * @description Jobs it holds now.
              */
             running: number;
-            /** Queues */
-            queues: string[];
             /**
              * Job Ids
              * @description The first 20 of its jobs, by id.
              */
             job_ids: number[];
             /**
-             * Last Seen
-             * @description Its latest lease or heartbeat that extended one.
-             */
-            last_seen: string | null;
-            /**
              * Next Expiry
              * @description When its first lease ends, unless renewed.
              */
             next_expiry: string | null;
+            /**
+             * Leased
+             * @description Jobs it leased since first seen.
+             */
+            leased: number;
+            /**
+             * Finished
+             * @description Jobs it completed or failed since first seen.
+             */
+            finished: number;
+            /**
+             * Finished Per Minute
+             * @description Jobs it finished a minute, over its last full minute window.
+             */
+            finished_per_minute: number;
+            /**
+             * Quiet
+             * @description Asked to lease no more (`POST /v1/workers/{id}/quiet`).
+             */
+            quiet: boolean;
+            /** Quiet At */
+            quiet_at: string | null;
+            /**
+             * Quieted By
+             * @description The name of the key that quieted it.
+             */
+            quieted_by: string | null;
         };
-        /** WorkersOut */
+        /**
+         * WorkersOut
+         * @description A page of workers by id; pass `next_after` as `after` for the next page.
+         */
         WorkersOut: {
             /** Workers */
             workers: components["schemas"]["WorkerOut"][];
+            /** Next After */
+            next_after: string | null;
         };
         /** BreakerOut */
         app__events__schemas__BreakerOut: {
@@ -3891,7 +4061,11 @@ export interface operations {
     };
     listWorkers: {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                /** @description The last id seen. */
+                after?: string | null;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3945,10 +4119,248 @@ export interface operations {
             };
         };
     };
-    leaseJobs: {
+    reportPresence: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The worker's SDK and its version, as `name/version`. */
+                "jobq-worker-sdk"?: string | null;
+                /** @description The worker's host. */
+                "jobq-worker-host"?: string | null;
+            };
+            path: {
+                /** @description The worker's id. */
+                worker_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PresenceIn"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    /** @description `1` when the worker is quiet: it should lease no more. */
+                    "Jobq-Worker-Quiet"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PresenceOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    quietWorker: {
         parameters: {
             query?: never;
             header?: never;
+            path: {
+                /** @description The worker's id. */
+                worker_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuietOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    resumeWorker: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The worker's id. */
+                worker_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuietOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    leaseJobs: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The worker's SDK and its version, as `name/version`. */
+                "jobq-worker-sdk"?: string | null;
+                /** @description The worker's host. */
+                "jobq-worker-host"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
@@ -3963,6 +4375,8 @@ export interface operations {
                 headers: {
                     /** @description The limits of a queue that held this lease back (`max_running`, `max_running_per_key`, `rate_limit`), comma-separated. */
                     "Jobq-Throttled"?: string;
+                    /** @description `1`: the worker is quiet (`POST /v1/workers/{id}/quiet`), so it was leased no job; it should lease no more, finishing the jobs it holds. */
+                    "Jobq-Worker-Quiet"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4037,7 +4451,10 @@ export interface operations {
     heartbeatLease: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The id of the worker calling (its lease calls' `worker_id`): counts this call as its sign of life, a finish in its throughput. */
+                "jobq-worker"?: string | null;
+            };
             path: {
                 /** @description The lease's token. */
                 lease_id: string;
@@ -4145,7 +4562,10 @@ export interface operations {
     completeLease: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The id of the worker calling (its lease calls' `worker_id`): counts this call as its sign of life, a finish in its throughput. */
+                "jobq-worker"?: string | null;
+            };
             path: {
                 /** @description The lease's token. */
                 lease_id: string;
@@ -4253,7 +4673,10 @@ export interface operations {
     failLease: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The id of the worker calling (its lease calls' `worker_id`): counts this call as its sign of life, a finish in its throughput. */
+                "jobq-worker"?: string | null;
+            };
             path: {
                 /** @description The lease's token. */
                 lease_id: string;
@@ -4361,7 +4784,10 @@ export interface operations {
     snoozeLease: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The id of the worker calling (its lease calls' `worker_id`): counts this call as its sign of life, a finish in its throughput. */
+                "jobq-worker"?: string | null;
+            };
             path: {
                 /** @description The lease's token. */
                 lease_id: string;
@@ -4469,7 +4895,14 @@ export interface operations {
     ackLeases: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The id of the worker calling (its lease calls' `worker_id`): counts this call as its sign of life, a finish in its throughput. */
+                "jobq-worker"?: string | null;
+                /** @description The worker's SDK and its version, as `name/version`. */
+                "jobq-worker-sdk"?: string | null;
+                /** @description The worker's host. */
+                "jobq-worker-host"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
@@ -4484,6 +4917,8 @@ export interface operations {
                 headers: {
                     /** @description The limits of a queue that held this lease back (`max_running`, `max_running_per_key`, `rate_limit`), comma-separated. */
                     "Jobq-Throttled"?: string;
+                    /** @description `1`: the worker is quiet (`POST /v1/workers/{id}/quiet`), so it was leased no job; it should lease no more, finishing the jobs it holds. */
+                    "Jobq-Worker-Quiet"?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -29,6 +29,7 @@ from jobq_client._admin import (
     Schedule,
     ScheduleRun,
     Stats,
+    WorkerInfo,
 )
 from jobq_client._client import AsyncClient, Client, RetryPolicy
 from jobq_client._errors import (
@@ -69,6 +70,7 @@ from jobq_client._errors import (
     UniqueHeld,
     UnsupportedMediaType,
     ValidationError,
+    WorkerNotFound,
 )
 from jobq_client._events import Event
 from jobq_client._job import Job, JobCancelled, Permanent, Retry, Snooze
@@ -190,6 +192,8 @@ __all__ = [
     "UnsupportedMediaType",
     "ValidationError",
     "Worker",
+    "WorkerInfo",
+    "WorkerNotFound",
     "__version__",
     "verify_delivery",
 ]

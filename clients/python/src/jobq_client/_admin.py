@@ -1,5 +1,5 @@
 """What the operator calls answer: schedules, queue settings, queue figures, the
-service's figures as a whole, and the audit log."""
+service's figures as a whole, the audit log, and workers."""
 
 from __future__ import annotations
 
@@ -336,3 +336,52 @@ class AuditPage:
     def from_json(cls, data: dict[str, Any]) -> AuditPage:
         entries = [AuditEntry.from_json(e) for e in data.get("entries") or []]
         return cls(entries, data.get("next_before"))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker seen lately, idle or busy (`status` `live`, or `gone` once unseen for the
+    service's `JOBQ_WORKER_GONE_SECONDS`): what it is, what it serves, the jobs it holds
+    and its throughput, and whether it is quiet (asked to lease no more)."""
+
+    worker_id: str
+    status: Literal["live", "gone"]
+    sdk: str | None = None
+    version: str | None = None
+    host: str | None = None
+    queues: list[str] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    running: int = 0
+    job_ids: list[int] = field(default_factory=list)
+    next_expiry: datetime | None = None
+    leased: int = 0
+    finished: int = 0
+    finished_per_minute: float = 0.0
+    quiet: bool = False
+    quiet_at: datetime | None = None
+    quieted_by: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkerInfo:
+        return cls(
+            worker_id=data["worker_id"],
+            status=data["status"],
+            sdk=data.get("sdk"),
+            version=data.get("version"),
+            host=data.get("host"),
+            queues=list(data.get("queues") or []),
+            types=list(data.get("types") or []),
+            first_seen=_time(data.get("first_seen")),
+            last_seen=_time(data.get("last_seen")),
+            running=int(data.get("running", 0)),
+            job_ids=list(data.get("job_ids") or []),
+            next_expiry=_time(data.get("next_expiry")),
+            leased=int(data.get("leased", 0)),
+            finished=int(data.get("finished", 0)),
+            finished_per_minute=float(data.get("finished_per_minute", 0)),
+            quiet=bool(data.get("quiet", False)),
+            quiet_at=_time(data.get("quiet_at")),
+            quieted_by=data.get("quieted_by"),
+        )

@@ -16,11 +16,13 @@ from jobq_client._admin import (
     QueueStats,
     Schedule,
     Stats,
+    WorkerInfo,
 )
 from jobq_client._calls import Call, _json, _segment
 from jobq_client._models import JobRecord
 
 SCHEDULES_PAGE = 500  # the most the service hands in one page
+WORKERS_PAGE = 500  # ... of workers
 
 
 def _none(_response: object) -> None:
@@ -212,3 +214,27 @@ def audit_page(
     }
     params: dict[str, str | int | float] = {k: v for k, v in given.items() if v is not None}
     return Call("GET", "/v1/audit", lambda r: AuditPage.from_json(_json(r)), params=params)
+
+
+def workers_page(after: str | None) -> Call[tuple[list[WorkerInfo], str | None]]:
+    """One page of workers by id after `after`, and the id to ask after next."""
+
+    def read(response: httpx.Response) -> tuple[list[WorkerInfo], str | None]:
+        body = _json(response)
+        return [WorkerInfo.from_json(w) for w in body["workers"]], body.get("next_after")
+
+    params: dict[str, str | int | float] = {"limit": WORKERS_PAGE}
+    if after is not None:
+        params["after"] = after
+    return Call("GET", "/v1/workers", read, params=params)
+
+
+def switch_worker(worker_id: str, action: str) -> Call[bool]:
+    """Quiet or resume a worker; whether it is quiet now."""
+    return Call(
+        "POST",
+        f"/v1/workers/{_segment(worker_id)}/{action}",
+        lambda r: bool(_json(r)["quiet"]),
+        body={},
+        has_body=True,
+    )

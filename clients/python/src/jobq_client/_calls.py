@@ -6,6 +6,7 @@ how the answer is read is written once, here.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from jobq_client._models import (
 
 T = TypeVar("T")
 LONG_POLL_MARGIN_SECONDS = 10.0  # a long-polling lease may take this much longer to answer
+QUIET_HEADER = "jobq-worker-quiet"  # `1`: the worker is quiet, it was leased nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +48,7 @@ class Call(Generic[T]):
     has_body: bool = False
     params: dict[str, str | int | float] | None = None
     min_timeout: float | None = None  # at least this long to answer (long poll)
-    headers: dict[str, str] | None = None  # besides the client's own
+    headers: dict[str, str] | None = None  # besides the client's (a worker's own)
 
 
 def _segment(value: str) -> str:
@@ -282,4 +284,25 @@ def ack_and_lease(
         body={"acks": [a.to_json() for a in acks], "lease": lease},
         has_body=True,
         min_timeout=wait_seconds + LONG_POLL_MARGIN_SECONDS if wait_seconds else None,
+    )
+
+
+def telling_quiet(call: Call[T]) -> Call[tuple[T, bool]]:
+    """`call`, whose answer also says whether its worker is quiet (to lease no more)."""
+
+    def parse(response: httpx.Response) -> tuple[T, bool]:
+        quiet: str = response.headers.get(QUIET_HEADER, "")
+        return call.parse(response), quiet == "1"
+
+    return dataclasses.replace(call, parse=parse)  # type: ignore[arg-type, return-value]
+
+
+def presence(worker_id: str, queues: Sequence[str], types: Sequence[str]) -> Call[bool]:
+    """An idle worker's sign of life; whether it is quiet."""
+    return Call(
+        "POST",
+        f"/v1/workers/{_segment(worker_id)}/presence",
+        lambda r: bool(_json(r)["quiet"]),
+        body={"queues": list(queues), "types": list(types)},
+        has_body=True,
     )

@@ -168,7 +168,7 @@ class _Base:
         }
         if call.has_body:
             request["json"] = call.body
-        if call.headers is not None:
+        if call.headers:
             request["headers"] = call.headers
         return request
 

@@ -16,7 +16,8 @@ status, or else `JobqError` itself. Catch by class, not by message.
     │   ├── LeaseNotFound
     │   ├── KeyNotFound
     │   ├── ScheduleNotFound
-    │   └── SubscriptionNotFound
+    │   ├── SubscriptionNotFound
+    │   └── WorkerNotFound
     ├── MethodNotAllowed (405)
     ├── Conflict (409)
     │   ├── LeaseLost          job_id, state: where the job is now
@@ -154,6 +155,12 @@ class SubscriptionNotFound(NotFound):
     """No event subscription has this name."""
 
     default_code = "subscription_not_found"
+
+
+class WorkerNotFound(NotFound):
+    """No worker with this id was seen lately in the queues this key may see."""
+
+    default_code = "worker_not_found"
 
 
 class MethodNotAllowed(JobqError):

@@ -19,6 +19,7 @@ from jobq_client._admin import (
     QueueStats,
     Schedule,
     Stats,
+    WorkerInfo,
 )
 from jobq_client._calls import Call
 from jobq_client._models import Dependencies, Explanation, JobRecord
@@ -164,6 +165,24 @@ class Operations:
             if page.next_before is None:
                 return
             before = page.next_before
+
+    def list_workers(self) -> list[WorkerInfo]:
+        """Every worker seen lately, idle or busy, live or gone (page after page)."""
+        found: list[WorkerInfo] = []
+        after: str | None = None
+        while True:
+            page, after = self._call(_admin_calls.workers_page(after))
+            found += page
+            if after is None:
+                return found
+
+    def quiet_worker(self, worker_id: str) -> bool:
+        """Ask a worker to lease no more (it finishes the jobs it holds); True."""
+        return self._call(_admin_calls.switch_worker(worker_id, "quiet"))
+
+    def resume_worker(self, worker_id: str) -> bool:
+        """Let a quiet worker lease again; False (it is no longer quiet)."""
+        return self._call(_admin_calls.switch_worker(worker_id, "resume"))
 
     def get_schedule(self, name: str) -> Schedule:
         """A schedule, its next ticks and the last jobs it made."""
@@ -373,6 +392,24 @@ class AsyncOperations:
             if page.next_before is None:
                 return
             before = page.next_before
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        """Every worker seen lately, idle or busy, live or gone (page after page)."""
+        found: list[WorkerInfo] = []
+        after: str | None = None
+        while True:
+            page, after = await self._call(_admin_calls.workers_page(after))
+            found += page
+            if after is None:
+                return found
+
+    async def quiet_worker(self, worker_id: str) -> bool:
+        """Ask a worker to lease no more (it finishes the jobs it holds); True."""
+        return await self._call(_admin_calls.switch_worker(worker_id, "quiet"))
+
+    async def resume_worker(self, worker_id: str) -> bool:
+        """Let a quiet worker lease again; False (it is no longer quiet)."""
+        return await self._call(_admin_calls.switch_worker(worker_id, "resume"))
 
     async def get_schedule(self, name: str) -> Schedule:
         """A schedule, its next ticks and the last jobs it made."""

@@ -28,6 +28,17 @@ cancels the handler, cooperatively first (`job.timed_out` becomes true,
 abandoning it after `timeout_grace_seconds` (a thread runs on, ignored); its slot is
 free again and the event is logged (`job.timed_out`).
 
+Every call the worker makes names it (`Jobq-Worker`, `Jobq-Worker-Sdk`,
+`Jobq-Worker-Host` headers), so the service lists it (`GET /v1/workers`, `jobq workers
+list`) with its SDK, host, queues and types; when it made no call for
+`presence_seconds` (idle between polls, or full of long jobs), it says it is alive
+(`POST /v1/workers/{id}/presence`).
+
+An admin may quiet it (`jobq workers quiet ID`), as Sidekiq's quiet: at its next call
+it stops leasing, finishes the jobs it holds (heartbeating them as ever), then idles,
+still pinging every `presence_seconds`, until resumed (`jobq workers resume ID`) or
+stopped. It does not exit by itself: a supervisor would only start it again.
+
 On SIGTERM or SIGINT (or `stop()`) the worker stops leasing, gives running handlers
 `grace_seconds` to finish, then releases the jobs still running: each is failed as a
 retryable `WorkerShutdown` with no delay, so another worker can take it at once (this
@@ -40,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import inspect
 import json
 import logging
@@ -55,7 +67,8 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeVar
 
-from jobq_client import _tracing
+from jobq_client import _calls, _tracing
+from jobq_client._calls import Call
 from jobq_client._client import AsyncClient, Client
 from jobq_client._errors import (
     BadRequest,
@@ -86,6 +99,11 @@ LEASE_ERROR_BACKOFF_CAP_SECONDS = 30.0
 HEARTBEAT_RETRY_SECONDS = 1.0
 RELEASE_WAIT_SECONDS = 5.0
 DEFAULT_TIMEOUT_GRACE_SECONDS = 5.0  # a timed-out handler's time to stop before it is abandoned
+# A worker that made no call for this long says it is alive; quiet, it asks this often
+# whether it is resumed. A fourth of the service's default gone interval (60 s).
+DEFAULT_PRESENCE_SECONDS = 15.0
+SDK_NAME = "jobq-client-python"
+SDK_VERSION = "0.1.0"  # jobq_client.__version__ (a test holds them equal)
 MAX_TRACEBACK_CHARS = 4000
 SHUTDOWN_ERROR_TYPE = "WorkerShutdown"
 
@@ -111,6 +129,7 @@ def _fields(job: Job, event: str, started: float, **more: Any) -> dict[str, Any]
 
 HandlerFunc = Callable[[Job], Any]
 F = TypeVar("F", bound=HandlerFunc)
+T = TypeVar("T")
 
 
 class Worker:
@@ -120,7 +139,9 @@ class Worker:
     is made from the environment, as `Client()` is. Jobs are leased `concurrency` at most
     at a time, waiting up to `wait_seconds` for work (long poll). `lease_seconds`
     overrides each job's own lease length. A handler still running
-    `timeout_grace_seconds` after its job's timeout is abandoned.
+    `timeout_grace_seconds` after its job's timeout is abandoned. A worker that made no
+    call for `presence_seconds` tells the service it is alive (and, quiet, asks whether
+    it may lease again).
     """
 
     def __init__(
@@ -136,6 +157,7 @@ class Worker:
         ack_interval_seconds: float = DEFAULT_ACK_INTERVAL_SECONDS,
         ack_batch_size: int = DEFAULT_ACK_BATCH_SIZE,
         timeout_grace_seconds: float = DEFAULT_TIMEOUT_GRACE_SECONDS,
+        presence_seconds: float = DEFAULT_PRESENCE_SECONDS,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -151,6 +173,7 @@ class Worker:
         self.ack_interval_seconds = ack_interval_seconds
         self.ack_batch_size = ack_batch_size
         self.timeout_grace_seconds = timeout_grace_seconds
+        self.presence_seconds = presence_seconds
         self.handlers: dict[str, HandlerFunc] = {}
         self._session: _Session | None = None
         self._stop_requested = False
@@ -287,6 +310,59 @@ class _Session:
         self.pending_acks: list[Ack] = []
         self.ack_added = asyncio.Event()
         self.closing = False
+        self.headers = {
+            "Jobq-Worker": worker.worker_id,
+            "Jobq-Worker-Sdk": f"{SDK_NAME}/{SDK_VERSION}",
+            "Jobq-Worker-Host": socket.gethostname(),
+        }
+        self.quiet = False  # an admin asked it to lease no more
+        self.resumed = asyncio.Event()
+        self.last_call = loop.time()
+
+    # ---- calling the service ---------------------------------------------------------
+
+    async def send(self, call: Call[T]) -> T:
+        """The call's answer, the call naming this worker."""
+        self.last_call = self.loop.time()
+        return await self.client._call(dataclasses.replace(call, headers=self.headers))
+
+    async def send_leasing(self, call: Call[T]) -> T:
+        """`send` for a call that leases: a quiet worker's answer says so (it holds no
+        lease), and the worker stops leasing."""
+        value, quiet = await self.send(_calls.telling_quiet(call))
+        if quiet:
+            self.set_quiet(True)
+        return value
+
+    def set_quiet(self, quiet: bool) -> None:
+        if quiet == self.quiet:
+            return
+        self.quiet = quiet
+        worker_id = self.worker.worker_id
+        if quiet:
+            self.resumed.clear()
+            log.info("worker %s: quiet: leasing no more until resumed (%d jobs running)",
+                     worker_id, len(self.running))  # fmt: skip
+        else:
+            log.info("worker %s: resumed: leasing again", worker_id)
+            self.resumed.set()
+
+    async def presence_loop(self) -> None:
+        """Say the worker is alive when it made no call for `presence_seconds`; quiet,
+        ask that often whether it is resumed."""
+        worker = self.worker
+        every = worker.presence_seconds
+        while True:
+            left = self.last_call + every - self.loop.time()
+            if left > 0 and not self.quiet:
+                await asyncio.sleep(left)
+                continue
+            call = _calls.presence(worker.worker_id, worker.queues, sorted(worker.handlers))
+            try:
+                self.set_quiet(await self.send(call))
+            except JobqError as exc:
+                log.warning("worker %s: presence ping failed (%s)", worker.worker_id, exc)
+            await asyncio.sleep(every)
 
     # ---- control ---------------------------------------------------------------------
 
@@ -312,6 +388,7 @@ class _Session:
             worker.concurrency,
         )
         acks = asyncio.create_task(self.ack_loop())
+        presence = asyncio.create_task(self.presence_loop())
         fatal: JobqError | None = None
         try:
             try:
@@ -321,6 +398,7 @@ class _Session:
                 fatal = exc
             await self.drain()
         finally:
+            presence.cancel()
             self.closing = True
             self.ack_added.set()
             await acks
@@ -336,6 +414,9 @@ class _Session:
         worker = self.worker
         errors = 0
         while not self.stopping.is_set():
+            if self.quiet:  # until resumed: the running jobs finish meanwhile
+                await _wait_any(self.resumed, self.stopping)
+                continue
             free = worker.concurrency - len(self.running)
             if free <= 0:
                 self.slot_free.clear()
@@ -348,13 +429,15 @@ class _Session:
                 if leases:
                     continue
             request = asyncio.create_task(
-                self.client.lease(
-                    worker.queues,
-                    worker_id=worker.worker_id,
-                    max_jobs=min(free, MAX_LEASE_BATCH),
-                    types=sorted(worker.handlers),
-                    lease_seconds=worker.lease_seconds,
-                    wait_seconds=worker.wait_seconds,
+                self.send_leasing(
+                    _calls.lease(
+                        worker.queues,
+                        worker_id=worker.worker_id,
+                        max_jobs=min(free, MAX_LEASE_BATCH),
+                        types=sorted(worker.handlers),
+                        lease_seconds=worker.lease_seconds,
+                        wait_seconds=worker.wait_seconds,
+                    )
                 )
             )
             stopped = asyncio.create_task(self.stopping.wait())
@@ -457,7 +540,7 @@ class _Session:
         """Put the job back for `seconds` (nothing left to acknowledge); past the
         service's cap on snoozes, fail the attempt instead."""
         try:
-            await self.client.snooze(job.lease_id, seconds)
+            await self.send(_calls.snooze(job.lease_id, seconds))
         except SnoozeLimitReached as exc:
             log.warning("job %s (%s): %s; failing the attempt", job.id, job.type, exc)
             return Fail(job.lease_id, "SnoozeLimitReached", str(exc))
@@ -540,9 +623,12 @@ class _Session:
         message: str | None = None,
     ) -> None:
         try:
-            answer = await self.client.heartbeat(
-                job.lease_id, percent=percent, stage=stage, message=message
-            )
+            answer = await self.send(
+                _calls.heartbeat(
+                    job.lease_id, extend_seconds=None, percent=percent, stage=stage,
+                    message=message,
+                )
+            )  # fmt: skip
         except (LeaseLost, LeaseNotFound):
             job.lease_lost = True
             raise
@@ -620,13 +706,16 @@ class _Session:
         batch = self.pending_acks[: worker.ack_batch_size]
         del self.pending_acks[: len(batch)]
         try:
-            results, leases = await self.client.ack_and_lease(
-                batch,
-                worker.queues,
-                worker_id=worker.worker_id,
-                max_jobs=free,
-                types=sorted(worker.handlers),
-                lease_seconds=worker.lease_seconds,
+            results, leases = await self.send_leasing(
+                _calls.ack_and_lease(
+                    batch,
+                    worker.queues,
+                    worker_id=worker.worker_id,
+                    max_jobs=free,
+                    types=sorted(worker.handlers),
+                    lease_seconds=worker.lease_seconds,
+                    wait_seconds=0,
+                )
             )
         except JobqError as exc:
             log.warning("acknowledging %d jobs with a lease failed: %s", len(batch), exc)
@@ -639,7 +728,7 @@ class _Session:
     async def send_acks(self, batch: list[Ack]) -> bool:
         """True once the service has judged every ack; False to try again later."""
         try:
-            results = await self.client.ack(batch)
+            results = await self.send(_calls.ack(batch))
         except (PayloadTooLarge, ValidationError) as exc:
             # The batch as a whole was refused (too large a request, or a service that
             # judges results per batch): send them one by one.

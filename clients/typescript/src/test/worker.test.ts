@@ -1,10 +1,12 @@
 // The Worker against a live jobq service (JOBQ_URL): concurrency, progress, heartbeats
-// past a lease, cancellation, Permanent and Retry, stopping. Run by
+// past a lease, cancellation, Permanent and Retry, stopping, presence and quiet. Run by
 // tests/processes/test_sdk_typescript.py.
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { test } from "node:test";
-import { createJobq, Permanent, Retry, Snooze, Worker, type Job } from "../index.js";
+import { createJobq, Permanent, Retry, SDK_VERSION, Snooze, Worker, type Job, type WorkerInfo } from "../index.js";
 
 const jobq = createJobq();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -206,4 +208,56 @@ test("Snooze runs the job again later without spending an attempt", TEST, async 
   assert.equal(done.attempt, 1);
   assert.equal(done.snoozes, 3);
   assert.deepEqual(done.attempts.map((a) => a.outcome), ["snoozed", "snoozed", "snoozed", "succeeded"]);
+});
+
+test("an idle worker is listed with its SDK, version, queues, types and host", TEST, async () => {
+  const worker = new Worker({ queues: ["ts-idle"], workerId: "ts-idle-1", waitSeconds: 0.2,
+    presenceSeconds: 0.3, log: quiet }).handle("resize", () => null);
+  const running = worker.run();
+  let shown: WorkerInfo | undefined;
+  await until(async () => {
+    shown = (await jobq.listWorkers()).find((w) => w.worker_id === "ts-idle-1");
+    return shown !== undefined;
+  });
+  worker.stop();
+  await running;
+  const version = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version;
+  assert.equal(SDK_VERSION, version);
+  assert.deepEqual([shown!.sdk, shown!.version, shown!.host], ["jobq-client-typescript", version, hostname()]);
+  assert.deepEqual([shown!.queues, shown!.types, shown!.status, shown!.running], [["ts-idle"], ["resize"], "live", 0]);
+});
+
+test("a quieted worker finishes its job, leases no more, and resumes when asked", TEST, async () => {
+  let release: () => void = () => undefined;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const started: number[] = [];
+  const worker = new Worker({ queues: ["ts-q"], workerId: "ts-quiet-1", concurrency: 1, waitSeconds: 0.2,
+    presenceSeconds: 0.3, leaseSeconds: 3, log: quiet }).handle("work", async ({ job }) => {
+    started.push(job.id);
+    if (started.length === 1) await held; // outlives its lease: heartbeats keep it
+    return "done";
+  });
+  const first = await enqueue("ts-q", "work");
+  const running = worker.run();
+  await until(async () => started.length === 1);
+  // an admin quiets a worker it sees listed (within a flush of its first call)
+  await until(async () => (await jobq.listWorkers()).some((w) => w.worker_id === "ts-quiet-1"));
+  await jobq.quietWorker("ts-quiet-1");
+  const second = await enqueue("ts-q", "work");
+  await sleep(4000);
+  release();
+  await until(async () => (await job(first)).state === "succeeded");
+  await sleep(1500); // several lease calls' worth
+  assert.deepEqual(started, [first]);
+  assert.equal((await job(second)).state, "queued");
+  const shown = (await jobq.listWorkers()).find((w) => w.worker_id === "ts-quiet-1");
+  assert.equal(shown?.quiet, true);
+  await jobq.resumeWorker("ts-quiet-1");
+  await until(async () => (await job(second)).state === "succeeded");
+  worker.stop();
+  await running;
+  assert.deepEqual(started, [first, second]);
+  assert.equal((await job(first)).attempt, 1);
 });
