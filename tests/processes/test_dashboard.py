@@ -508,6 +508,7 @@ def test_the_job_page_shows_its_lifecycle_controls(
         "timeout_seconds": 90,
         "start_by": "2099-01-01T00:00:00Z",
         "unique": {"key": "user-7", "period": 3600},
+        "trace": {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
     }
     made = admin.post("/v1/queues/lifecycle/jobs", json=body)
     assert made.status_code == 201, made.text
@@ -524,6 +525,7 @@ def test_the_job_page_shows_its_lifecycle_controls(
     expect(row("timeout")).to_have_text("90 s an attempt")
     expect(row("start by")).to_contain_text("2099-01-01")
     expect(row("snoozes")).to_have_text("1")
+    expect(row("trace")).to_have_text("4bf92f3577b34da6a3ce929d0e0e4736")
     expect(row("unique")).to_contain_text("user-7, one per 3600 s from")
     expect(row("unique")).to_contain_text("while waiting / queued / running")
 

@@ -421,6 +421,8 @@ async function jobPage(id) {
       ["timeout", job.timeout_seconds == null ? "none" : `${job.timeout_seconds} s an attempt`],
       ["start by", job.start_by ? `${job.start_by} (${ago(job.start_by)})` : "none"],
       ["snoozes", String(job.snoozes ?? 0)],
+      // the trace id a collector finds the producer's trace by (traceparent's second field)
+      ["trace", job.trace ? job.trace.traceparent.split("-")[1] : "none"],
     ]),
     el("h2", {}, "Why"), explainView(why),
     el("h2", {}, "Progress"),
