@@ -66,7 +66,17 @@ and the services' logs (`Checks`):
   enqueued into a paused queue or due after it: every hung attempt failed by the reaper
   as `timeout`, no call on a lease accepted past its timeout, no attempt completed past
   it; snoozes counted, spending no attempt, each job succeeding once; no job leased
-  after its `start_by`, every one never leased `cancelled` as `expired`; none lost.
+  after its `start_by`, every one never leased `cancelled` as `expired`; none lost;
+- fair (`fair`): a fair queue with `max_running` and `rate_limit_per_key`, one tenant's
+  flood at once and three tenants enqueueing steadily: never more running than the
+  limit, no tenant above its rate in any window, the others' median wait under half the
+  flood's, every job succeeded;
+- push (`push`, `checks_push`): a pushed queue with `max_running` 4, delivered to an
+  endpoint of the harness that answers at random (200, 202 then complete, 429/503 with
+  Retry-After, 500, a hang past the timeout, a closed connection), and a subscription
+  to its events: every job delivered, finished once (succeeded once, or failed for good
+  on its last attempt), never more in flight than the limit, no attempt spent by a
+  429/503, every job event delivered in order per job, every request signed validly.
 
 Exit status 1 when any invariant breaks, 2 when the run itself could not be carried out.
 """
@@ -88,12 +98,12 @@ import asyncpg
 from tests.processes.chaos import SIDE_QUEUES, GaveUp
 from tests.processes.chaos.checks import Checks
 from tests.processes.chaos.checks_lifecycle import check_lifecycle
+from tests.processes.chaos.checks_push import check_push
 from tests.processes.chaos.databases import drop
 from tests.processes.chaos.evidence import gather_evidence, load_jobs
 from tests.processes.chaos.fair import check_fair
 from tests.processes.chaos.limited import check_limited
 from tests.processes.chaos.options import PG_DIRNAME, HarnessError, Options, parse_args, say
-from tests.processes.chaos.push import check_push
 from tests.processes.chaos.report import report
 from tests.processes.chaos.run import Run
 from tests.processes.chaos.statistics import check_statistics

@@ -27,8 +27,14 @@ SERVICE_ENV = {
     "JOBQ_MIGRATE_ON_START": "false",
     "JOBQ_LOG_FORMAT": "text",  # the reaper's lines are parsed from the services' logs
     "JOBQ_MAX_DEPENDENCY_DEPTH": "1000",  # room for the workflow load's deep chain
-    "JOBQ_PUSH_ALLOWED_TARGETS": "http://127.0.0.1:*",  # the push load's endpoint
+    # the push load's endpoint listens on loopback (`chaos.push`)
+    "JOBQ_PUSH_ALLOWED_TARGETS": "http://127.0.0.1:*",
     "JOBQ_PUSH_LEASE_MARGIN_SECONDS": "2",  # a delivery cut short comes back in seconds
+    "JOBQ_PUSH_BREAKER_PAUSE_SECONDS": "0.2",
+    "JOBQ_PUSH_BREAKER_MAX_PAUSE_SECONDS": "1",
+    "JOBQ_SUBSCRIPTION_TIMEOUT_SECONDS": "1",
+    "JOBQ_SUBSCRIPTION_BACKOFF_BASE_SECONDS": "0.05",
+    "JOBQ_SUBSCRIPTION_BACKOFF_CAP_SECONDS": "0.5",
 }
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0

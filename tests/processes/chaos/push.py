@@ -1,17 +1,27 @@
-"""The push load: a pushed queue whose endpoint fails at random, through the same faults.
+"""The push load: a pushed queue (`PUSH_QUEUE`, `max_running` `MAX_RUNNING`) whose jobs
+jobq POSTs to an endpoint of the harness's own, and a subscription to its events, through
+the same faults (replica SIGKILLs, rolling restarts, a PostgreSQL restart).
 
-The harness serves an endpoint on loopback (in its own process, so no fault stops it)
-and points `PUSH_QUEUE` at it, with `max_running` and a `TIMEOUT_SECONDS` target
-timeout; `PUSH_JOBS` jobs are enqueued over the producers' window. The endpoint checks
-each delivery's Standard Webhooks signature and answers at random: 200 with a result,
-202 (then completes the job through the ordinary call with the envelope's lease id),
-429 with Retry-After, 500, a hang past the timeout, or a closed connection.
+The endpoint is an asyncio HTTP server in the harness process on loopback (the replicas
+die around it, it does not), with two paths:
 
-The invariants (`check_push`): every job was delivered and succeeded, through a lease
-that was delivered (a 2xx, or the 202's completion); never more than `MAX_RUNNING`
-deliveries in flight at the endpoint (a delivery counts until its answer, or until the
-target's timeout, when the dispatcher gave up on it); a 429 spent no attempt (no attempt
-ended as `http_429`); every signature verified.
+- `/jobs`, the queue's target: it verifies each delivery's Standard Webhooks signature,
+  records it (`Delivery`: job, attempt, lease, webhook-id, when it began and ended, the
+  answer) and answers at random: 200 with a result; 202, then completes the job a moment
+  later with the lease id through the ordinary API; 429 or 503 with `Retry-After`; 500;
+  a hang past the target's timeout; or it closes the connection. Jobs of the `doomed`
+  plan (`max_attempts` `DOOMED_ATTEMPTS`) always get a failure, and fail for good.
+- `/events`, the subscription's target: verifies and records each batch (`Batch`), and
+  answers 200, or at random 500 or 503 with `Retry-After` (the batch comes again).
+
+A delivery's recorded span lies within its job's running time, so that the spans in
+flight at once are a lower bound of the running jobs: it begins once the request is
+read, and ends before the answer is written (or, for a hang, when the dispatcher gave
+up and closed the connection; for a 202, when the completing call that was accepted
+was sent). A request's start is taken one loop turn late, so a connection closed by a
+timeout that the loop noticed together with the next request ends first.
+
+The invariants are `checks_push.check_push`'s.
 """
 
 from __future__ import annotations
@@ -22,90 +32,66 @@ import json
 import random
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from app.delivery import new_secret
-from tests.delivery_endpoint import Answer, Endpoint, Received, serving
 from tests.processes.chaos import PUSH_QUEUE, Api, GaveUp
 from tests.processes.chaos.databases import Db
 
-if TYPE_CHECKING:
-    from tests.processes.chaos.verdict import Verdict
+MAX_RUNNING = 4
+PUSH_JOBS = 150
+BATCH = 15  # enqueued at once, so that the limit binds
+MAX_ATTEMPTS = 20
+DOOMED_ATTEMPTS = 2
+DOOMED_SHARE = 0.1
+TIMEOUT_SECONDS = 2.0  # the target's; a hang outlasts it (a starved harness may too)
+HANG_SECONDS = 5.0  # a hang ends at the latest then (the dispatcher closes first)
+LATER_SECONDS = (0.05, 0.3)  # a 202's job is completed this long after
+WORK_SECONDS = (0.05, 0.2)  # what a 200 or 500 "works" first: a batch fills the limit
+SUBSCRIPTION = "chaos-push"
+SECRET = "whsec_" + "Y2hhb3MtcHVzaC1zZWNyZXQtMDEyMzQ1Njc4OWFiY2RlZg=="  # 40 bytes
+ANSWERS = {  # (weight): what `/jobs` answers a job that may succeed
+    "ok": 50,
+    "accepted": 15,
+    "busy": 8,  # 429 with Retry-After
+    "unavailable": 7,  # 503 with Retry-After
+    "error": 10,
+    "hang": 4,
+    "close": 6,
+}
+FAILURES = ("error", "hang", "close")
+EVENT_ANSWERS = {"ok": 80, "error": 10, "unavailable": 10}
+STATUS = {"ok": 200, "accepted": 202, "busy": 429, "unavailable": 503, "error": 500}
 
-SECRET = new_secret()
-MAX_RUNNING = 3
-PUSH_JOBS = 60
-TIMEOUT_SECONDS = 1.0
-HANG_SECONDS = TIMEOUT_SECONDS + 0.5
-ACCEPTED_FINISH_SECONDS = 0.2
-# (outcome, weight): what the endpoint answers a delivery
-OUTCOMES = [("ok", 55), ("accepted", 15), ("busy", 10), ("error", 10), ("hang", 5), ("close", 5)]
 
-
-@dataclass
+@dataclass(slots=True)
 class Delivery:
-    job_id: int
+    """One request to `/jobs`, as the endpoint saw it."""
+
+    job: int
     attempt: int
-    lease_id: str
-    outcome: str
+    lease: str
+    webhook_id: str
+    signed: bool
     began: float
-    ended: float = 0.0
+    answer: str = ""
+    ended: float | None = None  # None: it never ended (a bug of the harness)
+    completed: int | None = None  # a 202's completing call: its status
 
 
-@dataclass
-class ChaosEndpoint(Endpoint):
-    """Answers `/push` at random and records each delivery; completes 202s later."""
+@dataclass(slots=True)
+class Batch:
+    """One request to `/events`."""
 
-    api: Api | None = None
-    rng: random.Random = field(default_factory=random.Random)
-    deliveries: list[Delivery] = field(default_factory=list)
-    invalid: int = 0
-    completions: dict[str, int] = field(default_factory=dict)  # a 202's lease: its status
-    finishing: set[asyncio.Task[None]] = field(default_factory=set)
+    webhook_id: str
+    signed: bool
+    at: float
+    status: int
+    events: list[dict[str, Any]]
 
-    async def answer(self, got: Received) -> Answer:
-        if got.path != "/push":
-            return await super().answer(got)
-        try:
-            Webhook(SECRET).verify(got.body, got.headers)
-        except WebhookVerificationError:
-            self.invalid += 1
-            return 401, {}, b"bad signature"
-        sent = json.loads(got.body)
-        outcome = self.rng.choices([o for o, _ in OUTCOMES], [w for _, w in OUTCOMES])[0]
-        delivery = Delivery(
-            sent["job_id"], sent["attempt"], sent["lease_id"], outcome, time.monotonic()
-        )
-        self.deliveries.append(delivery)
-        try:
-            if outcome == "ok":
-                return 200, {"content-type": "application/json"}, b'{"pushed": true}'
-            if outcome == "accepted":
-                task = asyncio.create_task(self.finish_later(delivery.lease_id))
-                self.finishing.add(task)
-                task.add_done_callback(self.finishing.discard)
-                return 202, {}, b""
-            if outcome == "busy":
-                return 429, {"retry-after": "1"}, b"later"
-            if outcome == "error":
-                return 500, {}, b"boom"
-            if outcome == "hang":
-                await asyncio.sleep(HANG_SECONDS)
-                return 200, {}, b"{}"
-            return None  # "close": the connection, without an answer
-        finally:
-            delivery.ended = time.monotonic()
 
-    async def finish_later(self, lease_id: str) -> None:
-        await asyncio.sleep(ACCEPTED_FINISH_SECONDS)
-        assert self.api is not None
-        with contextlib.suppress(GaveUp):  # else the lease expires and it is delivered again
-            response, _ = await self.api.call(
-                "push_complete", f"/v1/leases/{lease_id}/complete", {"result": {"late": True}}
-            )
-            self.completions[lease_id] = response.status_code
+Answer = tuple[int, dict[str, str], bytes] | None  # None: close without answering
 
 
 @dataclass
@@ -114,105 +100,208 @@ class PushLoad:
     db: Db
     seed: int
     duration: float
-    endpoint: ChaosEndpoint = field(init=False)
+    port: int = 0
+    keys: dict[str, bool] = field(default_factory=dict)  # enqueued key → doomed
+    deliveries: list[Delivery] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)
+    pending: set[asyncio.Task[None]] = field(default_factory=set)  # the 202s' completions
     submitted: bool = False
+    server: asyncio.Server | None = None
 
     def __post_init__(self) -> None:
-        self.endpoint = ChaosEndpoint(api=self.api, rng=random.Random(self.seed))
+        self.rng = random.Random(f"{self.seed}:push")
+        self.verifier = Webhook(SECRET)
+        self.closing = asyncio.Event()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        """Listen (before the load: the services' allowlist names loopback)."""
+        self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        self.closing.set()
+        for task in self.pending:
+            task.cancel()
+        if self.server is not None:
+            self.server.close()
 
     async def run(self) -> None:
-        async with serving(self.endpoint) as endpoint:
-            settings = {
-                "max_running": MAX_RUNNING,
+        await self.put(
+            f"/v1/queues/{PUSH_QUEUE}/settings",
+            {
                 "push": {
-                    "url": endpoint.base + "/push",
+                    "url": f"{self.base}/jobs",
                     "secrets": [SECRET],
                     "timeout_seconds": TIMEOUT_SECONDS,
                 },
-            }
-            response, _ = await self.api.call(
-                "push_settings", f"/v1/queues/{PUSH_QUEUE}/settings", settings, method="PUT"
-            )
-            if response.status_code != 200:
-                raise AssertionError(f"push target: {response.status_code} {response.text}")
-            began = time.monotonic()
-            for n in range(PUSH_JOBS):
-                job = {"type": "push.step", "idempotency_key": f"push-{n}", "max_attempts": 25}
-                response, _ = await self.api.call(
-                    "push_enqueue", f"/v1/queues/{PUSH_QUEUE}/jobs", job
+                "max_running": MAX_RUNNING,
+            },
+        )
+        await self.put(
+            f"/v1/subscriptions/{SUBSCRIPTION}",
+            {"url": f"{self.base}/events", "queues": [PUSH_QUEUE], "secrets": [SECRET]},
+        )
+        began = time.monotonic()
+        for start in range(0, PUSH_JOBS, BATCH):
+            jobs: list[dict[str, Any]] = []
+            doomed_keys: dict[str, bool] = {}
+            for i in range(start, min(start + BATCH, PUSH_JOBS)):
+                doomed = random.Random(f"{self.seed}:push:{i}").random() < DOOMED_SHARE
+                doomed_keys[f"push-{i}"] = doomed
+                jobs.append(
+                    {
+                        "type": "push.step",
+                        "payload": {"n": i, "doomed": doomed},
+                        "idempotency_key": f"push-{i}",
+                        "max_attempts": DOOMED_ATTEMPTS if doomed else MAX_ATTEMPTS,
+                    }
                 )
-                if response.status_code not in (200, 201):
-                    raise AssertionError(f"push enqueue: {response.status_code} {response.text}")
-                pace = began + self.duration * (n + 1) / PUSH_JOBS - time.monotonic()
-                await asyncio.sleep(max(0.0, pace))
-            self.submitted = True
-            await asyncio.Event().wait()  # the endpoint serves until the load is over
+            response, _ = await self.api.call(
+                "push_enqueue", f"/v1/queues/{PUSH_QUEUE}/jobs/batch", {"jobs": jobs}
+            )
+            if response.status_code != 201:
+                raise AssertionError(f"push enqueue: {response.status_code} {response.text}")
+            self.keys.update(doomed_keys)
+            pace = began + self.duration * (start + BATCH) / PUSH_JOBS - time.monotonic()
+            await asyncio.sleep(max(0.0, pace))
+        self.submitted = True
+
+    async def put(self, path: str, body: dict[str, Any]) -> None:
+        response, _ = await self.api.call("push_setup", path, body, method="PUT")
+        if response.status_code not in (200, 201):
+            raise AssertionError(f"PUT {path}: {response.status_code} {response.text}")
 
     async def done(self) -> bool:
-        if not self.submitted:
+        """Every job finished, no 202 left to complete, every event of the queue stamped
+        and past the subscription's cursor."""
+        if not self.submitted or self.pending:
             return False
         rows = await self.db.fetch_quietly(
-            "SELECT count(*) FILTER (WHERE state = 'succeeded') AS done FROM jobq.jobs"
-            " WHERE queue = $1",
+            "SELECT (SELECT count(*) FROM jobq.jobs WHERE queue = $1"
+            "         AND state IN ('waiting', 'queued', 'running')) AS open,"
+            "       (SELECT count(*) FROM jobq.job_events WHERE queue = $1"
+            "         AND position IS NULL) AS unstamped,"
+            "       (SELECT coalesce(max(position), 0) FROM jobq.job_events"
+            "         WHERE queue = $1) AS last,"
+            "       (SELECT position FROM jobq.event_subscriptions WHERE name = $2) AS cursor",
             PUSH_QUEUE,
+            SUBSCRIPTION,
         )
-        return rows is not None and rows[0]["done"] == PUSH_JOBS
+        if rows is None:
+            return False
+        row = rows[0]
+        return bool(row["open"] == 0 and row["unstamped"] == 0 and row["cursor"] >= row["last"])
 
+    # ---- the endpoint ----------------------------------------------------------------
 
-def most_in_flight(deliveries: list[Delivery]) -> int:
-    """The most deliveries in flight at once, each from its arrival to its answer or to
-    the target's timeout, whichever came first."""
-    edges = []
-    for d in deliveries:
-        edges += [(d.began, 1), (min(d.ended or d.began, d.began + TIMEOUT_SECONDS), -1)]
-    most = now = 0
-    for _, step in sorted(edges, key=lambda e: (e[0], e[1])):
-        now += step
-        most = max(most, now)
-    return most
+    def signed(self, body: bytes, headers: dict[str, str]) -> bool:
+        try:
+            self.verifier.verify(body, headers)
+        except WebhookVerificationError:
+            return False
+        return True
 
+    async def on_job(self, headers: dict[str, str], body: bytes, reader: Any) -> Answer:
+        await asyncio.sleep(0)  # see the docstring: a close noticed with it ends first
+        await asyncio.sleep(0)
+        envelope = json.loads(body)
+        got = Delivery(
+            envelope["job_id"],
+            envelope["attempt"],
+            envelope["lease_id"],
+            headers.get("webhook-id", ""),
+            self.signed(body, headers),
+            time.time(),
+        )
+        self.deliveries.append(got)
+        if envelope["payload"]["doomed"]:
+            answer = self.rng.choice(FAILURES)
+        else:
+            answer = self.rng.choices(list(ANSWERS), weights=list(ANSWERS.values()))[0]
+        got.answer = answer
+        if answer == "hang":
+            with contextlib.suppress(TimeoutError, ConnectionError):
+                async with asyncio.timeout(HANG_SECONDS):
+                    await reader.read(1)  # b"": the dispatcher gave up and closed
+            got.ended = time.time()
+            return None
+        if answer == "close":
+            got.ended = time.time()
+            return None
+        if answer == "accepted":
+            task = asyncio.create_task(self.complete_later(got))
+            self.pending.add(task)
+            task.add_done_callback(self.pending.discard)
+            return 202, {}, b""
+        await asyncio.sleep(self.rng.uniform(*WORK_SECONDS))
+        got.ended = time.time()
+        status = STATUS[answer]
+        if status in (429, 503):
+            return status, {"retry-after": self.rng.choice(("0", "1"))}, b"later"
+        if status == 500:
+            return 500, {}, b"boom"
+        result = {"job": got.job, "attempt": got.attempt, "lease": got.lease}
+        return 200, {"content-type": "application/json"}, json.dumps(result).encode()
 
-async def check_push(load: PushLoad, db: Db, v: Verdict) -> dict[str, Any]:
-    """The pushed queue's invariants; failures go to the verdict."""
-    endpoint = load.endpoint
-    rows = await db.fetch(
-        "SELECT j.id, j.state::text AS state,"
-        "       replace(jobq.attempts_of(j) -> -1 ->> 'lease_id', '-', '') AS last_lease,"
-        "       array(SELECT a #>> '{error,type}' FROM jsonb_array_elements(jobq.attempts_of(j)) a"
-        "              WHERE a #>> '{error,type}' IS NOT NULL) AS errors"
-        "  FROM jobq.jobs j WHERE j.queue = $1",
-        PUSH_QUEUE,
-    )
-    states = {r["state"] for r in rows}
-    if len(rows) != PUSH_JOBS or states != {"succeeded"}:
-        v.fail("a pushed job did not succeed", f"{len(rows)} jobs, states {sorted(states)}")
-    delivered = {d.job_id for d in endpoint.deliveries}
-    finished_by = {  # as the leases' uuids (a token is `<job id>-<uuid's hex>`)
-        d.lease_id.partition("-")[2]
-        for d in endpoint.deliveries
-        if d.outcome == "ok" or endpoint.completions.get(d.lease_id) == 200
-    }
-    for r in rows:
-        if r["id"] not in delivered:
-            v.fail("a pushed job was never delivered", f"job {r['id']}")
-        elif r["state"] == "succeeded" and r["last_lease"] not in finished_by:
-            v.fail("a pushed job succeeded through no delivery", f"job {r['id']}")
-        spent = [e for e in r["errors"] if e in ("http_429", "http_503")]
-        if spent:
-            v.fail("a Retry-After answer spent an attempt", f"job {r['id']}: {spent}")
-    most = most_in_flight(endpoint.deliveries)
-    if most > MAX_RUNNING:
-        v.fail("more deliveries in flight than max_running", f"{most}, limit {MAX_RUNNING}")
-    if endpoint.invalid:
-        v.fail("a delivery's signature did not verify", f"{endpoint.invalid} deliveries")
-    outcomes: dict[str, int] = {}
-    for d in endpoint.deliveries:
-        outcomes[d.outcome] = outcomes.get(d.outcome, 0) + 1
-    return {
-        "jobs": PUSH_JOBS,
-        "deliveries": len(endpoint.deliveries),
-        "outcomes": outcomes,
-        "max_running": MAX_RUNNING,
-        "most_in_flight": most,
-        "invalid_signatures": endpoint.invalid,
-    }
+    async def complete_later(self, got: Delivery) -> None:
+        await asyncio.sleep(self.rng.uniform(*LATER_SECONDS))
+        result = {"job": got.job, "attempt": got.attempt, "lease": got.lease, "later": True}
+        try:
+            response, sent = await self.api.call(
+                "push_complete", f"/v1/leases/{got.lease}/complete", {"result": result}
+            )
+        except GaveUp:
+            return
+        got.completed = response.status_code
+        got.ended = sent if response.status_code == 200 else time.time()
+
+    def on_events(self, headers: dict[str, str], body: bytes) -> Answer:
+        answer = self.rng.choices(list(EVENT_ANSWERS), weights=list(EVENT_ANSWERS.values()))[0]
+        status = STATUS[answer]
+        self.batches.append(
+            Batch(
+                headers.get("webhook-id", ""),
+                self.signed(body, headers),
+                time.time(),
+                status,
+                json.loads(body)["events"],
+            )
+        )
+        if status == 503:
+            return 503, {"retry-after": "0"}, b"later"
+        return status, {}, b"{}"
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """HTTP/1.1 with keep-alive, as `tests/delivery_endpoint.py` serves it."""
+        try:
+            while not self.closing.is_set():
+                line = await reader.readline()
+                if not line:
+                    return
+                _method, path, _version = line.decode().split(" ", 2)
+                headers: dict[str, str] = {}
+                while (header := await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    name, _, value = header.decode().partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                if path == "/jobs":
+                    answer = await self.on_job(headers, body, reader)
+                elif path == "/events":
+                    answer = self.on_events(headers, body)
+                else:
+                    answer = 404, {}, b""
+                if answer is None:
+                    return
+                status, extra, content = answer
+                head = [f"HTTP/1.1 {status} X", f"content-length: {len(content)}"]
+                head += [f"{k}: {v}" for k, v in extra.items()]
+                writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + content)
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            return
+        finally:
+            writer.close()

@@ -11,6 +11,22 @@ def causes(counter: dict[str, int]) -> str:
     return ", ".join(f"{cause} {n}" for cause, n in counter.items()) or "none"
 
 
+def push(figures: dict[str, Any]) -> list[str]:
+    events = figures["events"]
+    return [
+        f"  push        {figures['jobs']} jobs, states {figures['states']};"
+        f" {figures['deliveries']} deliveries, answers {figures['answers']};"
+        f" at most {figures['most_in_flight']} in flight (max_running {figures['max_running']});"
+        f" {figures['duplicate_successes']} repeated successes;"
+        f" {figures['retry_later_lease_expired']} 429/503 whose release was lost,"
+        f" {figures['retry_later_past_timeout']} answered past the timeout",
+        f"  events      {events['stored']} job events, {events['delivered']} delivered"
+        f" ({events['delivered_twice_or_more']} more than once) in {events['requests']}"
+        f" requests ({events['requests_refused']} refused,"
+        f" {events['webhook_ids_repeated']} webhook-ids repeated)",
+    ]
+
+
 def lifecycle(figures: dict[str, Any]) -> list[str]:
     timeouts, snoozes, deadlines = figures["timeouts"], figures["snoozes"], figures["deadlines"]
     late = {call: n for call, n in timeouts["calls"].items() if " late " in call}
@@ -96,10 +112,7 @@ def report(summary: dict[str, Any]) -> str:
         f" {f['fair']['max_running']}), {f['fair']['busiest_window']} leases of a tenant in a"
         f" second (limit {f['fair']['key_rate']}); median wait {f['fair']['small_wait_p50']}"
         f" s for the others, {f['fair']['flood_wait_p50']} s for the flood",
-        f"  push        {f['push']['jobs']} jobs in {f['push']['deliveries']} deliveries"
-        f" {f['push']['outcomes']}; at most {f['push']['most_in_flight']} in flight"
-        f" (max_running {f['push']['max_running']});"
-        f" {f['push']['invalid_signatures']} bad signatures",
+        *push(f["push"]),
         f"  lost        {f['lost']}",
     ]
     if summary["ok"]:

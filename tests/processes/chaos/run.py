@@ -105,6 +105,8 @@ class Run(FaultInjection):
     async def teardown(self) -> None:
         for proc in [*self.producers, *self.workers, *self.services]:
             proc.kill_all()
+        if self.push is not None:
+            await self.push.close()
         if self.api is not None:
             await self.api.aclose()
         await self.http.aclose()
@@ -129,6 +131,7 @@ class Run(FaultInjection):
         self.lifecycle = LifecycleLoad(self.api, self.db, self.opts.seed, self.opts.produce_seconds)
         self.fair = FairLoad(self.api, self.db, self.opts.produce_seconds)
         self.push = PushLoad(self.api, self.db, self.opts.seed, self.opts.produce_seconds)
+        await self.push.start()
         timeline = asyncio.create_task(self.timeline())
         stale = asyncio.create_task(self.after(0.2, self.stale_completer))
         flows = asyncio.create_task(self.flows.run())
