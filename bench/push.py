@@ -43,6 +43,9 @@ LOOPBACK = "http://127.0.0.1:*"
 SETTLE_POLL_SECONDS = 0.02
 SETTLE_TIMEOUT_SECONDS = 600.0
 LATENCY_TIMEOUT_SECONDS = 10.0
+# the dispatcher reads targets on a change and then waits: past a second (its idle
+# wait), it is waiting on the enqueue announcements
+IDLE_SETTLE_SECONDS = 1.5
 
 
 # ---- the floor: a plain client, in a process of its own ------------------------------
@@ -137,7 +140,7 @@ def _floor_round(bench: Bench, endpoint: Service, sample: str, secret: str, work
 def _latency(bench: Bench, service: Service, endpoint: Service, target: dict[str, Any]) -> Any:
     c = bench.config
     _set_target(service, target)
-    time.sleep(1.5)  # the dispatcher has read the target and waits, idle
+    time.sleep(IDLE_SETTLE_SECONDS)
     _stamps(endpoint)
     enqueued: dict[str, float] = {}
     with httpx.Client(base_url=service.url, timeout=30) as http:
