@@ -5,14 +5,20 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field, fields
 
+from app.core.config import DEFAULT_PUSH_CONCURRENCY
 from bench import database
 
-SCENARIOS = ("drain", "limited", "single", "latency", "floor", "fair", "prune", "soak", "scale")
+SCENARIOS = (
+    "drain", "limited", "single", "latency", "floor", "fair", "prune", "push", "soak", "scale",
+)  # fmt: skip
 # the soak runs when --soak gives it minutes, the scale scenario when --scale gives rows;
-# the fair queues' and the pruner's scenarios when named
-DEFAULT_SCENARIOS = SCENARIOS[:-4]
+# the fair queues', the pruner's and the push scenarios when named
+DEFAULT_SCENARIOS = SCENARIOS[:-5]
 # The service under test keeps its finished jobs: the prune scenario's pruner is measured.
 KEEP_FINISHED = {"JOBQ_RETAIN_SUCCEEDED_SECONDS": "0", "JOBQ_RETAIN_FAILED_SECONDS": "0"}
+# The push scenario's replica delivers; the main service, which cannot reach its
+# endpoint (loopback), must not.
+NOT_DELIVERING = {"JOBQ_PUSH_CONCURRENCY": "0"}
 LEASE_BATCH = 100
 RUN_TIMEOUT_SECONDS = 3600.0
 REPORT_WIDTH = 150
@@ -48,6 +54,11 @@ class Config:
     soak_fail_every: int = 20
     soak_reference_rate: float = 50.0
     scale_rows: int = 0  # rows of history the scale scenario fills (bench.history)
+    push_jobs: int = 20_000  # the push scenario: deliveries per round
+    push_concurrency: int = DEFAULT_PUSH_CONCURRENCY  # ... in flight, dispatcher and floor
+    push_rounds: int = 3  # ... rounds of the dispatcher and the floor back to back
+    push_latency_samples: int = 200  # ... jobs timed from enqueue to delivery
+    push_latency_interval_ms: float = 20.0  # ... mean gap between two of them, ±50%
     scenarios: list[str] = field(default_factory=lambda: list(DEFAULT_SCENARIOS))
     database_name: str = database.DEFAULT_DATABASE
     service_env: dict[str, str] = field(default_factory=dict)
@@ -67,6 +78,9 @@ QUICK = {
     "fair_flood_jobs": 2000,
     "fair_steady_seconds": 2.0,
     "prune_rows": 20_000,
+    "push_jobs": 1000,
+    "push_rounds": 1,
+    "push_latency_samples": 20,
     "warmup": False,
 }
 
@@ -159,6 +173,11 @@ def parser() -> argparse.ArgumentParser:
         ("--floor-rounds", _positive, "rounds of jobq and the floor back to back"),
         ("--floor-drain-jobs", _positive, "jobs per drain of a round"),
         ("--floor-single-jobs", _positive, "jobs per single-job load of a round"),
+        ("--push-jobs", _positive, "deliveries per push round"),
+        ("--push-concurrency", _positive, "deliveries in flight, dispatcher and floor"),
+        ("--push-rounds", _positive, "rounds of push and its floor back to back"),
+        ("--push-latency-samples", _positive, "jobs timed from enqueue to delivery"),
+        ("--push-latency-interval-ms", float, "mean gap between two of them, ±50%"),
         ("--soak-rate", float, "the soak's enqueues per second"),
         ("--soak-workers", _positive, "the soak's long-polling workers"),
         ("--soak-fail-every", _positive, "1 in N of the soak's jobs fails once"),
@@ -189,6 +208,8 @@ def config_from(args: argparse.Namespace) -> Config:
     config.service_env = dict(args.service_env or [])
     if "prune" in config.scenarios:
         config.service_env = {**KEEP_FINISHED, **config.service_env}
+    if "push" in config.scenarios:
+        config.service_env = {**NOT_DELIVERING, **config.service_env}
     config.enqueue_batch = min(config.enqueue_batch, 1000)
     if config.soak_minutes:
         if args.scenarios is None:

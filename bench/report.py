@@ -47,6 +47,12 @@ TARGETS = [
     Target("batch_enqueue", ">=", 30_000, "jobs/s", ("batch_enqueue", "jobs_per_s"),
            "batch enqueue through HTTP"),
     Target("drain", ">=", 15_000, "jobs/s", ("drain", "jobs_per_s"), "batched drain through HTTP"),
+    Target("push_vs_floor", ">=", 0.7, "x", ("push", "median", "vs_floor"),
+           "push: one replica's deliveries/s / a plain httpx client's, back to back"),
+    Target("push_per_replica", ">=", 2000, "jobs/s", ("push", "median", "push_per_s"),
+           "push: deliveries/s of one replica to a local endpoint answering 200"),
+    Target("push_latency_p50", "<=", 10, "ms", ("push", "latency", "p50_ms"),
+           "push: enqueue to delivery with the dispatcher idle, p50"),
     Target("fair_drain_vs_fifo", ">=", 0.8, "x", ("fair", "drain_vs_fifo"),
            "drain of a fair queue (10 keys) / a fifo queue's, back to back"),
     Target("fair_lease_cost_many_keys", "<=", 1.5, "x", ("fair", "lease_cost_many_vs_few_keys"),
@@ -126,6 +132,8 @@ def render(report: dict[str, Any], console: Console) -> None:
     _render_cpu(scenarios, console)
     if "prune" in scenarios:
         _render_prune(scenarios["prune"], console)
+    if "push" in scenarios:
+        _render_push(scenarios["push"], console)
     if "soak" in scenarios:
         _render_soak(scenarios["soak"], console)
     if "scale" in scenarios:
@@ -217,6 +225,25 @@ def _render_latency(scenarios: dict[str, Any], console: Console) -> None:
     ):
         figures = (s[k] for k in ("p50_ms", "p95_ms", "p99_ms", "mean_ms", "max_ms"))
         table.add_row(label, _num(s["count"]), *(_num(f, 2) for f in figures))
+    console.print(table)
+
+
+def _render_push(push: dict[str, Any], console: Console) -> None:
+    table = _table(
+        f"Push: {push['jobs']:,} deliveries a round, concurrency {push['concurrency']}, "
+        f"envelopes of {push['envelope_bytes']} bytes",
+        "round", "push/s", "floor/s", "push / floor",
+    )  # fmt: skip
+    rounds = [(str(n), r) for n, r in enumerate(push["rounds"], 1)]
+    for label, r in [*rounds, ("median", push["median"])]:
+        table.add_row(label, _num(r["push_per_s"]), _num(r["floor_per_s"]), _num(r["vs_floor"], 2))
+    console.print(table)
+    s = push["latency"]
+    table = _table("Push latency (ms)", "what", "count", "p50", "p95", "p99", "max")
+    figures = (s[k] for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms"))
+    table.add_row(
+        "enqueue to delivery, dispatcher idle", _num(s["count"]), *(_num(f, 2) for f in figures)
+    )
     console.print(table)
 
 

@@ -17,6 +17,8 @@
      the framework floor (`bench.floor`), back to back in rounds (`bench.references`);
    - prune (`--only prune`): the pruner deleting `--prune-rows` finished jobs beside a
      lease load, without and with its rest between batches (`bench.prune`);
+   - push (`--only push`): one replica's dispatcher delivering to a local endpoint,
+     beside a plain httpx client's floor, and enqueue to delivery (`bench.push`);
    - soak (`--soak MINUTES`): a steady load with retention on, sampled (`bench.soak`).
 4. A table on stdout (`bench.report`), JSON with `--json PATH` (`-` for stdout, the
    table then goes to stderr); `--check` makes a missed target exit 1.
@@ -48,6 +50,7 @@ from bench.base import Bench
 from bench.fair import fair
 from bench.options import REPORT_WIDTH, Config, config_from, parser
 from bench.prune import prune
+from bench.push import push
 from bench.references import floor
 from bench.scale import scale
 from bench.service import REPO, Service
@@ -61,6 +64,7 @@ STEPS: dict[str, Callable[[Bench], None]] = {
     "floor": floor,
     "fair": fair,
     "prune": prune,
+    "push": push,
     "soak": soak,
     "scale": scale,
 }

@@ -44,7 +44,8 @@ def free_port() -> int:
 class Service:
     """`python -m app serve --workers N` on `database_url`, its output in `log_path`.
 
-    `app="floor"` serves `bench.floor` instead, on the same uvicorn settings as jobq's.
+    `app="floor"` serves `bench.floor` instead, on the same uvicorn settings as jobq's;
+    `app="endpoint"`, the push scenario's endpoint (`bench.push_endpoint`).
     """
 
     def __init__(
@@ -54,7 +55,7 @@ class Service:
         workers: int,
         log_path: Path,
         extra_env: Mapping[str, str] | None = None,
-        app: Literal["jobq", "floor"] = "jobq",
+        app: Literal["jobq", "floor", "endpoint"] = "jobq",
     ) -> None:
         self.app = app
         self.port = free_port()
@@ -84,8 +85,11 @@ class Service:
             return [sys.executable, "-m", "app", "serve", "--port", port, "--workers", workers]
         # uvicorn as `jobq serve` runs it (app/cli.py): the same loop and HTTP parser
         # (uvloop and httptools, where installed), no proxy headers, no access log
+        app = ["bench.floor:create_app", "--factory"]
+        if self.app == "endpoint":
+            app = ["bench.push_endpoint:app"]
         return [
-            *(sys.executable, "-m", "uvicorn", "bench.floor:create_app", "--factory"),
+            *(sys.executable, "-m", "uvicorn", *app),
             *("--host", "127.0.0.1", "--port", port, "--workers", workers),
             *("--no-proxy-headers", "--no-server-header", "--no-access-log"),
             *("--log-level", "warning"),

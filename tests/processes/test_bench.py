@@ -226,3 +226,31 @@ def test_the_soak_samples_sizes_latency_and_memory(database_url: str, tmp_path: 
     soak_targets = {t["key"]: t for t in report["targets"] if t["key"].startswith("soak_")}
     assert set(soak_targets) == {f"soak_{bound.key}" for bound in JUDGED}
     assert all(isinstance(t["pass"], bool) for t in soak_targets.values())
+
+
+@pytest.mark.once("embedded")
+@pytest.mark.timeout(BENCH_TIMEOUT_SECONDS + 30)
+def test_quick_push_benchmark_reports_its_figures(database_url: str, tmp_path: Path) -> None:
+    output = tmp_path / "bench.json"
+    printed = _bench(database_url, output, "--quick", "--only", "push")
+    for title in ("Push: 1,000 deliveries a round", "Push latency"):
+        assert title in printed
+
+    report = json.loads(output.read_text())
+    assert report["service"]["exit_code"] == 0
+    # the main service delivers nothing: the push scenario's own replica does
+    assert report["service"]["env"]["JOBQ_PUSH_CONCURRENCY"] == "0"
+    push = report["scenarios"]["push"]
+    assert set(report["scenarios"]) == {"push"}
+    assert push["jobs"] == report["config"]["push_jobs"] == 1000
+    (only,) = push["rounds"]  # every delivery arrived and every job succeeded: checked
+    _positive(only, "push_per_s", "floor_per_s", "vs_floor")
+    assert only["vs_floor"] == pytest.approx(only["push_per_s"] / only["floor_per_s"], rel=1e-3)
+    assert push["median"] == only
+    assert push["envelope_bytes"] > 100  # a delivery's envelope, as the floor sends it
+    latency = push["latency"]
+    _positive(latency, "p50_ms", "p95_ms")
+    assert latency["count"] == report["config"]["push_latency_samples"]
+    judged = {t["key"]: t["measured"] for t in report["targets"]}
+    for key in ("push_vs_floor", "push_per_replica", "push_latency_p50"):
+        assert judged[key] is not None, key
