@@ -121,7 +121,8 @@ def build(
     jobs_repo = JobsRepository(db)
     limited = LimitedQueues(jobs_repo)
     allowlist = Allowlist.parse(settings.push_allowed_targets)
-    push_targets = push.PushTargets(push.PushRepository(db), allowlist)
+    push_repo = push.PushRepository(db)
+    push_targets = push.PushTargets(push_repo, allowlist)
     job_services = JobServices.build(jobs_repo, settings, wakeups, finishes, limited)
     breakers = Breakers.from_settings(DeliveryRepository(db), settings)
     dispatcher = push.Dispatcher(
@@ -129,6 +130,7 @@ def build(
         job_services,
         breakers,
         allowlist,
+        push_repo,
         concurrency=settings.push_concurrency,
         max_lease_batch=settings.max_lease_batch,
         max_body_bytes=settings.max_payload_bytes,

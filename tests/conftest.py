@@ -114,7 +114,8 @@ DECLARE
                            'jobq.delivery_breakers', 'jobq.job_counts',
                            'jobq.job_stat_deltas', 'jobq.queue_minutes', 'jobq.fair_keys',
                            'jobq.fair_key_rate_log', 'jobq.push_targets',
-                           'jobq.job_events', 'jobq.event_subscriptions'];
+                           'jobq.job_events', 'jobq.event_subscriptions',
+                           'jobq.push_minutes'];
     used text[] := ARRAY(
         SELECT d.refobjid::regclass::text
           FROM pg_sequences s
