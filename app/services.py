@@ -125,6 +125,7 @@ def build(
     push_targets = push.PushTargets(push_repo, allowlist)
     job_services = JobServices.build(jobs_repo, settings, wakeups, finishes, limited)
     breakers = Breakers.from_settings(DeliveryRepository(db), settings)
+    push_health = push.PushHealthService(push_targets, breakers, push_repo)
     dispatcher = push.Dispatcher(
         push_targets,
         job_services,
@@ -135,6 +136,7 @@ def build(
         max_lease_batch=settings.max_lease_batch,
         max_body_bytes=settings.max_payload_bytes,
         drain_seconds=min(settings.shutdown_grace_seconds, push.DRAIN_SECONDS),
+        flush_seconds=settings.push_stats_flush_seconds,
     )
 
     def settings_changed(_queue: str) -> None:
@@ -253,6 +255,7 @@ def build(
         queues=QueueServices.build(
             QueuesRepository(db),
             push_targets,
+            push_health,
             stats_refresh_seconds=settings.metrics_refresh_seconds,
         ),
         schedules=Schedules(schedules_repo, settings),
@@ -262,7 +265,7 @@ def build(
         statistics=statistics,
         scheduler=scheduler,
         dispatcher=dispatcher,
-        push_health=push.PushHealthService(push_targets, breakers),
+        push_health=push_health,
         events=EventStreams(
             events_repo,
             bell,

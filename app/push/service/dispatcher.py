@@ -46,7 +46,7 @@ from app.delivery import Allowlist, Attempt, Breakers, BreakerState, create_clie
 from app.jobs import AttemptError, JobServices, Lease, Wanted
 from app.push import telemetry
 from app.push.repository import PushRepository
-from app.push.service.tally import FLUSH_SECONDS, RETRY_LATER, Tally
+from app.push.service.tally import RETRY_LATER, Tally
 from app.push.service.targets import PushTarget, PushTargets
 
 log = logging.getLogger("jobq.push")
@@ -122,7 +122,7 @@ class Dispatcher:
         max_lease_batch: int,
         max_body_bytes: int,
         drain_seconds: float = DRAIN_SECONDS,
-        flush_seconds: float = FLUSH_SECONDS,
+        flush_seconds: float,
         on_attempt: Callable[[PushTarget, Attempt], None] | None = None,
     ) -> None:
         self._targets_service = targets

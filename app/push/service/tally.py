@@ -1,6 +1,6 @@
 """Deliveries counted in memory, by queue and minute, until the dispatcher writes them
-to `jobq.push_minutes` (every `FLUSH_SECONDS`, one statement for all): the statistics
-every replica reads, with no statement per delivery."""
+to `jobq.push_minutes` (every `push_stats_flush_seconds`, one statement for all): the
+statistics every replica reads, with no statement per delivery."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import pydantic_core
 from app.delivery import Attempt
 from app.push.params import AddPushMinutesParams
 
-FLUSH_SECONDS = 5.0  # each replica writes what it counted this often
 RETRY_LATER = frozenset({429, 503})
 MAX_BUCKET = 60
 
