@@ -17,6 +17,8 @@ worker.run()
 
 from jobq_client._admin import (
     Aging,
+    PushBreaker,
+    PushHealth,
     PushTarget,
     PushTargetInfo,
     QueueSettings,
@@ -151,6 +153,8 @@ __all__ = [
     "PayloadTooLarge",
     "Permanent",
     "Progress",
+    "PushBreaker",
+    "PushHealth",
     "PushTarget",
     "PushTargetInfo",
     "QueueFull",

@@ -148,6 +148,47 @@ class PushTargetInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class PushBreaker:
+    """A pushed queue's circuit breaker: `open` holds its deliveries back until
+    `open_until`; `half_open`: a pause is over, the next failure opens it again."""
+
+    state: Literal["closed", "open", "half_open"]
+    failures: int  # consecutive failed deliveries
+    trips: int  # times it opened since the last success
+    open_until: datetime | None
+    failed_at: datetime | None
+    last_error: str | None  # the last failure: its class and an excerpt
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PushBreaker:
+        return cls(
+            data["state"],
+            int(data["failures"]),
+            int(data["trips"]),
+            _time(data.get("open_until")),
+            _time(data.get("failed_at")),
+            data.get("last_error"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PushHealth:
+    """A pushed queue's target and its circuit breaker (`Client.get_push_health`)."""
+
+    queue: str
+    target: PushTargetInfo
+    breaker: PushBreaker
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PushHealth:
+        return cls(
+            data["queue"],
+            PushTargetInfo.from_json(data["target"]),
+            PushBreaker.from_json(data["breaker"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class QueueSettings:
     """A queue's settings; None: no limit, or the service's default."""
 

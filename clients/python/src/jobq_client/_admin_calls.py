@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule, Stats
+from jobq_client._admin import CatchUp, PushHealth, QueueSettings, QueueStats, Schedule, Stats
 from jobq_client._calls import Call, _json, _segment
 from jobq_client._models import JobRecord
 
@@ -44,6 +44,22 @@ def queue_action(queue: str, action: str, body: dict[str, Any] | None = None) ->
     """pause, resume, purge or failed/retry (redrive): the answer's JSON as is."""
     return Call(
         "POST", f"/v1/queues/{_segment(queue)}/{action}", _json, body=body or {}, has_body=True
+    )
+
+
+def get_push_health(queue: str) -> Call[PushHealth]:
+    return Call(
+        "GET", f"/v1/queues/{_segment(queue)}/push", lambda r: PushHealth.from_json(_json(r))
+    )
+
+
+def reset_push(queue: str) -> Call[PushHealth]:
+    return Call(
+        "POST",
+        f"/v1/queues/{_segment(queue)}/push/reset",
+        lambda r: PushHealth.from_json(_json(r)),
+        body={},
+        has_body=True,
     )
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from jobq_client import _admin_calls, _calls
-from jobq_client._admin import CatchUp, QueueSettings, QueueStats, Schedule, Stats
+from jobq_client._admin import CatchUp, PushHealth, QueueSettings, QueueStats, Schedule, Stats
 from jobq_client._calls import Call
 from jobq_client._models import Dependencies, Explanation, JobRecord
 
@@ -100,6 +100,14 @@ class Operations:
         """Delete every queued job of `queue`; how many went."""
         answer = self._call(_admin_calls.queue_action(queue, "purge", {"confirm": queue}))
         return int(answer["deleted"])
+
+    def get_push_health(self, queue: str) -> PushHealth:
+        """A pushed queue's target and circuit breaker (NotFound: the queue is pulled)."""
+        return self._call(_admin_calls.get_push_health(queue))
+
+    def reset_push(self, queue: str) -> PushHealth:
+        """Close a pushed queue's circuit breaker (admin scope): deliveries resume at once."""
+        return self._call(_admin_calls.reset_push(queue))
 
     def get_queue(self, queue: str) -> QueueStats:
         """One queue's figures and the use of its limits."""
@@ -261,6 +269,14 @@ class AsyncOperations:
         """Delete every queued job of `queue`; how many went."""
         answer = await self._call(_admin_calls.queue_action(queue, "purge", {"confirm": queue}))
         return int(answer["deleted"])
+
+    async def get_push_health(self, queue: str) -> PushHealth:
+        """A pushed queue's target and circuit breaker (NotFound: the queue is pulled)."""
+        return await self._call(_admin_calls.get_push_health(queue))
+
+    async def reset_push(self, queue: str) -> PushHealth:
+        """Close a pushed queue's circuit breaker (admin scope): deliveries resume at once."""
+        return await self._call(_admin_calls.reset_push(queue))
 
     async def get_queue(self, queue: str) -> QueueStats:
         """One queue's figures and the use of its limits."""
