@@ -1977,6 +1977,7 @@ CREATE TABLE jobq.event_subscriptions (
     delivered_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    missed bigint DEFAULT 0 NOT NULL,
     CONSTRAINT event_subscriptions_secrets_check CHECK (((cardinality(secrets) >= 1) AND (cardinality(secrets) <= 2)))
 );
 

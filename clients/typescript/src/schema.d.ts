@@ -2921,6 +2921,11 @@ export interface components {
             last_error: string | null;
             /** Delivered At */
             delivered_at: string | null;
+            /**
+             * Missed
+             * @description Events that expired from the outbox (JOBQ_EVENT_RETENTION_SECONDS, which no subscription holds back) before this one received them: a gap in what it got.
+             */
+            missed: number;
             breaker: components["schemas"]["app__events__schemas__BreakerOut"];
             /**
              * Created At

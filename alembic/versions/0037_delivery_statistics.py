@@ -1,4 +1,4 @@
-"""Push delivery statistics kept in the database, so that every replica answers the same.
+"""Delivery statistics kept in the database, so that every replica answers the same.
 
 - `jobq.push_minutes` (queue, minute): the deliveries to a pushed queue's target in that
   minute, counted by outcome class (`classes`: {"2xx": n, "202": n, "retry_later": n,
@@ -7,6 +7,9 @@
   `jobq.queue_minutes`' are). Each dispatcher counts its deliveries in memory and adds
   them every few seconds in one statement, never one per delivery; replicas add to the
   same rows. Kept for `stats_retention_days`, deleted by the maintenance leader.
+- `jobq.event_subscriptions.missed`: the events that expired from the outbox (pruned by
+  its retention, which no subscription holds back) before the subscription received
+  them; its cursor then moves to the oldest event kept.
 
 Revision ID: 0037
 Revises: 0033
@@ -36,6 +39,7 @@ def upgrade() -> None:
         )
         """
     )
+    op.execute("ALTER TABLE jobq.event_subscriptions ADD COLUMN missed bigint NOT NULL DEFAULT 0")
     op.execute("CREATE INDEX push_minutes_minute_idx ON jobq.push_minutes (minute)")
     op.execute(
         """
@@ -47,4 +51,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("ALTER TABLE jobq.event_subscriptions DROP COLUMN missed")
     op.execute("DROP TABLE jobq.push_minutes")
