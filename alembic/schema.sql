@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0038, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0039, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -2137,6 +2137,7 @@ CREATE TABLE jobq.event_subscriptions (
     delivered_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    missed bigint DEFAULT 0 NOT NULL,
     CONSTRAINT event_subscriptions_secrets_check CHECK (((cardinality(secrets) >= 1) AND (cardinality(secrets) <= 2)))
 );
 
@@ -2302,6 +2303,24 @@ CREATE TABLE jobq.maintenance_runs (
     finished_at timestamp with time zone NOT NULL,
     jobs integer NOT NULL
 );
+
+--
+-- Name: push_minutes; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.push_minutes (
+    queue text NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    deliveries bigint DEFAULT 0 NOT NULL,
+    classes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    latency_buckets jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+--
+-- Name: TABLE push_minutes; Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON TABLE jobq.push_minutes IS 'Deliveries to pushed queues'' targets per minute: by outcome class and by latency bucket (jobq.duration_bucket), added by each replica''s dispatcher.';
 
 --
 -- Name: push_targets; Type: TABLE; Schema: jobq; Owner: -
@@ -2610,6 +2629,13 @@ ALTER TABLE ONLY jobq.maintenance_runs
     ADD CONSTRAINT maintenance_runs_pkey PRIMARY KEY (task);
 
 --
+-- Name: push_minutes push_minutes_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.push_minutes
+    ADD CONSTRAINT push_minutes_pkey PRIMARY KEY (queue, minute);
+
+--
 -- Name: push_targets push_targets_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
 --
 
@@ -2779,6 +2805,12 @@ CREATE UNIQUE INDEX jobs_unique_idx ON jobq.jobs USING btree (queue, type, uniqu
 --
 
 CREATE INDEX jobs_waiting_idx ON jobq.jobs USING btree (queue) WHERE (state = 'waiting'::jobq.job_state);
+
+--
+-- Name: push_minutes_minute_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX push_minutes_minute_idx ON jobq.push_minutes USING btree (minute);
 
 --
 -- Name: queue_minutes_minute_idx; Type: INDEX; Schema: jobq; Owner: -

@@ -130,19 +130,23 @@ def build(
     workers_repo = WorkersRepository(db)
     presence = Presence(workers_repo, interval_seconds=settings.worker_flush_seconds)
     allowlist = Allowlist.parse(settings.push_allowed_targets)
-    push_targets = push.PushTargets(push.PushRepository(db), allowlist)
+    push_repo = push.PushRepository(db)
+    push_targets = push.PushTargets(push_repo, allowlist)
     job_services = JobServices.build(jobs_repo, settings, wakeups, finishes, limited, presence)
     breakers = Breakers.from_settings(DeliveryRepository(db), settings)
+    push_health = push.PushHealthService(push_targets, breakers, push_repo)
     dispatcher = push.Dispatcher(
         push_targets,
         job_services,
         breakers,
         allowlist,
+        push_repo,
         concurrency=settings.push_concurrency,
         max_lease_batch=settings.max_lease_batch,
         max_body_bytes=settings.max_payload_bytes,
         drain_seconds=min(settings.shutdown_grace_seconds, push.DRAIN_SECONDS),
         lease_margin_seconds=settings.push_lease_margin_seconds,
+        flush_seconds=settings.push_stats_flush_seconds,
     )
 
     def settings_changed(_queue: str) -> None:
@@ -275,6 +279,7 @@ def build(
         queues=QueueServices.build(
             QueuesRepository(db),
             push_targets,
+            push_health,
             stats_refresh_seconds=settings.metrics_refresh_seconds,
         ),
         schedules=Schedules(schedules_repo, settings),
@@ -284,7 +289,7 @@ def build(
         statistics=statistics,
         scheduler=scheduler,
         dispatcher=dispatcher,
-        push_health=push.PushHealthService(push_targets, breakers),
+        push_health=push_health,
         events=EventStreams(
             events_repo,
             bell,

@@ -116,7 +116,8 @@ DECLARE
                            'jobq.queue_recent', 'jobq.fair_keys',
                            'jobq.fair_key_rate_log', 'jobq.push_targets',
                            'jobq.job_events', 'jobq.event_subscriptions',
-                           'jobq.audit_log', 'jobq.workers'];
+                           'jobq.audit_log', 'jobq.workers',
+                           'jobq.push_minutes'];
     used text[] := ARRAY(
         SELECT d.refobjid::regclass::text
           FROM pg_sequences s

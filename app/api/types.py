@@ -94,3 +94,10 @@ class Strict(BaseModel):
     """Unknown fields are refused, so a typo (`priorty`) is an error, not a silent default."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class Percentiles(BaseModel):
+    """A duration's median and 95th percentile, in seconds (null: nothing measured)."""
+
+    p50: float | None
+    p95: float | None

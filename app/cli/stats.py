@@ -1,5 +1,6 @@
 """`jobq stats [QUEUE]`: every queue's backlog, throughput, wait and run times, and the
-database's health; one queue with its longest-running jobs."""
+database's health; one queue with its longest-running jobs and, pushed, its
+deliveries."""
 
 from __future__ import annotations
 
@@ -171,6 +172,24 @@ def fair_keys_line(keys: list[dict[str, Any]]) -> str:
     return "busiest keys: " + "; ".join(parts)
 
 
+def push_lines(push: dict[str, Any]) -> list[str]:
+    """A pushed queue's deliveries (every replica's) and its breaker, one line a window."""
+    breaker = push["breaker"]
+    state = breaker["state"].replace("_", "-")
+    if breaker["open_until"] is not None and breaker["state"] == "open":
+        state += f", reopens {ago(breaker['open_until'])}"
+    lines = [f"push to {push['target_host']}: breaker {state}"]
+    for name, key in (("last min", "last_minute"), ("last hour", "last_hour")):
+        window = push[key]
+        classes = ", ".join(f"{c} {count(n)}" for c, n in window["classes"].items() if n)
+        lines.append(
+            f"  {name}: {count(window['deliveries'])} deliveries"
+            + (f" ({classes})" if classes else "")
+            + f", p50/p95 {_pair(window['latency_seconds'])}"
+        )
+    return lines
+
+
 def show_queue(session: Session, queue: str) -> None:
     """One queue's figures and its longest-running jobs; on stderr, a warning when
     nothing ever used the queue (a misspelt name?)."""
@@ -191,6 +210,9 @@ def show_queue(session: Session, queue: str) -> None:
         out.print(unserved_line(one.raw["unserved_types"]), markup=False)
     if one.raw.get("fair_keys"):
         out.print(fair_keys_line(one.raw["fair_keys"]), markup=False)
+    if one.raw.get("push"):
+        for line in push_lines(one.raw["push"]):
+            out.print(line, markup=False)
     if one.raw["running_jobs"]:
         out.print()
         _running(queue, one.raw["running_jobs"], out)

@@ -21,7 +21,7 @@ def _show(session: Session, found: dict[str, Any]) -> None:
         return
     out = console()
     for key in ("name", "url", "queues", "types", "kinds", "paused", "position", "attempts",
-                "last_status", "last_error", "delivered_at"):  # fmt: skip
+                "last_status", "last_error", "delivered_at", "missed"):  # fmt: skip
         out.print(f"{key}: {found.get(key)}")
     out.print(f"breaker: {found['breaker']['state']}")
     if found.get("secret"):

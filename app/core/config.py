@@ -107,6 +107,7 @@ DEFAULT_PUSH_BREAKER_PAUSE_SECONDS = 5.0  # its first pause; each further one do
 DEFAULT_PUSH_BREAKER_MAX_PAUSE_SECONDS = 600.0
 DEFAULT_PUSH_CONCURRENCY = 64  # deliveries in flight at once, per replica
 DEFAULT_PUSH_LEASE_MARGIN_SECONDS = 30  # a delivery's lease outlives its timeout by this much
+DEFAULT_PUSH_STATS_FLUSH_SECONDS = 5.0  # each replica writes its delivery counts this often
 
 # `auto`: API keys are required once one exists; with none, jobq serves openly on
 # loopback only and refuses to start on any other address. `disabled`: open everywhere.
@@ -408,6 +409,13 @@ class Settings(BaseSettings):
         le=10_000,
         description="Deliveries to push targets in flight at once in each replica; 0: this"
         " replica delivers none.",
+    )
+    push_stats_flush_seconds: float = Field(
+        default=DEFAULT_PUSH_STATS_FLUSH_SECONDS,
+        gt=0,
+        le=3600,
+        description="How often each replica adds the deliveries it counted to the shared"
+        " statistics.",
     )
 
     @field_validator("push_allowed_targets", mode="before")

@@ -12,7 +12,8 @@ from `backoff_base_seconds` to `backoff_cap_seconds`), so the events of one job 
 arrive in order, and a batch may arrive twice (receivers drop an event id they have).
 The target's breaker (`subscription:<name>`) holds deliveries back while open. Events
 past retention that a subscription never received are skipped: its cursor moves to
-the oldest kept, and `last_error` says how many it missed.
+the oldest kept and its `missed` counts them (the outbox's pruning waits for no
+subscription, so one that is down for days leaves a gap, not an outbox that grows).
 
     dispatcher.run_once()   # serve every subscription due now; how many requests it sent
 """
@@ -35,6 +36,7 @@ from app.events.params import (
     ClaimSubscriptionParams,
     EventsBetweenParams,
     RetrySubscriptionParams,
+    SkipExpiredParams,
 )
 from app.events.repository import EventsRepository, SubscriptionsRepository
 from app.events.rows import EventRow, SubscriptionRow
@@ -114,9 +116,20 @@ class Dispatcher:
             await self._retry(sub, lease_id, max(wait, 0.0), None, None)
             return 0
         first, last = await self._events.bounds()
-        after, missed = sub.position, 0
+        after = sub.position
         if first is not None and after < first - 1:
-            after, missed = first - 1, first - 1 - after
+            # pruned before it got them (retention waits for no subscription): the gap is
+            # counted on the subscription, whatever becomes of the next batch
+            after = first - 1
+            missed = await self._repo.skip_expired(SkipExpiredParams(sub.name, lease_id, after))
+            if missed is None:
+                return 0  # the lease went to another dispatcher
+            log.warning(
+                "subscription %s: %d events expired unsent (%d in all)",
+                sub.name,
+                after - sub.position,
+                missed,
+            )
         up_to = min(after + self.window, last or 0)
         rows = await self._events.between(
             EventsBetweenParams(after, up_to, None, None, sub.queues, sub.types, sub.kinds)
@@ -132,8 +145,6 @@ class Dispatcher:
         await self._breakers.record(key, attempt.ok, error=error)
         if attempt.ok:
             await self._advance(sub, lease_id, up_to, attempt.status)
-            if missed:
-                log.warning("subscription %s: %d events expired unsent", sub.name, missed)
         else:
             delay = attempt.retry_after() if attempt.status in (429, 503) else None
             if delay is None:

@@ -53,6 +53,12 @@ class AdvanceSubscriptionParams(NamedTuple):
     status: int | None  # None: nothing was sent
 
 
+class SkipExpiredParams(NamedTuple):
+    name: str
+    lease_id: UUID
+    position: int  # the last expired event: the cursor moves to it
+
+
 class RetrySubscriptionParams(NamedTuple):
     name: str
     lease_id: UUID

@@ -120,6 +120,15 @@ UPDATE jobq.event_subscriptions
 RETURNING name;
 
 
+-- name: skip_expired_events
+-- The events up to `position` expired before the subscription received them: its cursor
+-- moves past them and `missed` counts them; the lease stays. How many it missed in all.
+UPDATE jobq.event_subscriptions
+   SET missed = missed + (:position - position), position = :position
+ WHERE name = :name AND lease_id = :lease_id AND position < :position
+RETURNING missed;
+
+
 -- name: retry_subscription
 -- The batch was not delivered: try again after `delay_seconds` (`attempted`: it was
 -- sent and failed, else held back by the target's breaker); the lease ends.

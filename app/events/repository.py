@@ -15,6 +15,7 @@ from app.events.params import (
     PruneEventsParams,
     PutSubscriptionParams,
     RetrySubscriptionParams,
+    SkipExpiredParams,
     StampEventsParams,
 )
 from app.events.rows import Bounds, EventRow, SubscriptionRow
@@ -31,6 +32,7 @@ DELETE_SUBSCRIPTION = QUERIES.bind("delete_subscription", ByName)
 CLAIM_SUBSCRIPTION = QUERIES.bind("claim_subscription", ClaimSubscriptionParams)
 ADVANCE_SUBSCRIPTION = QUERIES.bind("advance_subscription", AdvanceSubscriptionParams)
 RETRY_SUBSCRIPTION = QUERIES.bind("retry_subscription", RetrySubscriptionParams)
+SKIP_EXPIRED_EVENTS = QUERIES.bind("skip_expired_events", SkipExpiredParams)
 
 
 class EventsRepository:
@@ -94,6 +96,11 @@ class SubscriptionsRepository:
     async def advance(self, params: AdvanceSubscriptionParams) -> bool:
         """False when the lease was lost (another dispatcher took the subscription over)."""
         return await self._db.fetch_one(ADVANCE_SUBSCRIPTION, params) is not None
+
+    async def skip_expired(self, params: SkipExpiredParams) -> int | None:
+        """The subscription's missed events in all; None when the lease was lost."""
+        record = await self._db.fetch_one(SKIP_EXPIRED_EVENTS, params)
+        return None if record is None else int(record["missed"])
 
     async def retry(self, params: RetrySubscriptionParams) -> bool:
         return await self._db.fetch_one(RETRY_SUBSCRIPTION, params) is not None

@@ -46,3 +46,4 @@ class SubscriptionRow(NamedTuple):
     delivered_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    missed: int

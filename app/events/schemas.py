@@ -104,6 +104,11 @@ class SubscriptionOut(BaseModel):
     last_status: int | None = Field(description="The HTTP status of the last delivery.")
     last_error: str | None
     delivered_at: datetime | None
+    missed: int = Field(
+        description="Events that expired from the outbox (JOBQ_EVENT_RETENTION_SECONDS, "
+        "which no subscription holds back) before this one received them: a gap in what "
+        "it got."
+    )
     breaker: BreakerOut
     created_at: datetime
     updated_at: datetime

@@ -70,6 +70,7 @@ def subscription(found: Subscription) -> dict[str, Any]:
         "last_status": row.last_status,
         "last_error": row.last_error,
         "delivered_at": row.delivered_at,
+        "missed": row.missed,
         "breaker": {
             "state": breaker.state,
             "failures": breaker.failures,

@@ -269,3 +269,16 @@ WITH pruned AS (
     RETURNING 1
 )
 SELECT count(*) AS pruned FROM pruned;
+
+
+-- name: prune_push_minutes
+-- Delete up to `batch_size` per-minute delivery statistics older than `retain_seconds`.
+WITH pruned AS (
+    DELETE FROM jobq.push_minutes
+     WHERE ctid = ANY(ARRAY(
+            SELECT ctid FROM jobq.push_minutes
+             WHERE minute < now() - make_interval(secs => :retain_seconds)
+             LIMIT :batch_size))
+    RETURNING 1
+)
+SELECT count(*) AS pruned FROM pruned;

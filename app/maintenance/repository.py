@@ -33,6 +33,7 @@ FINISHED_PAST_RETENTION = QUERIES.bind("finished_past_retention", PruneFinishedP
 TABLES_TO_VACUUM = QUERIES.bind("tables_to_vacuum", TablesToVacuumParams)
 FOLD_STAT_DELTAS = QUERIES.bind("fold_stat_deltas", FoldStatDeltasParams)
 PRUNE_QUEUE_MINUTES = QUERIES.bind("prune_queue_minutes", PruneQueueMinutesParams)
+PRUNE_PUSH_MINUTES = QUERIES.bind("prune_push_minutes", PruneQueueMinutesParams)
 
 T = TypeVar("T")
 
@@ -141,6 +142,13 @@ class MaintenanceRepository:
         another replica is maintaining."""
         params = PruneQueueMinutesParams(batch_size, retain_seconds)
         batch = await self._as_leader(PRUNE_QUEUE_MINUTES, params, _count("pruned"))
+        return None if batch is None else batch.rows[0]
+
+    async def prune_push_minutes(self, batch_size: int, retain_seconds: float) -> int | None:
+        """How many per-minute delivery statistics past retention one batch deleted;
+        None when another replica is maintaining."""
+        params = PruneQueueMinutesParams(batch_size, retain_seconds)
+        batch = await self._as_leader(PRUNE_PUSH_MINUTES, params, _count("pruned"))
         return None if batch is None else batch.rows[0]
 
     async def tables_to_vacuum(

@@ -5,7 +5,8 @@ Every statement on the jobs table appends what it changed in the statistics to
 shared counter row. Reads add the deltas not folded yet to the totals: this pass keeps
 them few, folding them a slice at a time into `jobq.job_counts` and
 `jobq.queue_minutes`, then deletes the minutes older than the retention. On the
-maintenance leader only, like the reaper.
+maintenance leader only, like the reaper. The push deliveries' per-minute statistics
+(`jobq.push_minutes`) are deleted with the same retention.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ MAX_SLICES_PER_PASS = 20  # a pass stays short; the next one goes on
 @dataclass(slots=True)
 class FoldResult:
     """One pass: whether this replica was the leader, the deltas folded and the
-    per-minute rollups deleted past retention."""
+    per-minute rollups (the queues' and the push deliveries') deleted past retention."""
 
     leader: bool = True
     folded: int = 0
@@ -61,6 +62,11 @@ class StatisticsKeeper:
         if pruned is None:
             result.leader = False
             return result
+        pushed = await self._repo.prune_push_minutes(self.batch_size, self._retain_seconds)
+        if pushed is None:
+            result.leader = False
+            return result
+        pruned += pushed
         result.pruned = pruned
         if pruned:
             log.info("deleted %d per-minute rollups past retention", pruned)

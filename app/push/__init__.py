@@ -8,21 +8,25 @@ a queue's target. The rest of jobq uses this package through the names below.
 
 from app.push import routes
 from app.push.repository import PushRepository
-from app.push.schemas import PushTargetIn, PushTargetOut
+from app.push.schemas import PushDeliveriesOut, PushTargetIn, PushTargetOut
 from app.push.service import (
     DRAIN_SECONDS,
     Dispatcher,
+    PushDeliveries,
     PushHealthService,
     PushTarget,
     PushTargets,
     TargetChange,
     breaker_key,
 )
+from app.push.views import deliveries as deliveries_view
 from app.push.views import target as target_view
 
 __all__ = [
     "DRAIN_SECONDS",
     "Dispatcher",
+    "PushDeliveries",
+    "PushDeliveriesOut",
     "PushHealthService",
     "PushRepository",
     "PushTarget",
@@ -31,6 +35,7 @@ __all__ = [
     "PushTargets",
     "TargetChange",
     "breaker_key",
+    "deliveries_view",
     "routes",
     "target_view",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import NamedTuple
 
 
@@ -24,3 +25,18 @@ class KeepSecretsParams(NamedTuple):
     url: str
     headers: str
     timeout_seconds: float
+
+
+class AddPushMinutesParams(NamedTuple):
+    """`add_push_minutes`: one replica's counts, one element per queue and minute (the
+    histograms as JSON objects, as text)."""
+
+    queues: list[str]
+    minutes: list[datetime]
+    deliveries: list[int]
+    classes: list[str]
+    latency_buckets: list[str]
+
+
+class PushStatsParams(NamedTuple):
+    queue: str | None  # None: every pushed queue

@@ -59,3 +59,108 @@ WITH deleted AS (
 )
 SELECT pg_notify('jobq_settings', queue), jobq.announce_due(queue, now(), NULL)
   FROM deleted;
+
+
+-- Delivery statistics (`jobq.push_minutes`, migration 0037): each dispatcher counts its
+-- deliveries in memory and adds them here every few seconds; reads sum whole minutes
+-- (the oldest one weighted by its part in the window, as queue_stats does), and the
+-- latency percentiles come from duration buckets.
+
+-- name: add_push_minutes
+-- Add one replica's counted deliveries to their minutes: one row per queue and minute.
+WITH added AS (
+    INSERT INTO jobq.push_minutes AS m (queue, minute, deliveries, classes, latency_buckets)
+    SELECT a.queue, a.minute, a.deliveries, CAST(a.classes AS jsonb), CAST(a.latency AS jsonb)
+      FROM unnest(CAST(:queues AS text[]), CAST(:minutes AS timestamptz[]),
+                  CAST(:deliveries AS bigint[]), CAST(:classes AS text[]),
+                  CAST(:latency_buckets AS text[]))
+           AS a(queue, minute, deliveries, classes, latency)
+     ORDER BY a.queue, a.minute
+        ON CONFLICT (queue, minute) DO UPDATE
+       SET deliveries = m.deliveries + excluded.deliveries,
+           classes = jobq.add_buckets(m.classes, excluded.classes),
+           latency_buckets = jobq.add_buckets(m.latency_buckets, excluded.latency_buckets)
+    RETURNING 1
+)
+SELECT count(*) AS added FROM added;
+
+
+-- name: push_stats
+-- Per pushed queue (one, or NULL: every one): deliveries over the last minute and hour,
+-- by outcome class, with the latency's p50 and p95 over each window.
+WITH minutes AS (
+    SELECT m.queue, m.deliveries, m.classes, m.latency_buckets,
+           least(1.0, extract(epoch FROM m.minute - now() + interval '61 minutes') / 60)
+               AS in_hour,
+           greatest(0.0, least(1.0, extract(epoch FROM m.minute - now()
+                                                       + interval '2 minutes') / 60))
+               AS in_minute
+      FROM jobq.push_minutes m
+     WHERE m.minute > now() - interval '61 minutes'
+       AND (CAST(:queue AS text) IS NULL OR m.queue = :queue)
+),
+totals AS (
+    SELECT queue,
+           CAST(round(sum(deliveries * in_minute)) AS bigint) AS deliveries_1m,
+           CAST(round(sum(deliveries * in_hour)) AS bigint) AS deliveries_1h
+      FROM minutes
+     GROUP BY queue
+),
+classes AS (
+    SELECT queue,
+           jsonb_object_agg(class, last_minute) FILTER (WHERE last_minute > 0) AS classes_1m,
+           jsonb_object_agg(class, last_hour) FILTER (WHERE last_hour > 0) AS classes_1h
+      FROM (SELECT m.queue, c.key AS class,
+                   CAST(round(sum(CAST(c.value AS bigint) * m.in_minute)) AS bigint)
+                       AS last_minute,
+                   CAST(round(sum(CAST(c.value AS bigint) * m.in_hour)) AS bigint)
+                       AS last_hour
+              FROM minutes m
+             CROSS JOIN LATERAL jsonb_each_text(m.classes) AS c
+             GROUP BY 1, 2) AS by_class
+     GROUP BY queue
+),
+buckets AS (
+    SELECT m.queue, w.win, CAST(b.key AS smallint) AS bucket,
+           sum(CAST(b.value AS bigint)) AS n
+      FROM minutes m
+     CROSS JOIN LATERAL jsonb_each_text(m.latency_buckets) AS b
+     CROSS JOIN LATERAL (VALUES ('hour'), ('minute')) AS w(win)
+     WHERE w.win = 'hour' OR m.in_minute > 0
+     GROUP BY 1, 2, 3
+),
+ranked AS (
+    SELECT queue, win, bucket,
+           sum(n) OVER (PARTITION BY queue, win ORDER BY bucket) AS up_to,
+           sum(n) OVER (PARTITION BY queue, win) AS total
+      FROM buckets
+     WHERE n > 0
+),
+percentiles AS (
+    SELECT queue,
+           CASE WHEN bool_or(win = 'minute') THEN ARRAY[
+               jobq.bucket_seconds(min(bucket) FILTER (
+                   WHERE win = 'minute' AND up_to >= 0.5 * total)),
+               jobq.bucket_seconds(min(bucket) FILTER (
+                   WHERE win = 'minute' AND up_to >= 0.95 * total))] END AS latency_1m,
+           CASE WHEN bool_or(win = 'hour') THEN ARRAY[
+               jobq.bucket_seconds(min(bucket) FILTER (
+                   WHERE win = 'hour' AND up_to >= 0.5 * total)),
+               jobq.bucket_seconds(min(bucket) FILTER (
+                   WHERE win = 'hour' AND up_to >= 0.95 * total))] END AS latency_1h
+      FROM ranked
+     GROUP BY queue
+)
+SELECT t.queue,
+       coalesce(s.deliveries_1m, 0) AS deliveries_1m,
+       coalesce(s.deliveries_1h, 0) AS deliveries_1h,
+       coalesce(c.classes_1m, '{}') AS classes_1m,
+       coalesce(c.classes_1h, '{}') AS classes_1h,
+       p.latency_1m,
+       p.latency_1h
+  FROM jobq.push_targets t
+  LEFT JOIN totals s USING (queue)
+  LEFT JOIN classes c USING (queue)
+  LEFT JOIN percentiles p USING (queue)
+ WHERE CAST(:queue AS text) IS NULL OR t.queue = :queue
+ ORDER BY t.queue;

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from app.api.types import JsonNumber, Strict
+from app.api.types import JsonNumber, Percentiles, Strict
 from app.push.service.targets import (
     DEFAULT_PUSH_TIMEOUT_SECONDS,
     MAX_HEADER_VALUE_CHARS,
@@ -82,3 +82,32 @@ class PushHealthOut(BaseModel):
     queue: str
     target: PushTargetOut
     breaker: BreakerOut
+
+
+class DeliveryWindow(BaseModel):
+    """A pushed queue's deliveries over a window, every replica's."""
+
+    deliveries: int
+    classes: dict[str, int] = Field(
+        description="Deliveries by outcome: `2xx` (not 202), `202` (accepted, finished "
+        "later), `retry_later` (429 or 503), `4xx`, `5xx`, `timeout`, `connection` (no "
+        "answer), `refused` (the allowlist), `too_large` (the answer's body)."
+    )
+    latency_seconds: Percentiles = Field(
+        description="From the request's start to the answer's end (within 19 %: read from "
+        "duration buckets); null without a delivery."
+    )
+
+
+class PushBreakerState(BaseModel):
+    state: Literal["closed", "open", "half_open"]
+    open_until: datetime | None = Field(description="When an open breaker lets deliveries by.")
+
+
+class PushDeliveriesOut(BaseModel):
+    """A pushed queue's deliveries of the last minute and hour, and its breaker."""
+
+    target_host: str = Field(description="The target URL's host (the rest is in its settings).")
+    last_minute: DeliveryWindow
+    last_hour: DeliveryWindow
+    breaker: PushBreakerState

@@ -8,12 +8,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.api.types import JsonNumber, Name, ShortText, Strict, Timestamp
+from app.api.types import JsonNumber, Name, Percentiles, ShortText, Strict, Timestamp
 from app.core import timestamps
 from app.core.config import MAX_LEASE_SECONDS, MAX_TIMEOUT_SECONDS
 from app.core.fields import MAX_ATTEMPTS_LIMIT
 from app.jobs import ProgressOut
-from app.push import PushTargetIn, PushTargetOut
+from app.push import PushDeliveriesOut, PushTargetIn, PushTargetOut
 
 MAX_BACKLOG_LIMIT = 1_000_000  # each enqueue counts up to this many unfinished jobs
 
@@ -244,11 +244,6 @@ class Window(BaseModel):
     failed: int = Field(description="Jobs that ended `failed` (for good) in the window.")
 
 
-class Percentiles(BaseModel):
-    p50: float | None
-    p95: float | None
-
-
 class HourWindow(Window):
     wait_seconds: Percentiles = Field(
         description="From enqueue to first lease, of the jobs first leased in the last hour."
@@ -351,6 +346,11 @@ class QueueDetail(QueueStats):
     fair_keys: list[FairKeyOut] = Field(
         description="A fair queue's busiest fairness keys (at most 20, most queued jobs "
         "first); empty for a fifo queue. `/metrics` has no label per key."
+    )
+    push: PushDeliveriesOut | None = Field(
+        default=None,
+        description="A pushed queue's deliveries of the last minute and hour, counted by "
+        "every replica, and its circuit breaker; null for a pulled queue.",
     )
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.jobs import progress
-from app.push import PushTarget, target_view
+from app.push import PushDeliveries, PushTarget, deliveries_view, target_view
 from app.queues.rows import (
     DatabaseHealth,
     QueueActivity,
@@ -117,13 +117,15 @@ def queue(report: QueueReport) -> dict[str, Any]:
     }
 
 
-def queue_detail(report: QueueReport) -> dict[str, Any]:
-    """`QueueDetail`: `QueueStats`, whether the queue is known, and its unserved types."""
+def queue_detail(report: QueueReport, push: PushDeliveries | None) -> dict[str, Any]:
+    """`QueueDetail`: `QueueStats`, whether the queue is known, its unserved types, and a
+    pushed queue's deliveries."""
     return {
         **queue(report),
         "known": report.known,
         "unserved_types": [row._asdict() for row in report.unserved],
         "fair_keys": [row._asdict() for row in report.fair_keys],
+        "push": deliveries_view(push),
     }
 
 

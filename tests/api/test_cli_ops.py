@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from typer.testing import CliRunner, Result
 
 from app.cli import cli
+from app.delivery import new_secret
 from tests.helpers import served
 
 WIDE = {"COLUMNS": "220"}  # rich tables at full width
@@ -448,3 +449,28 @@ async def test_workers_list_quiet_resume(
     assert json.loads(resumed.stdout)["quiet"] is False
     unknown = await jobq("workers", "quiet", "nobody", "--url", service)
     assert "nobody" in one_error_line(unknown) or "worker" in one_error_line(unknown)
+
+
+async def test_stats_of_a_pushed_queue_shows_its_deliveries_and_breaker(
+    app_factory: Callable[..., FastAPI], db: asyncpg.Connection
+) -> None:
+    app = app_factory(
+        push_allowed_targets=("http://127.0.0.1:*",), subscription_interval_seconds=60
+    )
+    async with served(app) as service, httpx.AsyncClient(base_url=service) as http:
+        target = {"url": "http://127.0.0.1:9/hook?token=x", "secrets": [new_secret()]}
+        answer = await http.put("/v1/queues/hooks/settings", json={"push": target})
+        assert answer.status_code == 200, answer.text
+        # what the replicas' dispatchers wrote: 40 deliveries this minute
+        await db.execute(
+            "INSERT INTO jobq.push_minutes (queue, minute, deliveries, classes, latency_buckets)"
+            " VALUES ('hooks', date_trunc('minute', now()), 40,"
+            '         \'{"2xx": 37, "5xx": 2, "timeout": 1}\', \'{"10": 39, "29": 1}\')'
+        )
+        result = await jobq("stats", "hooks", "--url", service)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "push to 127.0.0.1: breaker closed" in lines
+    hour = next(line for line in lines if line.startswith("  last hour:"))
+    assert hour == "  last hour: 40 deliveries (2xx 37, 5xx 2, timeout 1), p50/p95 27ms/27ms"
+    assert "token" not in result.stdout and "/hook" not in result.stdout

@@ -181,3 +181,35 @@ async def test_the_cli_and_the_sdk_manage_subscriptions(app: FastAPI) -> None:
             assert found["kinds"] == ["failed"]
             await jobq.delete_subscription("audit")
             assert await jobq.list_subscriptions() == []
+
+
+async def test_a_subscription_that_is_down_does_not_hold_the_outbox_back(
+    app_factory: Callable[..., FastAPI],
+    client_factory: Callable[[FastAPI], Any],
+    db: asyncpg.Connection,
+) -> None:
+    app = app_factory(**QUICK, push_breaker_failures=1000)
+    client: httpx.AsyncClient = await client_factory(app)
+    async for endpoint, url in _endpoint(failures=1_000_000):
+        await _subscribe(client, url)
+        for _ in range(3):
+            await enqueue(client, "mail")
+        for _ in range(400):  # the endpoint refuses the first batch, again and again
+            if endpoint.requests >= 2:
+                break
+            await asyncio.sleep(0.025)
+        # retention passes for every event but the newest: the outbox is pruned anyway
+        pruner = app.state.services.events_pruner
+        pruner.retain_seconds = 0
+        assert await pruner.run_once()
+        first = await db.fetchval(
+            "SELECT min(position) FROM jobq.job_events WHERE position IS NOT NULL"
+        )
+        assert first > 1
+        endpoint.failures = 0  # back up: the events kept, and the new ones, arrive
+        later = await enqueue(client, "mail")
+        events = await _until(endpoint, 2)
+    assert events[0]["id"] == first and events[-1]["job_id"] == later["id"]
+    state = (await client.get("/v1/subscriptions/audit")).json()
+    assert state["missed"] == first - 1  # it started at position 0
+    assert state["position"] >= events[-1]["id"]

@@ -23,6 +23,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Dialog, Locator, Page, expect, sync_playwright
 
+from app.delivery import new_secret
 from tests.conftest import plain
 from tests.helpers import create_key
 from tests.processes.replicas import Replica
@@ -333,6 +334,22 @@ def _run_schedule_now(database_url: str, name: str) -> None:
         " - interval '2 minutes' WHERE name = $1",
         name,
     )
+
+
+def _sql(database_url: str, *statements: str) -> None:
+    """Run statements on the service's database, in a thread of its own (Playwright's sync
+    API runs an event loop in this one)."""
+
+    async def run() -> None:
+        conn = await asyncpg.connect(plain(database_url))
+        try:
+            for statement in statements:
+                await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, run()).result()
 
 
 def _links(cell: Any) -> list[tuple[str, str | None]]:
@@ -649,3 +666,40 @@ def test_the_audit_page_says_who_did_what_and_filters_by_key_and_action(
     _sign_in(page, service, keys["read"])
     page.goto(f"{service.url}/ui/#/audit")
     expect(page.get_by_role("alert")).to_contain_text("Only an admin key reads the audit log")
+
+
+def test_a_pushed_queue_shows_its_deliveries_and_an_attempts_http_status(
+    page: Page, service: Replica, keys: dict[str, str], admin: httpx.Client, database_url: str
+) -> None:
+    # what the dispatchers leave: a target, a minute of deliveries, an open breaker
+    _sql(
+        database_url,
+        "INSERT INTO jobq.push_targets (queue, url, headers, timeout_seconds, secrets)"
+        " VALUES ('pushed', 'https://hooks.example.com/in?sig=x', '{}', 5,"
+        f" '{{{new_secret()}}}')",
+        "INSERT INTO jobq.push_minutes (queue, minute, deliveries, classes, latency_buckets)"
+        " VALUES ('pushed', date_trunc('minute', now()), 12,"
+        ' \'{"2xx": 9, "retry_later": 1, "5xx": 2}\', \'{"10": 12}\')',
+        "INSERT INTO jobq.delivery_breakers (target, failures, trips, open_until)"
+        " VALUES ('queue:pushed', 5, 1, now() + interval '10 minutes')",
+    )
+    # an attempt failed as the dispatcher fails one on a 503 without Retry-After
+    admin.post("/v1/queues/answers/jobs", json={"type": "hook", "max_attempts": 1})
+    (lease,) = _lease(admin, "answers")
+    error = {"type": "http_503", "message": "down", "details": {"status": 503}}
+    admin.post(f"/v1/leases/{lease['lease_id']}/fail", json={"error": error, "retryable": False})
+
+    _sign_in(page, service, keys["read"])
+    page.goto(f"{service.url}/ui/#/queue/pushed")
+    push = page.get_by_label("push deliveries")
+    expect(push.locator("h2")).to_contain_text("Push deliveries to hooks.example.com")
+    expect(push.locator("[data-breaker=open]")).to_contain_text("breaker open, reopens in")
+    hour = push.locator("tr", has_text="last hour").locator("td")
+    expect(hour).to_have_text(
+        ["last hour", "12", "9", "0", "1", "0", "2", "0", "0", "0", "0", "27ms", "27ms"]
+    )
+    assert "sig=x" not in page.content()
+
+    page.goto(f"{service.url}/ui/#/job/{lease['job']['id']}")
+    attempt = page.locator("table", has=page.locator("th", has_text="HTTP")).locator("tbody td")
+    expect(attempt.nth(5)).to_have_text("503")

@@ -14,12 +14,15 @@ import asyncpg
 import pytest
 
 import jobq_client._admin_calls
+from app.delivery import new_secret
 from jobq_client import (
     AsyncClient,
     Client,
     Complete,
     Fail,
     JobSpec,
+    NotFound,
+    PushHealth,
     QueueSettings,
     RateLimit,
     Ref,
@@ -222,3 +225,50 @@ def test_the_audit_log_page_by_page(jobq: Client, service: Service) -> None:
             assert found == [e.id for e in every]
 
     asyncio.run(main())
+
+
+async def _pushed_with_open_breaker(db: asyncpg.Connection, queue: str) -> None:
+    """A pushed queue whose breaker a run of failures opened (what the dispatchers leave)."""
+    await db.execute(
+        "INSERT INTO jobq.push_targets (queue, url, headers, timeout_seconds, secrets)"
+        " VALUES ($1, 'https://hooks.example.com/in', '{\"x-env\": \"test\"}', 7, $2)",
+        queue,
+        [new_secret()],
+    )
+    await db.execute(
+        "INSERT INTO jobq.delivery_breakers (target, failures, trips, open_until, last_error)"
+        " VALUES ($1, 5, 1, now() + interval '10 minutes', 'http_503: down')",
+        f"queue:{queue}",
+    )
+
+
+async def test_push_health_and_reset(jobq: Client, db: asyncpg.Connection) -> None:
+    # the blocking calls below are fine here: the service is a process of its own
+    await _pushed_with_open_breaker(db, "pushed")
+    health = jobq.get_push_health("pushed")
+    assert isinstance(health, PushHealth) and health.queue == "pushed"
+    assert health.target.url == "https://hooks.example.com/in"
+    assert health.target.header_names == ["x-env"] and health.target.timeout_seconds == 7
+    breaker = health.breaker
+    assert (breaker.state, breaker.failures, breaker.last_error) == ("open", 5, "http_503: down")
+    assert breaker.open_until is not None and breaker.open_until > datetime.now(UTC)
+    reset = jobq.reset_push("pushed")
+    assert (reset.breaker.state, reset.breaker.failures, reset.breaker.open_until) == (
+        "closed",
+        0,
+        None,
+    )
+    assert jobq.get_push_health("pushed").breaker.state == "closed"
+    with pytest.raises(NotFound):
+        jobq.get_push_health("pulled")
+
+
+async def test_the_async_client_reads_and_resets_push_health(
+    service: Service, db: asyncpg.Connection
+) -> None:
+    await _pushed_with_open_breaker(db, "pushed")
+    async with AsyncClient(service.url, retry=FAST_RETRY) as client:
+        assert (await client.get_push_health("pushed")).breaker.state == "open"
+        assert (await client.reset_push("pushed")).breaker.state == "closed"
+        with pytest.raises(NotFound):
+            await client.reset_push("pulled")

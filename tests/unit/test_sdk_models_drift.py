@@ -82,8 +82,12 @@ MIRRORS = [
     Mirror(_admin.RateLimit, "RateLimit"),
     Mirror(_admin.Aging, "Aging"),
     Mirror(_admin.PushTargetInfo, "PushTargetOut"),
-    Mirror(_admin.Breaker, "app__push__schemas__BreakerOut"),
-    Mirror(_admin.PushHealth, "PushHealthOut"),
+    Mirror(_admin.PushBreaker, "app__push__schemas__BreakerOut"),
+    Mirror(
+        _admin.PushHealth,
+        "PushHealthOut",
+        typed={"target": _admin.PushTargetInfo, "breaker": _admin.PushBreaker},
+    ),
     Mirror(_admin.PushTarget, "PushTargetIn", request=True),
     Mirror(_admin.QueueSettings, "QueueSettingsOut"),
     # The figures most callers want, and the whole answer in `raw`.

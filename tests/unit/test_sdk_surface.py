@@ -24,7 +24,7 @@ def test_public_names_are_pinned() -> None:
             "ConfirmationMismatch", "InternalError", "KeyExists", "KeyNotFound", "LeaseForbidden",
             "MethodNotAllowed", "ReaperStalled", "ScheduleNotFound", "TooManyRequests",
             "TargetNotAllowed", "PushTarget", "PushTargetInfo", "Delivery", "InvalidDelivery",
-            "PushHealth", "Breaker",
+            "PushBreaker", "PushHealth",
             "verify_delivery",
             "Dependencies", "ErrorInfo", "ExecutionTimeout", "Parent", "ParentEnded",
             "QueueSettings", "QueueStats", "RateLimit", "Stats", "Aging", "Explanation", "Reason",

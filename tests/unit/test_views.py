@@ -19,6 +19,7 @@ from fastapi import Response
 from pydantic import BaseModel, ValidationError
 
 from app.core.errors import LeaseLost, LeaseNotFound
+from app.delivery import BreakerState, Secrets, new_secret
 from app.jobs import schemas as job_schemas
 from app.jobs import views as job_views
 from app.jobs.rows import BatchItem, Dependency, Enqueued, FinishedBrief, JobRow, Parent
@@ -26,6 +27,8 @@ from app.jobs.service import Finished, Heartbeat, Lease
 from app.keys import views as key_views
 from app.keys.rows import KeyRow
 from app.keys.schemas import KeyOut
+from app.push import PushDeliveries, PushTarget
+from app.push.rows import PushStatsRow
 from app.queues import rows as q
 from app.queues import schemas as queue_schemas
 from app.queues import views as queue_views
@@ -96,6 +99,11 @@ REPORT = QueueReport(
     unserved=[row(q.UnservedType)],
 )
 EMPTY_REPORT = QueueReport("new", None, [], None, known=False)
+DELIVERIES = PushDeliveries(
+    PushTarget("mail", "https://hooks.example.com/jobq", Secrets([new_secret()])),
+    PushStatsRow("mail", 3, 40, {"2xx": 3}, {"2xx": 38, "5xx": 2}, [0.01, 0.2], [0.01, 0.5]),
+    BreakerState("queue:mail", open_until=datetime(2026, 1, 1, tzinfo=UTC)),
+)
 
 # (what the view is given, in words; the view's answer; the schema that lists its fields)
 CASES: list[tuple[str, Callable[[], Any], type[BaseModel]]] = [
@@ -157,7 +165,12 @@ CASES: list[tuple[str, Callable[[], Any], type[BaseModel]]] = [
     ),
     ("queue", lambda: queue_views.queue(REPORT), queue_schemas.QueueStats),
     ("queue never named", lambda: queue_views.queue(EMPTY_REPORT), queue_schemas.QueueStats),
-    ("queue detail", lambda: queue_views.queue_detail(REPORT), queue_schemas.QueueDetail),
+    ("queue detail", lambda: queue_views.queue_detail(REPORT, None), queue_schemas.QueueDetail),
+    (
+        "pushed queue detail",
+        lambda: queue_views.queue_detail(REPORT, DELIVERIES),
+        queue_schemas.QueueDetail,
+    ),
     ("limits", lambda: queue_views.limits(LIMITS), queue_schemas.QueueLimitsOut),
     ("database", lambda: queue_views.database(row(q.DatabaseHealth)), queue_schemas.DatabaseHealth),
     (
@@ -217,3 +230,11 @@ def test_a_field_added_to_a_schema_is_named() -> None:
     got, _ = _content(job_views.job(RUNNING))
     want = json.loads(Wider.model_validate(got).model_dump_json())
     assert _differences(got, want, "") == ["lacks `shiny`, adds nothing"]
+
+
+def test_a_pushed_queue_shows_its_targets_host_only() -> None:
+    push = queue_views.queue_detail(REPORT, DELIVERIES)["push"]
+    assert push["target_host"] == "hooks.example.com"
+    assert push["last_hour"]["classes"]["5xx"] == 2 and push["last_hour"]["classes"]["4xx"] == 0
+    assert push["last_minute"]["latency_seconds"] == {"p50": 0.01, "p95": 0.2}
+    assert push["breaker"]["state"] == "closed"  # its pause is over

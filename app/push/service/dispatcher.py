@@ -17,10 +17,12 @@ so it outlives its delivery. The answer decides the job (see docs/push.md, "Outc
 At most `concurrency` deliveries are in flight; each round leases no more than the room
 left. A round with nothing due waits on the enqueue announcements (`Wakeups`), as a
 long-polling worker does. Targets whose circuit breaker is open (`app.delivery.Breakers`)
-are left out until it closes. At shutdown the deliveries in flight get `DRAIN_SECONDS`
-to end; the leases of those still going are given back (`release`), not spent.
+are left out until it closes. Each delivery is counted in memory (`Tally`) and the
+counts are added to `jobq.push_minutes` every `flush_seconds`, in one statement: the
+statistics every replica reads (`push_stats`). At shutdown the deliveries in flight get
+`DRAIN_SECONDS` to end; the leases of those still going are given back (`release`), not spent.
 
-Tests call `run_once(wait_seconds=0)` and `drain()`.
+Tests call `run_once(wait_seconds=0)`, `drain()` and `flush()`.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from app.core.errors import DatabaseUnavailable, JobqError
 from app.delivery import Allowlist, Attempt, Breakers, BreakerState, create_client, send, sign
 from app.jobs import AttemptError, JobServices, Lease, Wanted
 from app.push import telemetry
+from app.push.repository import PushRepository
+from app.push.service.tally import RETRY_LATER, Tally
 from app.push.service.targets import PushTarget, PushTargets
 
 log = logging.getLogger("jobq.push")
@@ -52,7 +56,6 @@ TARGETS_REFRESH_SECONDS = 5.0  # targets are read again at least this often
 BREAKERS_REFRESH_SECONDS = 1.0  # ... and the breakers of the targets
 DRAIN_SECONDS = 5.0  # at shutdown, deliveries in flight get this long to end
 ERROR_PAUSE_SECONDS = 1.0  # after a round failed (the database away, say)
-RETRY_LATER = frozenset({429, 503})
 
 
 def worker_id() -> str:
@@ -123,12 +126,14 @@ class Dispatcher:
         jobs: JobServices,
         breakers: Breakers,
         allowlist: Allowlist,
+        repo: PushRepository,
         *,
         concurrency: int,
         max_lease_batch: int,
         max_body_bytes: int,
         drain_seconds: float = DRAIN_SECONDS,
         lease_margin_seconds: int,
+        flush_seconds: float,
         on_attempt: Callable[[PushTarget, Attempt], None] | None = None,
     ) -> None:
         self._targets_service = targets
@@ -141,6 +146,10 @@ class Dispatcher:
         self._drain_seconds = drain_seconds
         self._lease_margin_seconds = lease_margin_seconds
         self._on_attempt = on_attempt
+        self._repo = repo
+        self._tally = Tally()
+        self._flush_seconds = flush_seconds
+        self._flushed_at = time.monotonic()
         self._worker_id = worker_id()
         self._targets: dict[str, PushTarget] = {}
         self._targets_read_at = -math.inf
@@ -177,6 +186,10 @@ class Dispatcher:
             with contextlib.suppress(JobqError):
                 await self._jobs.leases.release(token, 0)
         self._held.clear()
+        try:
+            await self.flush()
+        except (DatabaseUnavailable, JobqError):
+            log.warning("push: %d minutes of delivery statistics not written", len(self._tally))
         await self._client.aclose()
 
     def forget(self) -> None:
@@ -190,6 +203,19 @@ class Dispatcher:
         if tasks:
             await asyncio.wait(tasks, timeout=seconds)
 
+    async def flush(self) -> None:
+        """Add the deliveries counted since the last flush to `jobq.push_minutes`; kept
+        for the next one if the write fails."""
+        self._flushed_at = time.monotonic()
+        params = self._tally.take()
+        if params is None:
+            return
+        try:
+            await self._repo.add_minutes(params)
+        except BaseException:
+            self._tally.give_back(params)
+            raise
+
     @property
     def in_flight(self) -> int:
         return len(self._held)
@@ -198,6 +224,8 @@ class Dispatcher:
         while not self._stopping:
             try:
                 await self.run_once(IDLE_WAIT_SECONDS)
+                if time.monotonic() - self._flushed_at >= self._flush_seconds:
+                    await self.flush()
             except DatabaseUnavailable:
                 log.warning("push: database unavailable, will retry")
                 await asyncio.sleep(ERROR_PAUSE_SECONDS)
@@ -296,6 +324,7 @@ class Dispatcher:
             max_body_bytes=self._max_body_bytes,
         )
         telemetry.delivered(target.queue, attempt.status_class, attempt.seconds)
+        self._tally.count(target.queue, attempt)
         if self._on_attempt is not None:
             self._on_attempt(target, attempt)
         try:

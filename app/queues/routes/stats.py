@@ -42,10 +42,12 @@ async def list_queues(caller: ReadCaller, request: Request) -> dict[str, Any]:
 )
 async def get_queue(caller: ReadCaller, queue: QueuePath, request: Request) -> dict[str, Any]:
     """One queue's figures (all zero for a queue no job names: `known` is then false),
-    and the types of its due jobs that no worker leased lately."""
+    the types of its due jobs that no worker leased lately, and a pushed queue's
+    deliveries."""
     queues = services(request)
     caller.require_queues([queue])
-    return views.queue_detail(await queues.stats.queue(queue))
+    report = await queues.stats.queue(queue)
+    return views.queue_detail(report, await queues.push_health.deliveries(queue))
 
 
 @router.get(

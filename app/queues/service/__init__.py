@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.push import PushTargets
+from app.push import PushHealthService, PushTargets
 from app.queues.repository import QueuesRepository
 from app.queues.service.admin import QueueAdmin
 from app.queues.service.settings import QueueSettingsService, SettingsChange
@@ -21,14 +21,21 @@ class QueueServices:
     settings: QueueSettingsService
     stats: StatsService
     push: PushTargets
+    push_health: PushHealthService
 
     @classmethod
     def build(
-        cls, repo: QueuesRepository, push: PushTargets, *, stats_refresh_seconds: float
+        cls,
+        repo: QueuesRepository,
+        push: PushTargets,
+        push_health: PushHealthService,
+        *,
+        stats_refresh_seconds: float,
     ) -> QueueServices:
         return cls(
             admin=QueueAdmin(repo),
             settings=QueueSettingsService(repo),
             stats=StatsService(repo, refresh_seconds=stats_refresh_seconds),
             push=push,
+            push_health=push_health,
         )

@@ -307,6 +307,7 @@ async function queuePage(queue, params) {
       card("running", fmt(c.running)), card("waiting", fmt(c.waiting)), card("failed", fmt(c.failed)),
       card("oldest due", duration(stats.oldest_due_age_seconds))),
     stats.limits ? el("p", {}, `Limits: ${limitsText(stats.limits)}`) : null,
+    stats.push ? pushView(stats.push) : null,
     el("div", { class: "actions" },
       stats.paused ? button("Resume", () => act("resume", "POST", `/v1/queues/${q}/resume`, {}))
         : button("Pause", () => act("pause", "POST", `/v1/queues/${q}/pause`, {})),
@@ -339,6 +340,30 @@ async function queuePage(queue, params) {
       page.next_after !== null ? el("button", { onclick: () => go({ after: String(page.next_after) }) },
         "Next page") : null),
   ];
+}
+
+// A pushed attempt's HTTP status, as the dispatcher recorded it in the error's details
+// (`http_503`, say); a worker's attempt has none.
+function httpStatus(a) {
+  const status = a.error && a.error.details ? a.error.details.status : null;
+  return status === null || status === undefined ? "–" : String(status);
+}
+
+// A pushed queue's deliveries, every replica's, by outcome class, and its breaker.
+const PUSH_CLASSES = ["2xx", "202", "retry_later", "4xx", "5xx", "timeout", "connection",
+  "refused", "too_large"];
+function pushView(push) {
+  const b = push.breaker;
+  const windows = [["last minute", push.last_minute], ["last hour", push.last_hour]];
+  return el("section", { class: "push", "aria-label": "push deliveries" },
+    el("h2", {}, `Push deliveries to ${push.target_host} `,
+      el("span", { class: "badge", "data-breaker": b.state }, `breaker ${b.state.replace("_", "-")}`
+        + (b.state === "open" && b.open_until ? `, reopens ${ago(b.open_until)}` : ""))),
+    table(["window", "deliveries", ...PUSH_CLASSES.map((c) => c.replace("_", " ")), "p50", "p95"],
+      windows.map(([name, w]) => [name, fmt(w.deliveries),
+        ...PUSH_CLASSES.map((c) => fmt(w.classes[c] || 0)),
+        duration(w.latency_seconds.p50), duration(w.latency_seconds.p95)]),
+      PUSH_CLASSES.map((_, i) => i + 2).concat([1])));
 }
 
 // Where workers put a stack trace in an error's details: Python's SDK sends `traceback`,
@@ -432,9 +457,10 @@ async function jobPage(id) {
     el("h2", {}, "Result"), json(job.result),
     job.last_error ? [el("h2", {}, "Last error"), errorView(job.last_error)] : null,
     el("h2", {}, "Attempts"),
-    job.attempts.length ? table(["#", "worker", "started", "finished", "outcome", "error"],
+    job.attempts.length ? table(["#", "worker", "started", "finished", "outcome", "HTTP", "error"],
       job.attempts.map((a) => [String(a.attempt), a.worker_id || "–", a.started_at || "–",
-        a.finished_at, a.outcome, a.error ? `${a.error.type}: ${a.error.message || ""}` : ""]), [0])
+        a.finished_at, a.outcome, httpStatus(a),
+        a.error ? `${a.error.type}: ${a.error.message || ""}` : ""]), [0])
       : el("p", { class: "muted" }, "None finished yet."),
     el("h2", {}, "Waits for"), related(deps.parents),
     el("h2", {}, "Waited for by"), related(deps.children),

@@ -609,7 +609,8 @@ export interface paths {
         /**
          * Get Queue
          * @description One queue's figures (all zero for a queue no job names: `known` is then false),
-         *     and the types of its due jobs that no worker leased lately.
+         *     the types of its due jobs that no worker leased lately, and a pushed queue's
+         *     deliveries.
          */
         get: operations["getQueue"];
         put?: never;
@@ -1302,6 +1303,23 @@ export interface components {
              * @default false
              */
             replaced?: boolean;
+        };
+        /**
+         * DeliveryWindow
+         * @description A pushed queue's deliveries over a window, every replica's.
+         */
+        DeliveryWindow: {
+            /** Deliveries */
+            deliveries: number;
+            /**
+             * Classes
+             * @description Deliveries by outcome: `2xx` (not 202), `202` (accepted, finished later), `retry_later` (429 or 503), `4xx`, `5xx`, `timeout`, `connection` (no answer), `refused` (the allowlist), `too_large` (the answer's body).
+             */
+            classes: {
+                [key: string]: number;
+            };
+            /** @description From the request's start to the answer's end (within 19 %: read from duration buckets); null without a delivery. */
+            latency_seconds: components["schemas"]["Percentiles"];
         };
         /**
          * DependenciesOut
@@ -2221,7 +2239,10 @@ export interface components {
             /** Result */
             result: unknown;
         };
-        /** Percentiles */
+        /**
+         * Percentiles
+         * @description A duration's median and 95th percentile, in seconds (null: nothing measured).
+         */
         Percentiles: {
             /** P50 */
             p50: number | null;
@@ -2330,6 +2351,33 @@ export interface components {
             /** Deleted */
             deleted: number;
         };
+        /** PushBreakerState */
+        PushBreakerState: {
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "closed" | "open" | "half_open";
+            /**
+             * Open Until
+             * @description When an open breaker lets deliveries by.
+             */
+            open_until: string | null;
+        };
+        /**
+         * PushDeliveriesOut
+         * @description A pushed queue's deliveries of the last minute and hour, and its breaker.
+         */
+        PushDeliveriesOut: {
+            /**
+             * Target Host
+             * @description The target URL's host (the rest is in its settings).
+             */
+            target_host: string;
+            last_minute: components["schemas"]["DeliveryWindow"];
+            last_hour: components["schemas"]["DeliveryWindow"];
+            breaker: components["schemas"]["PushBreakerState"];
+        };
         /**
          * PushHealthOut
          * @description A pushed queue's target and the health of its deliveries.
@@ -2437,6 +2485,8 @@ export interface components {
              * @description A fair queue's busiest fairness keys (at most 20, most queued jobs first); empty for a fifo queue. `/metrics` has no label per key.
              */
             fair_keys: components["schemas"]["FairKeyOut"][];
+            /** @description A pushed queue's deliveries of the last minute and hour, counted by every replica, and its circuit breaker; null for a pulled queue. */
+            push?: components["schemas"]["PushDeliveriesOut"] | null;
         };
         /**
          * QueueLimitsOut
@@ -3128,6 +3178,11 @@ export interface components {
             last_error: string | null;
             /** Delivered At */
             delivered_at: string | null;
+            /**
+             * Missed
+             * @description Events that expired from the outbox (JOBQ_EVENT_RETENTION_SECONDS, which no subscription holds back) before this one received them: a gap in what it got.
+             */
+            missed: number;
             breaker: components["schemas"]["app__events__schemas__BreakerOut"];
             /**
              * Created At

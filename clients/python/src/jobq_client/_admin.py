@@ -147,23 +147,20 @@ class PushTargetInfo:
         )
 
 
-BreakerState = Literal["closed", "open", "half_open"]
-
-
 @dataclass(frozen=True, slots=True)
-class Breaker:
-    """A push target's circuit breaker: `open` holds deliveries back until `open_until`;
-    `half_open`: the pause is over, the next failure opens it again for twice as long."""
+class PushBreaker:
+    """A pushed queue's circuit breaker: `open` holds its deliveries back until
+    `open_until`; `half_open`: a pause is over, the next failure opens it again."""
 
-    state: BreakerState
+    state: Literal["closed", "open", "half_open"]
     failures: int  # consecutive failed deliveries
     trips: int  # times it opened since the last success
     open_until: datetime | None
     failed_at: datetime | None
-    last_error: str | None  # the last failure: its class and excerpt
+    last_error: str | None  # the last failure: its class and an excerpt
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Breaker:
+    def from_json(cls, data: dict[str, Any]) -> PushBreaker:
         return cls(
             data["state"],
             int(data["failures"]),
@@ -176,18 +173,18 @@ class Breaker:
 
 @dataclass(frozen=True, slots=True)
 class PushHealth:
-    """A pushed queue's target and its circuit breaker (`get_push_health`)."""
+    """A pushed queue's target and its circuit breaker (`Client.get_push_health`)."""
 
     queue: str
     target: PushTargetInfo
-    breaker: Breaker
+    breaker: PushBreaker
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PushHealth:
         return cls(
             data["queue"],
             PushTargetInfo.from_json(data["target"]),
-            Breaker.from_json(data["breaker"]),
+            PushBreaker.from_json(data["breaker"]),
         )
 
 

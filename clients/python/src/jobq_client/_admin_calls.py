@@ -57,6 +57,22 @@ def queue_action(queue: str, action: str, body: dict[str, Any] | None = None) ->
     )
 
 
+def get_push_health(queue: str) -> Call[PushHealth]:
+    return Call(
+        "GET", f"/v1/queues/{_segment(queue)}/push", lambda r: PushHealth.from_json(_json(r))
+    )
+
+
+def reset_push(queue: str) -> Call[PushHealth]:
+    return Call(
+        "POST",
+        f"/v1/queues/{_segment(queue)}/push/reset",
+        lambda r: PushHealth.from_json(_json(r)),
+        body={},
+        has_body=True,
+    )
+
+
 def get_queue(queue: str) -> Call[QueueStats]:
     return Call("GET", f"/v1/queues/{_segment(queue)}", lambda r: QueueStats.from_json(_json(r)))
 
@@ -84,22 +100,6 @@ def set_queue_settings(queue: str, changes: dict[str, Any]) -> Call[QueueSetting
         f"/v1/queues/{_segment(queue)}/settings",
         lambda r: QueueSettings.from_json(_json(r)),
         body=body,
-        has_body=True,
-    )
-
-
-def get_push_health(queue: str) -> Call[PushHealth]:
-    return Call(
-        "GET", f"/v1/queues/{_segment(queue)}/push", lambda r: PushHealth.from_json(_json(r))
-    )
-
-
-def reset_push(queue: str) -> Call[PushHealth]:
-    return Call(
-        "POST",
-        f"/v1/queues/{_segment(queue)}/push/reset",
-        lambda r: PushHealth.from_json(_json(r)),
-        body={},
         has_body=True,
     )
 

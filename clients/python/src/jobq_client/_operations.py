@@ -111,6 +111,14 @@ class Operations:
         answer = self._call(_admin_calls.queue_action(queue, "purge", {"confirm": queue}))
         return int(answer["deleted"])
 
+    def get_push_health(self, queue: str) -> PushHealth:
+        """A pushed queue's target and circuit breaker (NotFound: the queue is pulled)."""
+        return self._call(_admin_calls.get_push_health(queue))
+
+    def reset_push(self, queue: str) -> PushHealth:
+        """Close a pushed queue's circuit breaker (admin scope): deliveries resume at once."""
+        return self._call(_admin_calls.reset_push(queue))
+
     def get_queue(self, queue: str) -> QueueStats:
         """One queue's figures and the use of its limits."""
         return self._call(_admin_calls.get_queue(queue))
@@ -229,14 +237,6 @@ class Operations:
         `max_backlog=None` to clear one); the others stay."""
         return self._call(_admin_calls.set_queue_settings(queue, _settings(changes)))
 
-    def get_push_health(self, queue: str) -> PushHealth:
-        """A pushed queue's target and its circuit breaker (`NotFound`: it is pulled)."""
-        return self._call(_admin_calls.get_push_health(queue))
-
-    def reset_push(self, queue: str) -> PushHealth:
-        """Close a pushed queue's circuit breaker: its deliveries resume at once."""
-        return self._call(_admin_calls.reset_push(queue))
-
     def set_schedule(
         self,
         name: str,
@@ -336,6 +336,14 @@ class AsyncOperations:
         """Delete every queued job of `queue`; how many went."""
         answer = await self._call(_admin_calls.queue_action(queue, "purge", {"confirm": queue}))
         return int(answer["deleted"])
+
+    async def get_push_health(self, queue: str) -> PushHealth:
+        """A pushed queue's target and circuit breaker (NotFound: the queue is pulled)."""
+        return await self._call(_admin_calls.get_push_health(queue))
+
+    async def reset_push(self, queue: str) -> PushHealth:
+        """Close a pushed queue's circuit breaker (admin scope): deliveries resume at once."""
+        return await self._call(_admin_calls.reset_push(queue))
 
     async def get_queue(self, queue: str) -> QueueStats:
         """One queue's figures and the use of its limits."""
@@ -455,14 +463,6 @@ class AsyncOperations:
         """Change the settings named (`max_running=5`, `rate_limit=RateLimit(100, 60)`,
         `max_backlog=None` to clear one); the others stay."""
         return await self._call(_admin_calls.set_queue_settings(queue, _settings(changes)))
-
-    async def get_push_health(self, queue: str) -> PushHealth:
-        """A pushed queue's target and its circuit breaker (`NotFound`: it is pulled)."""
-        return await self._call(_admin_calls.get_push_health(queue))
-
-    async def reset_push(self, queue: str) -> PushHealth:
-        """Close a pushed queue's circuit breaker: its deliveries resume at once."""
-        return await self._call(_admin_calls.reset_push(queue))
 
     async def set_schedule(
         self,
