@@ -3118,6 +3118,12 @@ REVOKE ALL ON FUNCTION jobq.job_stats_of(queue text, state jobq.job_state, creat
 REVOKE ALL ON FUNCTION jobq.json_depth(doc jsonb, stop_after integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION minute_entries(enqueued bigint, succeeded bigint, failed bigint, wait_buckets jsonb, run_buckets jsonb); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.minute_entries(enqueued bigint, succeeded bigint, failed bigint, wait_buckets jsonb, run_buckets jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION new_job_keys(queue text, types text[], keys text[], uniques jsonb[]); Type: ACL; Schema: jobq; Owner: -
 --
 

@@ -52,6 +52,10 @@ $$;
 COMMENT ON FUNCTION jobq.minute_entries(bigint, bigint, bigint, jsonb, jsonb) IS
     'A per-minute rollup as jobq.queue_recent''s entries (counts in bucket 0).';
 
+-- jobq's functions are the service's (a producer role executes enqueue's two only)
+REVOKE EXECUTE ON FUNCTION jobq.minute_entries(bigint, bigint, bigint, jsonb, jsonb)
+    FROM PUBLIC;
+
 INSERT INTO jobq.queue_recent_window (since)
 VALUES (date_trunc('minute', now()) - interval '60 minutes');
 

@@ -70,7 +70,7 @@ async def test_audit_fits_80_columns(service: str, http: httpx.AsyncClient) -> N
 
 
 async def test_audit_names_the_key_and_refuses_bad_filters(
-    service: str, http: httpx.AsyncClient, database_url: str
+    service: str, http: httpx.AsyncClient, database_url: str, no_keys: asyncpg.Connection
 ) -> None:
     admin = await create_key(database_url, "ops", ["admin"])
     paused = await http.post("/v1/queues/mail/pause", headers={"Authorization": f"Bearer {admin}"})
