@@ -123,7 +123,8 @@ async def test_the_queue_shows_every_replicas_deliveries_by_class(
     # each replica's counts, written in turn: the figures are their sum
     await apps[0].state.services.dispatcher.flush()
     first = (await clients[1].get("/v1/queues/hooks")).json()["push"]["last_hour"]
-    assert 0 < first["deliveries"] < 18
+    # replica 0's own deliveries (all of them, when replica 1 learnt of the target late)
+    assert 0 < first["deliveries"] <= 18
     await apps[1].state.services.dispatcher.flush()
     for client in clients:
         answer = await client.get("/v1/queues/hooks")
