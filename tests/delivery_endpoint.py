@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -23,6 +23,8 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    # the connection it came on: a handler that hangs can notice the client leave
+    reader: asyncio.StreamReader | None = field(default=None, repr=False, compare=False)
 
     def json(self) -> dict[str, object]:
         value = json.loads(self.body)
@@ -31,6 +33,40 @@ class Received:
 
 
 Answer = tuple[int, dict[str, str], bytes] | None  # None: close without answering
+Respond = Callable[[Received], Awaitable[Answer]]
+
+
+async def exchange(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    respond: Respond,
+    closing: asyncio.Event,
+) -> None:
+    """One connection's HTTP/1.1 requests (keep-alive), each answered by `respond`, until
+    the client closes it, an answer is None, or `closing` is set."""
+    try:
+        while not closing.is_set():
+            line = await reader.readline()
+            if not line:
+                return
+            _method, path, _version = line.decode().split(" ", 2)
+            headers: dict[str, str] = {}
+            while (header := await reader.readline()) not in (b"\r\n", b"\n", b""):
+                name, _, value = header.decode().partition(":")
+                headers[name.strip().lower()] = value.strip()
+            body = await reader.readexactly(int(headers.get("content-length", "0")))
+            answer = await respond(Received(path, headers, body, reader))
+            if answer is None:
+                return
+            status, extra, content = answer
+            head = [f"HTTP/1.1 {status} X", f"content-length: {len(content)}"]
+            head += [f"{k}: {v}" for k, v in extra.items()]
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + content)
+            await writer.drain()
+    except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+        return
+    finally:
+        writer.close()
 
 
 @dataclass
@@ -87,31 +123,13 @@ class Endpoint:
         assert task is not None
         self._handlers[task] = writer
         try:
-            while True:
-                line = await reader.readline()
-                if not line:
-                    return
-                _method, path, _version = line.decode().split(" ", 2)
-                headers: dict[str, str] = {}
-                while (header := await reader.readline()) not in (b"\r\n", b"\n", b""):
-                    name, _, value = header.decode().partition(":")
-                    headers[name.strip().lower()] = value.strip()
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                got = Received(path, headers, body)
-                self.requests.append(got)
-                answer = await self.answer(got)
-                if answer is None:
-                    return
-                status, extra, content = answer
-                head = [f"HTTP/1.1 {status} X", f"content-length: {len(content)}"]
-                head += [f"{k}: {v}" for k, v in extra.items()]
-                writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + content)
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
-            return
+            await exchange(reader, writer, self._respond, self._closing)
         finally:
             self._handlers.pop(task, None)
-            writer.close()
+
+    async def _respond(self, got: Received) -> Answer:
+        self.requests.append(got)
+        return await self.answer(got)
 
 
 E = TypeVar("E", bound=Endpoint)

@@ -36,6 +36,7 @@ from typing import Any
 
 from standardwebhooks import Webhook, WebhookVerificationError
 
+from tests.delivery_endpoint import Answer, Received, exchange
 from tests.processes.chaos import PUSH_QUEUE, Api, GaveUp
 from tests.processes.chaos.databases import Db
 
@@ -89,9 +90,6 @@ class Batch:
     at: float
     status: int
     events: list[dict[str, Any]]
-
-
-Answer = tuple[int, dict[str, str], bytes] | None  # None: close without answering
 
 
 @dataclass
@@ -276,32 +274,12 @@ class PushLoad:
         return status, {}, b"{}"
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """HTTP/1.1 with keep-alive, as `tests/delivery_endpoint.py` serves it."""
-        try:
-            while not self.closing.is_set():
-                line = await reader.readline()
-                if not line:
-                    return
-                _method, path, _version = line.decode().split(" ", 2)
-                headers: dict[str, str] = {}
-                while (header := await reader.readline()) not in (b"\r\n", b"\n", b""):
-                    name, _, value = header.decode().partition(":")
-                    headers[name.strip().lower()] = value.strip()
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                if path == "/jobs":
-                    answer = await self.on_job(headers, body, reader)
-                elif path == "/events":
-                    answer = self.on_events(headers, body)
-                else:
-                    answer = 404, {}, b""
-                if answer is None:
-                    return
-                status, extra, content = answer
-                head = [f"HTTP/1.1 {status} X", f"content-length: {len(content)}"]
-                head += [f"{k}: {v}" for k, v in extra.items()]
-                writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + content)
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
-            return
-        finally:
-            writer.close()
+        await exchange(reader, writer, self.respond, self.closing)
+
+    async def respond(self, got: Received) -> Answer:
+        if got.path == "/jobs":
+            assert got.reader is not None
+            return await self.on_job(got.headers, got.body, got.reader)
+        if got.path == "/events":
+            return self.on_events(got.headers, got.body)
+        return 404, {}, b""
