@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0040, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0041, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -1090,6 +1090,31 @@ $$;
 --
 
 COMMENT ON FUNCTION jobq.forget_job_counts() IS 'After jobq.jobs is truncated: no job is counted (the minutes keep their history).';
+
+--
+-- Name: histogram_percentiles(smallint[], double precision[]); Type: FUNCTION; Schema: jobq; Owner: -
+--
+
+CREATE FUNCTION jobq.histogram_percentiles(buckets smallint[], jobs double precision[]) RETURNS double precision[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+            -- the nearest-rank p50 and p95 of a histogram (each bucket once, with its
+            -- jobs), as their buckets' durations; NULL for an empty one
+            SELECT CASE WHEN count(*) > 0 THEN ARRAY[
+                       jobq.bucket_seconds(min(h.bucket) FILTER (WHERE h.up_to >= 0.5 * h.total)),
+                       jobq.bucket_seconds(min(h.bucket) FILTER (WHERE h.up_to >= 0.95 * h.total))]
+                   END
+              FROM (SELECT b.bucket, sum(b.jobs) OVER (ORDER BY b.bucket) AS up_to,
+                           sum(b.jobs) OVER () AS total
+                      FROM unnest(buckets, jobs) AS b(bucket, jobs)
+                     WHERE b.jobs > 0) AS h
+        $$;
+
+--
+-- Name: FUNCTION histogram_percentiles(buckets smallint[], jobs double precision[]); Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON FUNCTION jobq.histogram_percentiles(buckets smallint[], jobs double precision[]) IS 'The nearest-rank p50 and p95 of a histogram of duration buckets.';
 
 --
 -- Name: insert_jobs(text, text[], jsonb[], integer[], timestamp with time zone[], double precision[], integer[], integer[], text[], jsonb[], text[], integer, integer, integer[], boolean[], jsonb[], text[], jsonb[], integer[], timestamp with time zone[], text[], text[]); Type: FUNCTION; Schema: jobq; Owner: -
@@ -3098,6 +3123,12 @@ REVOKE ALL ON FUNCTION jobq.forget_fair_key(queue text, key text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION jobq.forget_job_counts() FROM PUBLIC;
+
+--
+-- Name: FUNCTION histogram_percentiles(buckets smallint[], jobs double precision[]); Type: ACL; Schema: jobq; Owner: -
+--
+
+REVOKE ALL ON FUNCTION jobq.histogram_percentiles(buckets smallint[], jobs double precision[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION insert_jobs(queue text, types text[], payloads jsonb[], priorities integer[], run_ats timestamp with time zone[], delays double precision[], max_attempts integer[], lease_seconds integer[], idempotency_keys text[], metadatas jsonb[], concurrency_keys text[], default_max_attempts integer, default_lease_seconds integer, waiting_fors integer[], runs_on_parent_failure boolean[], parent_failures jsonb[], fairness_keys text[], uniques jsonb[], timeouts integer[], start_bys timestamp with time zone[], traceparents text[], tracestates text[]); Type: ACL; Schema: jobq; Owner: -

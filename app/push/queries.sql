@@ -122,33 +122,22 @@ classes AS (
 ),
 buckets AS (
     SELECT m.queue, w.win, CAST(b.key AS smallint) AS bucket,
-           sum(CAST(b.value AS bigint)) AS n
+           CAST(sum(CAST(b.value AS bigint)) AS double precision) AS n
       FROM minutes m
      CROSS JOIN LATERAL jsonb_each_text(m.latency_buckets) AS b
      CROSS JOIN LATERAL (VALUES ('hour'), ('minute')) AS w(win)
      WHERE w.win = 'hour' OR m.in_minute > 0
      GROUP BY 1, 2, 3
 ),
-ranked AS (
-    SELECT queue, win, bucket,
-           sum(n) OVER (PARTITION BY queue, win ORDER BY bucket) AS up_to,
-           sum(n) OVER (PARTITION BY queue, win) AS total
-      FROM buckets
-     WHERE n > 0
-),
 percentiles AS (
     SELECT queue,
-           CASE WHEN bool_or(win = 'minute') THEN ARRAY[
-               jobq.bucket_seconds(min(bucket) FILTER (
-                   WHERE win = 'minute' AND up_to >= 0.5 * total)),
-               jobq.bucket_seconds(min(bucket) FILTER (
-                   WHERE win = 'minute' AND up_to >= 0.95 * total))] END AS latency_1m,
-           CASE WHEN bool_or(win = 'hour') THEN ARRAY[
-               jobq.bucket_seconds(min(bucket) FILTER (
-                   WHERE win = 'hour' AND up_to >= 0.5 * total)),
-               jobq.bucket_seconds(min(bucket) FILTER (
-                   WHERE win = 'hour' AND up_to >= 0.95 * total))] END AS latency_1h
-      FROM ranked
+           jobq.histogram_percentiles(array_agg(bucket) FILTER (WHERE win = 'minute'),
+                                      array_agg(n) FILTER (WHERE win = 'minute'))
+               AS latency_1m,
+           jobq.histogram_percentiles(array_agg(bucket) FILTER (WHERE win = 'hour'),
+                                      array_agg(n) FILTER (WHERE win = 'hour'))
+               AS latency_1h
+      FROM buckets
      GROUP BY queue
 )
 SELECT t.queue,

@@ -265,29 +265,16 @@ activity AS (
               FROM edges) AS parts
      GROUP BY queue
 ),
-buckets AS (
-    SELECT queue, kind, bucket, jobs FROM entries WHERE kind IN ('wait', 'run')
-),
-ranked AS (
-    SELECT queue, kind, bucket,
-           sum(jobs) OVER (PARTITION BY queue, kind ORDER BY bucket) AS up_to,
-           sum(jobs) OVER (PARTITION BY queue, kind) AS total
-      FROM buckets
-     WHERE jobs > 0
-),
 percentiles AS (
     SELECT queue,
-           CASE WHEN bool_or(kind = 'wait') THEN ARRAY[
-               jobq.bucket_seconds(min(bucket) FILTER (
-                   WHERE kind = 'wait' AND up_to >= 0.5 * total)),
-               jobq.bucket_seconds(min(bucket) FILTER (
-                   WHERE kind = 'wait' AND up_to >= 0.95 * total))] END AS wait_seconds,
-           CASE WHEN bool_or(kind = 'run') THEN ARRAY[
-               jobq.bucket_seconds(min(bucket) FILTER (
-                   WHERE kind = 'run' AND up_to >= 0.5 * total)),
-               jobq.bucket_seconds(min(bucket) FILTER (
-                   WHERE kind = 'run' AND up_to >= 0.95 * total))] END AS run_seconds
-      FROM ranked
+           jobq.histogram_percentiles(array_agg(bucket) FILTER (WHERE kind = 'wait'),
+                                      array_agg(jobs) FILTER (WHERE kind = 'wait'))
+               AS wait_seconds,
+           jobq.histogram_percentiles(array_agg(bucket) FILTER (WHERE kind = 'run'),
+                                      array_agg(jobs) FILTER (WHERE kind = 'run'))
+               AS run_seconds
+      FROM entries
+     WHERE kind IN ('wait', 'run')
      GROUP BY queue
 )
 SELECT queue,
