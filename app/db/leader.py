@@ -12,7 +12,14 @@ import asyncpg
 from app.db.database import Database
 
 MAINTENANCE_LOCK_KEY = 0x6A6F_6271_0002  # "jobq" + 2: held by the replica maintaining
-TRY_LOCK = "SELECT pg_try_advisory_xact_lock($1), extract(epoch FROM clock_timestamp())"
+# The lock, the database's clock, and no JIT compilation for the rest of the transaction:
+# a batch is bounded by its size, but the planner prices one by its guesses about whole
+# tables (never analysed, or millions of rows), and past `jit_above_cost` compiling the
+# plan cost up to a second on every pass where running it took a millisecond.
+TRY_LOCK = (
+    "SELECT pg_try_advisory_xact_lock($1), extract(epoch FROM clock_timestamp()),"
+    " set_config('jit', 'off', true)"
+)
 CLOCK = "SELECT extract(epoch FROM clock_timestamp())"
 
 
@@ -25,7 +32,7 @@ async def as_leader(
     async with db.transaction() as conn:
         row = await conn.fetchrow(TRY_LOCK, key)
         assert row is not None
-        leader, started = row
+        leader, started, _jit = row
         yield (conn, float(started)) if leader else None
 
 

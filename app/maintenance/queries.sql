@@ -184,15 +184,20 @@ SELECT format('%I.%I', s.schemaname, s.relname) AS name, s.n_dead_tup AS dead
 -- moving that hour on to now; how many were folded.
 WITH window_moved AS (
     -- the window starts an hour before this minute: the minutes it leaves are taken away
-    UPDATE jobq.queue_recent_window w
+    UPDATE jobq.queue_recent_window
        SET since = date_trunc('minute', now()) - interval '60 minutes'
-      FROM (SELECT since FROM jobq.queue_recent_window) AS old
-     WHERE w.since < date_trunc('minute', now()) - interval '60 minutes'
-    RETURNING old.since AS old_since, w.since AS new_since
+     WHERE since < date_trunc('minute', now()) - interval '60 minutes'
+    RETURNING since AS new_since
+),
+bounds AS (
+    -- scalar subqueries: the planner counts one row, not a guess for a table never
+    -- analysed (its guesses crossed made a plan costly enough to JIT-compile, ~1 s);
+    -- every part of the statement reads the snapshot from before the UPDATE
+    SELECT (SELECT since FROM jobq.queue_recent_window) AS old_since,
+           (SELECT new_since FROM window_moved) AS new_since
 ),
 since AS (
-    SELECT coalesce((SELECT new_since FROM window_moved),
-                    (SELECT since FROM jobq.queue_recent_window)) AS since
+    SELECT coalesce(new_since, old_since) AS since FROM bounds
 ),
 slice AS (
     DELETE FROM jobq.job_stat_deltas
@@ -240,11 +245,11 @@ recent AS (
              WHERE b.minute >= (SELECT since FROM since)
             UNION ALL
             SELECT m.queue, e.kind, e.bucket, -e.jobs
-              FROM window_moved w
-              JOIN jobq.queue_minutes m
-                ON m.minute >= w.old_since AND m.minute < w.new_since
+              FROM jobq.queue_minutes m
              CROSS JOIN LATERAL jobq.minute_entries(m.enqueued, m.succeeded, m.failed,
                                                     m.wait_buckets, m.run_buckets) AS e
+             WHERE m.minute >= (SELECT old_since FROM bounds)
+               AND m.minute < (SELECT new_since FROM bounds)
            ) AS change
      GROUP BY queue, kind, bucket
     HAVING sum(n) <> 0
