@@ -4,7 +4,6 @@ readiness and `jobq_database_up` following the database, and one sum across work
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -17,12 +16,12 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
-from sqlalchemy.engine import make_url
 
 from app.core import metrics
 from app.core.config import Settings
 from app.main import create_app
 from app.maintenance import Reaper
+from tests.fixtures.proxy import proxied
 from tests.helpers import assert_problem, enqueue, lease
 from tests.metrics_support import parse, value
 
@@ -232,71 +231,12 @@ async def test_sql_gauges_are_read_at_most_once_per_refresh_interval(
     assert value(await scrape(client), "jobq_jobs", queue=q, state="queued") == 1
 
 
-class Proxy:
-    """A TCP proxy to PostgreSQL that a test can stop (the database "goes away") and start.
-
-    The target is a TCP address, or a Unix socket (the embedded server's) when `host` is a
-    directory.
-    """
-
-    def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.port = 0
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        self._writers.clear()
-        await self._server.wait_closed()
-
-    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        try:
-            host, port = self.target
-            if host.startswith("/"):
-                path = f"{host}/.s.PGSQL.{port}"
-                server_r, server_w = await asyncio.open_unix_connection(path)
-            else:
-                server_r, server_w = await asyncio.open_connection(host, port)
-        except OSError:
-            client_w.transport.abort()
-            return
-        self._writers |= {client_w, server_w}
-
-        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(OSError, ConnectionError):
-                while data := await reader.read(65536):
-                    writer.write(data)
-                    await writer.drain()
-            writer.transport.abort()
-
-        await asyncio.gather(pipe(client_r, server_w), pipe(server_r, client_w))
-        self._writers -= {client_w, server_w}
-
-
 async def test_readiness_and_database_up_follow_the_database(
     database_url: str, client_factory: Callable[[FastAPI], Any], db: asyncpg.Connection
 ) -> None:
-    url = make_url(database_url)
-    socket_dir = url.query.get("host")
-    host = socket_dir if isinstance(socket_dir, str) else url.host or "127.0.0.1"
-    proxy = Proxy(host, url.port or 5432)
-    await proxy.start()
-    try:
-        proxied = (
-            url.difference_update_query(["host"])
-            .set(port=proxy.port, host="127.0.0.1")
-            .render_as_string(hide_password=False)
-        )
-        settings = Settings(database_url=proxied, metrics_refresh_seconds=0)
-        app = create_app(settings, database_url=proxied, run_maintenance=False)
+    async with proxied(database_url) as (proxy, url):
+        settings = Settings(database_url=url, metrics_refresh_seconds=0)
+        app = create_app(settings, database_url=url, run_maintenance=False)
         client = await client_factory(app)
         assert (await client.get("/readyz")).status_code == 200
         assert value(await scrape(client), "jobq_database_up") == 1
@@ -310,9 +250,6 @@ async def test_readiness_and_database_up_follow_the_database(
         await proxy.start()  # and back
         assert (await client.get("/readyz")).status_code == 200
         assert value(await scrape(client), "jobq_database_up") == 1
-    finally:
-        with contextlib.suppress(Exception):
-            await proxy.stop()
 
 
 def test_observing_a_batch_equals_observing_each_value() -> None:

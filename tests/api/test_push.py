@@ -17,7 +17,9 @@ from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 from standardwebhooks import Webhook
 
+from app.core.config import Settings
 from app.delivery import Secrets, new_secret, sign
+from app.main import create_app
 from jobq_client import (
     AsyncClient,
     Client,
@@ -28,6 +30,7 @@ from jobq_client import (
     verify_delivery,
 )
 from tests.delivery_endpoint import Answer, Endpoint, Received, serving
+from tests.fixtures.proxy import proxied
 from tests.helpers import assert_problem, bearer, create_key, served
 
 pytestmark = pytest.mark.pgbouncer
@@ -397,6 +400,31 @@ async def test_shutdown_gives_the_leases_of_unfinished_deliveries_back(
     assert time.monotonic() - started < 5
     row = await db.fetchrow("SELECT state, attempt FROM jobq.jobs WHERE id = $1", job_id)
     assert row is not None and (row["state"], row["attempt"]) == ("queued", 0)
+
+
+async def test_an_answer_while_the_database_is_away_is_written_when_it_is_back(
+    make_settings: Callable[..., Settings],
+    client_factory: Callable[[FastAPI], Any],
+    db: asyncpg.Connection,
+) -> None:
+    """The endpoint answers 200 while the service cannot reach PostgreSQL: the job
+    succeeds once the database is back, delivered once, not after its lease expires."""
+    database_url = make_settings().database_url  # direct, or PgBouncer's
+    assert database_url is not None
+    async with serving(Endpoint(hang_seconds=0.5)) as slow, proxied(database_url) as (proxy, url):
+        settings = make_settings(
+            database_url=url, push_allowed_targets=LOOPBACK, push_lease_margin_seconds=300
+        )
+        client = await client_factory(create_app(settings, database_url=url, run_maintenance=False))
+        await _push(client, "hooks", slow.base + "/hang", timeout_seconds=10)
+        job_id = await _enqueue(client, "hooks")
+        while not slow.received("/hang"):
+            await asyncio.sleep(0.01)
+        await proxy.stop()  # the answer comes in 0.5 s, with the database away
+        await asyncio.sleep(2)
+        await proxy.start()
+        job = await _until(client, job_id, _state("succeeded"))
+    assert job["attempt"] == 1 and len(slow.received("/hang")) == 1
 
 
 async def test_the_sdk_verifies_a_delivery_and_refuses_a_replay(

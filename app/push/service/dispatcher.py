@@ -21,6 +21,9 @@ are left out until it closes. Each delivery is counted in memory (`Tally`) and t
 counts are added to `jobq.push_minutes` every `flush_seconds`, in one statement: the
 statistics every replica reads (`push_stats`). At shutdown the deliveries in flight get
 `DRAIN_SECONDS` to end; the leases of those still going are given back (`release`), not spent.
+An answer that arrives while the database is away is not dropped: writing what it
+decided is tried again, with a growing pause, until the database answers or the lease
+expires (then the reaper gives the job back, to be delivered again).
 
 Tests call `run_once(wait_seconds=0)`, `drain()` and `flush()`.
 """
@@ -35,8 +38,9 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import pydantic_core
 
@@ -56,6 +60,10 @@ TARGETS_REFRESH_SECONDS = 5.0  # targets are read again at least this often
 BREAKERS_REFRESH_SECONDS = 1.0  # ... and the breakers of the targets
 DRAIN_SECONDS = 5.0  # at shutdown, deliveries in flight get this long to end
 ERROR_PAUSE_SECONDS = 1.0  # after a round failed (the database away, say)
+SETTLE_PAUSES_SECONDS = (0.1, 0.25, 0.5, 1.0, 2.0)  # between tries to write an answer's
+# outcome while the database is away; the last one repeats
+
+T = TypeVar("T")
 
 
 def worker_id() -> str:
@@ -335,18 +343,20 @@ class Dispatcher:
             log.exception("push: job %s: settling the delivery failed", lease.job.id)
 
     async def _settle(self, lease: Lease, target: PushTarget, attempt: Attempt) -> None:
-        """Turn the answer into the job's next state, and count it on the breaker."""
+        """Turn the answer into the job's next state, and count it on the breaker; each
+        write tried again while the database is away (`_stored`)."""
         acks, leases = self._jobs.acks, self._jobs.leases
         wait = attempt.retry_after()
         if attempt.status in RETRY_LATER and wait is not None and attempt.failure is None:
-            await leases.release(lease.token, wait)  # the target is busy, not broken
+            # the target is busy, not broken
+            await _stored(lease, lambda: leases.release(lease.token, wait))
             return
-        await self._record(target, attempt)
+        await _stored(lease, lambda: self._record(target, attempt))
         if attempt.ok and attempt.status == 202:
             return  # the endpoint finishes the job with the lease id
         if attempt.ok:
             try:
-                await acks.complete(lease.token, _result(attempt.body))
+                await _stored(lease, lambda: acks.complete(lease.token, _result(attempt.body)))
                 return
             except JobqError as exc:
                 if exc.status not in (413, 422):
@@ -358,7 +368,9 @@ class Dispatcher:
                 attempt.excerpt(),
                 {"status": attempt.status, "seconds": round(attempt.seconds, 3)},
             )
-        await acks.fail(lease.token, error, retryable=True, retry_after_seconds=None)
+        await _stored(
+            lease, lambda: acks.fail(lease.token, error, retryable=True, retry_after_seconds=None)
+        )
 
     async def _record(self, target: PushTarget, attempt: Attempt) -> None:
         ok = attempt.ok
@@ -367,3 +379,19 @@ class Dispatcher:
         )
         if state is not None and state.open:
             self._breaker_states[target.breaker] = state  # this replica holds back at once
+
+
+async def _stored(lease: Lease, write: Callable[[], Awaitable[T]]) -> T:
+    """`write()`, tried again while the database is away (`SETTLE_PAUSES_SECONDS`
+    apart) until it answers or `lease` expires: then the last `DatabaseUnavailable`
+    goes up, and the reaper gives the job back."""
+    tries = 0
+    while True:
+        try:
+            return await write()
+        except DatabaseUnavailable:
+            pause = SETTLE_PAUSES_SECONDS[min(tries, len(SETTLE_PAUSES_SECONDS) - 1)]
+            if (lease.expires_at - datetime.now(UTC)).total_seconds() < pause:
+                raise
+            tries += 1
+            await asyncio.sleep(pause)
