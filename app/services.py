@@ -143,6 +143,7 @@ def build(
         push_repo,
         concurrency=settings.push_concurrency,
         max_lease_batch=settings.max_lease_batch,
+        max_ack_batch=settings.max_ack_batch,
         max_body_bytes=settings.max_payload_bytes,
         drain_seconds=min(settings.shutdown_grace_seconds, push.DRAIN_SECONDS),
         lease_margin_seconds=settings.push_lease_margin_seconds,

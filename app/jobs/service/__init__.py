@@ -24,6 +24,7 @@ from app.workers import Presence
 
 __all__ = [
     "Ack",
+    "Acks",
     "AttemptError",
     "Explanation",
     "Finished",

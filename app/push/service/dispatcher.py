@@ -14,6 +14,10 @@ so it outlives its delivery. The answer decides the job (see docs/push.md, "Outc
 - Any other status, a timeout, no answer: a failed attempt (`http_<status>`, `timeout`,
   `connection`, `refused`) with an excerpt of the answer, retried by the queue's backoff.
 
+The deliveries' completes and fails are written together (`Finisher`): those that end
+while a batch is being written go in the next, one round trip. A success writes the
+target's breaker only when it has something to forget (failures, trips, a pause).
+
 At most `concurrency` deliveries are in flight; each round leases no more than the room
 left. A round with nothing due waits on the enqueue announcements (`Wakeups`), as a
 long-polling worker does. Targets whose circuit breaker is open (`app.delivery.Breakers`)
@@ -47,9 +51,10 @@ import pydantic_core
 from app.core import shutdown
 from app.core.errors import DatabaseUnavailable, JobqError
 from app.delivery import Allowlist, Attempt, Breakers, BreakerState, create_client, send, sign
-from app.jobs import AttemptError, JobServices, Lease, Wanted
+from app.jobs import Ack, AttemptError, JobServices, Lease, Wanted
 from app.push import telemetry
 from app.push.repository import PushRepository
+from app.push.service.finisher import Finisher
 from app.push.service.tally import RETRY_LATER, Tally
 from app.push.service.targets import PushTarget, PushTargets
 
@@ -138,6 +143,7 @@ class Dispatcher:
         *,
         concurrency: int,
         max_lease_batch: int,
+        max_ack_batch: int,
         max_body_bytes: int,
         drain_seconds: float = DRAIN_SECONDS,
         lease_margin_seconds: int,
@@ -155,6 +161,7 @@ class Dispatcher:
         self._lease_margin_seconds = lease_margin_seconds
         self._on_attempt = on_attempt
         self._repo = repo
+        self._finisher = Finisher(jobs.acks, max_batch=max_ack_batch)
         self._tally = Tally()
         self._flush_seconds = flush_seconds
         self._flushed_at = time.monotonic()
@@ -190,6 +197,7 @@ class Dispatcher:
         for _token, task in late:
             task.cancel()
         await asyncio.gather(*(task for _, task in late), return_exceptions=True)
+        await self._finisher.close()
         for token, _task in late:
             with contextlib.suppress(JobqError):
                 await self._jobs.leases.release(token, 0)
@@ -345,7 +353,7 @@ class Dispatcher:
     async def _settle(self, lease: Lease, target: PushTarget, attempt: Attempt) -> None:
         """Turn the answer into the job's next state, and count it on the breaker; each
         write tried again while the database is away (`_stored`)."""
-        acks, leases = self._jobs.acks, self._jobs.leases
+        leases = self._jobs.leases
         wait = attempt.retry_after()
         if attempt.status in RETRY_LATER and wait is not None and attempt.failure is None:
             # the target is busy, not broken
@@ -355,29 +363,39 @@ class Dispatcher:
         if attempt.ok and attempt.status == 202:
             return  # the endpoint finishes the job with the lease id
         if attempt.ok:
-            try:
-                await _stored(lease, lambda: acks.complete(lease.token, _result(attempt.body)))
+            refused = await self._ack(lease, Ack(lease.token, "complete", _result(attempt.body)))
+            if refused is None:
                 return
-            except JobqError as exc:
-                if exc.status not in (413, 422):
-                    raise
-                error = AttemptError("push_result_refused", exc.detail, {"status": attempt.status})
+            if refused.status not in (413, 422):
+                raise refused
+            error = AttemptError("push_result_refused", refused.detail, {"status": attempt.status})
         else:
             error = AttemptError(
                 f"http_{attempt.status}" if attempt.failure is None else attempt.status_class,
                 attempt.excerpt(),
                 {"status": attempt.status, "seconds": round(attempt.seconds, 3)},
             )
-        await _stored(
-            lease, lambda: acks.fail(lease.token, error, retryable=True, retry_after_seconds=None)
-        )
+        refused = await self._ack(lease, Ack(lease.token, "fail", None, error, retryable=True))
+        if refused is not None:
+            raise refused
+
+    async def _ack(self, lease: Lease, ack: Ack) -> JobqError | None:
+        """Finish the job with the other deliveries' acks (`Finisher`); why it was
+        refused, if it was."""
+        finished = await _stored(lease, lambda: self._finisher.finish(ack))
+        return finished.error
 
     async def _record(self, target: PushTarget, attempt: Attempt) -> None:
         ok = attempt.ok
+        known = self._breaker_states.get(target.breaker)
+        if ok and known is not None and known == BreakerState(target.breaker):
+            return  # a success has nothing to reset (as read within BREAKERS_REFRESH_SECONDS)
         state = await self._breakers.record(
             target.breaker, ok, error="" if ok else f"{attempt.status_class}: {attempt.excerpt()}"
         )
-        if state is not None and state.open:
+        if ok:
+            self._breaker_states[target.breaker] = BreakerState(target.breaker)
+        elif state is not None and state.open:
             self._breaker_states[target.breaker] = state  # this replica holds back at once
 
 
