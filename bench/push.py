@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import pydantic_core
 
-from app.delivery import Secrets, new_secret, sign
+from app.delivery import Secrets, create_client, new_secret, sign
 from bench import database
 from bench.base import Bench
 from bench.service import Service
@@ -55,8 +55,7 @@ async def _post_all(url: str, sample: str, secret: str, jobs: int, concurrency: 
     template = json.loads(sample)
     secrets = Secrets.parse([secret])
     next_job = iter(range(1, jobs + 1))
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(limits=limits, trust_env=False) as client:
+    async with create_client(max_connections=concurrency) as client:
 
         async def worker() -> None:
             for job_id in next_job:

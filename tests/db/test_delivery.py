@@ -28,7 +28,7 @@ from app.delivery import (
 )
 from tests.conftest import _drop, _recreate, plain
 from tests.db.test_migration_0016 import downgrade
-from tests.delivery_endpoint import Endpoint, serving
+from tests.delivery_endpoint import Answer, Endpoint, Received, serving
 
 LOOPBACK = Allowlist.parse(["http://127.0.0.1:*"])
 
@@ -164,6 +164,32 @@ async def test_send_refuses_what_the_allowlist_refuses_without_connecting() -> N
         )
     assert refused.failure == "refused" and "not a public address" in refused.detail
     assert endpoint.requests == []
+
+
+async def test_a_named_host_is_sent_by_name_to_the_address_checked() -> None:
+    async with serving(Endpoint()) as endpoint, create_client(max_connections=1) as client:
+        url = f"http://localhost:{endpoint.port}/ok"
+        allowed = Allowlist.parse(["http://localhost:*"])
+        attempt = await send(client, allowed, url, b"{}", {}, timeout_seconds=2)
+    assert attempt.status == 200
+    (received,) = endpoint.received("/ok")
+    assert received.headers["host"] == f"localhost:{endpoint.port}"
+
+
+async def test_no_cookie_an_endpoint_sets_is_sent_back() -> None:
+    def baking(_got: Received) -> Answer:
+        return 200, {"set-cookie": "session=abc; Path=/"}, b"{}"
+
+    async with (
+        serving(Endpoint(extra={"/bake": baking})) as endpoint,
+        create_client(max_connections=1) as client,
+    ):
+        for _ in range(2):
+            attempt = await send(
+                client, LOOPBACK, endpoint.base + "/bake", b"{}", {}, timeout_seconds=2
+            )
+            assert attempt.status == 200
+    assert [r.headers.get("cookie") for r in endpoint.received("/bake")] == [None, None]
 
 
 async def test_a_signed_request_verifies_at_the_endpoint_with_either_secret() -> None:
