@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0041, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0042, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -1063,7 +1063,7 @@ BEGIN
     DELETE FROM jobq.fair_keys k
      WHERE k.queue = forget_fair_key.queue AND k.key = forget_fair_key.key
        AND (SELECT true FROM jobq.jobs j
-                     WHERE j.queue = k.queue AND j.fairness_key = k.key
+                     WHERE j.queue = k.queue AND j.fairness_key >= k.key AND j.fairness_key <= k.key
                        AND j.state = 'queued'
                      ORDER BY j.fairness_key, j.priority DESC, j.run_at, j.id
                      LIMIT 1) IS NULL;

@@ -465,7 +465,8 @@ SELECT k.key AS fairness_key, c.queued, c.due, coalesce(r.running, 0) AS running
  CROSS JOIN LATERAL (
         SELECT count(*) AS queued, count(*) FILTER (WHERE w.run_at <= now()) AS due
           FROM (SELECT j.run_at FROM jobq.jobs j
-                 WHERE j.queue = k.queue AND j.fairness_key = k.key AND j.state = 'queued'
+                 WHERE j.queue = k.queue AND j.state = 'queued'
+                   AND j.fairness_key >= k.key AND j.fairness_key <= k.key  -- see lease_fair
                  ORDER BY j.fairness_key, j.priority DESC, j.run_at, j.id  -- its index
                  LIMIT :count_up_to) AS w
        ) AS c

@@ -15,6 +15,7 @@ from alembic.script import ScriptDirectory
 from app.db.migrate import alembic_config, upgrade
 from app.db.statement import Statement
 from app.jobs import repository as jobs_sql
+from app.queues import repository as queues_sql
 from tests.conftest import _drop, _recreate, plain
 from tests.fixtures.queries import REPOSITORIES
 from tests.statements import args_of
@@ -283,3 +284,52 @@ async def test_leases_commit_without_a_flush_each_and_later_statements_stay_dura
     # Only the lease's own transaction: the next statement on this connection commits
     # durably again (an enqueue after a lease on a pooled connection must).
     assert await db.fetchval("SHOW synchronous_commit") == "on"
+
+
+async def _flooded_fair_queue(db: asyncpg.Connection) -> None:
+    """Statistics as one tenant's flood leaves them: a fair queue of 20,000 queued jobs of
+    key A and a few of B and C (most of the table's jobs are A's)."""
+    await db.execute("INSERT INTO jobq.queues (name, ordering) VALUES ('fair', 'fair')")
+    await db.execute(
+        """
+        INSERT INTO jobq.jobs (queue, type, payload, max_attempts, lease_seconds, fairness_key)
+        SELECT 'fair', 't', '{}', 5, 60, CASE WHEN g <= 20000 THEN 'A' ELSE chr(64 + g % 3) END
+          FROM generate_series(1, 20010) AS g
+        """
+    )
+    await db.execute("ANALYZE jobq.jobs")
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [jobs_sql.LEASE_FAIR, jobs_sql.FAIR_QUEUE_STATE, queues_sql.BUSIEST_FAIR_KEYS],
+    ids=["lease_fair", "fair_queue_state", "busiest_fair_keys"],
+)
+async def test_a_fair_queue_reads_each_keys_jobs_along_its_index(
+    db: asyncpg.Connection, statement: Statement[Any]
+) -> None:
+    # With `fairness_key = key` the planner dropped the fixed column from the probes'
+    # order, and its cached plan walked jobs_claim_idx past A's 20,000 jobs for each key
+    # (B-K's leases took seconds behind a 200,000-job flood: issue 49's bench).
+    await _flooded_fair_queue(db)
+    await db.execute(f"PREPARE s AS {statement.sql}")
+    await db.execute("SET plan_cache_mode = force_generic_plan")
+    nulls = ", ".join("NULL" for _ in statement.names)
+    plan = json.loads(await db.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE s({nulls})"))
+    indexes = {s.get("Index Name") for s in _scans(plan[0]["Plan"])}
+    assert "jobs_claim_idx" not in indexes, plan
+    assert "jobs_fair_claim_idx" in indexes, plan
+
+
+async def test_forgetting_an_idle_fair_key_reads_it_along_its_index(
+    db: asyncpg.Connection,
+) -> None:
+    # jobq.forget_fair_key's probe (migration 0042): its plan, as the function runs it
+    await _flooded_fair_queue(db)
+    source = await db.fetchval("SELECT prosrc FROM pg_proc WHERE proname = 'forget_fair_key'")
+    probe = source[source.index("(SELECT true") + 1 : source.index("LIMIT 1") + len("LIMIT 1")]
+    probe = probe.replace("k.queue", "$1").replace("k.key", "$2")
+    await db.execute(f"PREPARE probe(text, text) AS {probe}")
+    await db.execute("SET plan_cache_mode = force_generic_plan")
+    plan = json.loads(await db.fetchval("EXPLAIN (FORMAT JSON) EXECUTE probe('fair', 'Z')"))
+    assert {s.get("Index Name") for s in _scans(plan[0]["Plan"])} == {"jobs_fair_claim_idx"}
