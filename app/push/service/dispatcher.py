@@ -388,7 +388,7 @@ class Dispatcher:
     async def _record(self, target: PushTarget, attempt: Attempt) -> None:
         ok = attempt.ok
         known = self._breaker_states.get(target.breaker)
-        if ok and known is not None and known == BreakerState(target.breaker):
+        if ok and known is not None and _clean(known):
             return  # a success has nothing to reset (as read within BREAKERS_REFRESH_SECONDS)
         state = await self._breakers.record(
             target.breaker, ok, error="" if ok else f"{attempt.status_class}: {attempt.excerpt()}"
@@ -413,3 +413,9 @@ async def _stored(lease: Lease, write: Callable[[], Awaitable[T]]) -> T:
                 raise
             tries += 1
             await asyncio.sleep(pause)
+
+
+def _clean(state: BreakerState) -> bool:
+    """Nothing for a success to reset: no failures counted, no trip, no pause (a breaker
+    that failed once keeps its last error to show, which a success does not clear)."""
+    return not state.failures and not state.trips and state.open_until is None
