@@ -330,8 +330,8 @@ SELECT pair.queue, pair.type, now()
 -- and orders by `fairness_key` first (a probe is a LIMIT 1, not EXISTS, whose ORDER BY
 -- the planner drops): only jobs_fair_claim_idx gives that order, so no plan scans past
 -- another key's jobs. With `=` the planner drops the fixed column from the order, and
--- jobs_claim_idx (queue, priority, run_at) gives it too: behind one tenant's 200,000
--- jobs a probe took 92 ms that way, 0.03 ms along jobs_fair_claim_idx.
+-- jobs_claim_idx (queue, priority, run_at) gives it too, walking past every other
+-- key's jobs (figures: docs/flow-control.md).
 WITH RECURSIVE settings AS MATERIALIZED (
     SELECT q.max_running, q.rate_limit_jobs, q.rate_limit_seconds, q.fair_weights,
            q.rate_limit_per_key_jobs AS key_jobs, q.rate_limit_per_key_seconds AS key_seconds,

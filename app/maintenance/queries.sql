@@ -191,7 +191,7 @@ WITH window_moved AS (
 ),
 bounds AS (
     -- scalar subqueries: the planner counts one row, not a guess for a table never
-    -- analysed (its guesses crossed made a plan costly enough to JIT-compile, ~1 s);
+    -- analysed (its guesses crossed made a plan costly enough to JIT-compile);
     -- every part of the statement reads the snapshot from before the UPDATE
     SELECT (SELECT since FROM jobq.queue_recent_window) AS old_since,
            (SELECT new_since FROM window_moved) AS new_since
