@@ -26,8 +26,11 @@ answer the lease loops got:
   `LEASE_SECONDS` more, longer than any timeout); no call on a lease (a
   heartbeat, complete, fail, snooze, ack) sent after its `timeout_at` was accepted, each
   refused 409 `execution_timeout` (or `lease_lost`); no attempt completed past its
-  timeout; every attempt not succeeded is a `timeout`; each job succeeded, or failed on
-  its last attempt with a `timeout` error (those that always hang, and only they);
+  timeout; every attempt not succeeded is a `timeout`; an attempt meant to finish in
+  time timed out only when its lease's answer or its complete's answer came after its
+  timeout (the load or a fault: counted, by cause), never when its complete was
+  answered before it; each job succeeded, or failed on its last attempt with a `timeout`
+  error (those that always hang, and those whose every attempt was late so);
 - snoozes: each job snoozed as often as planned (`snoozes`, and as many `snoozed`
   entries), succeeded once, with an `attempt` count its snoozes did not raise, and was
   not leased again before a snooze was over;
@@ -137,13 +140,15 @@ def life_key(kind: str, index: int) -> str:
 
 @dataclass(slots=True)
 class Call:
-    """One call on a lease and its answer; when its first try was sent (by this process's
-    clock: a retry of a finishing call accepted before may be answered 200 later)."""
+    """One call on a lease and its answer; when its first try was sent and when its answer
+    came (by this process's clock: a retry of a finishing call accepted before may be
+    answered 200 later)."""
 
     op: str
     first: float
     status: int
     code: str | None
+    answered: float
 
 
 @dataclass(slots=True)
@@ -155,6 +160,7 @@ class Held:
     attempt: int
     hang: bool
     timeout_at: float
+    received: float  # when the lease's answer reached its loop
     calls: list[Call] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)  # the lease's ends the answers gave
 
@@ -320,7 +326,7 @@ class LifecycleLoad:
         if op == "acks" and status == 200:
             result = response.json()["results"][0]
             status, code = result["status"], result["code"]
-        return Call(op, first, status, code)
+        return Call(op, first, status, code, time.time())
 
     # ---- timeouts ------------------------------------------------------------------
 
@@ -352,6 +358,7 @@ class LifecycleLoad:
             job["attempt"],
             hang=job["attempt"] <= job["payload"]["hangs"],
             timeout_at=epoch(lease["timeout_at"]),
+            received=time.time(),
         )
         held.ends.append(epoch(lease["expires_at"]))
         self.held.append(held)
@@ -375,7 +382,9 @@ class LifecycleLoad:
             )
             if response is None:
                 continue
-            held.calls.append(Call("heartbeat", sent, response.status_code, problem_code(response)))
+            held.calls.append(
+                Call("heartbeat", sent, response.status_code, problem_code(response), time.time())
+            )
             if response.status_code != 200:
                 break
             held.ends.append(epoch(response.json()["expires_at"]))

@@ -35,7 +35,8 @@ def lifecycle(figures: dict[str, Any]) -> list[str]:
         f" {timeouts['leases']} leases, {timeouts['hung']} hung;"
         f" {timeouts['timed_out']} attempts failed as timeout; calls past the timeout: {late}"
         f" (a refused call was sent at most {timeouts['refused_seconds_before_timeout']}s"
-        " before its timeout: answered after it)",
+        " before its timeout: answered after it); attempts meant to finish in time that"
+        f" timed out: {timeouts['late']}, {timeouts['failed_by_load']} jobs failed so",
         f"  snoozes     {snoozes['jobs']} jobs, states {snoozes['states']}; {snoozes['snoozes']}"
         f" snoozes (answers {snoozes['answers']});"
         f" {snoozes['succeeded_on_first_attempt']} succeeded on attempt 1",
