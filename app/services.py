@@ -28,7 +28,7 @@ from app.core.signals import on_shutdown_signal
 from app.db.database import Database
 from app.db.engine import direct_url
 from app.db.listener import DueListener
-from app.delivery import Allowlist, Breakers, DeliveryRepository, create_client
+from app.delivery import Allowlist, Breakers, DeliveryRepository, create_transport
 from app.events import (
     Dispatcher as EventDispatcher,
 )
@@ -216,7 +216,7 @@ def build(
         events_repo,
         allowlist,
         breakers,
-        partial(create_client, max_connections=4),
+        partial(create_transport, max_connections=4),
         bell,
         interval_seconds=settings.subscription_interval_seconds,
         batch_size=settings.subscription_batch_size,

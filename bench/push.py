@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import pydantic_core
 
-from app.delivery import Secrets, create_client, new_secret, sign
+from app.delivery import Secrets, create_transport, new_secret, sign
 from bench import database
 from bench.base import Bench
 from bench.service import Service
@@ -55,7 +55,9 @@ async def _post_all(url: str, sample: str, secret: str, jobs: int, concurrency: 
     template = json.loads(sample)
     secrets = Secrets.parse([secret])
     next_job = iter(range(1, jobs + 1))
-    async with create_client(max_connections=concurrency) as client:
+    # a plain httpx client over the dispatcher's transport (httpx's own pool is slower)
+    transport = create_transport(max_connections=concurrency)
+    async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
 
         async def worker() -> None:
             for job_id in next_job:

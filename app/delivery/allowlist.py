@@ -21,6 +21,7 @@ without a wildcard: `http://127.0.0.1:*` lets tests reach loopback, `https://*` 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import socket
 import time
@@ -82,6 +83,29 @@ class Pattern:
         return host == self.host
 
 
+@functools.lru_cache(maxsize=1024)  # a delivery asks it of the same few URLs
+def _permit(patterns: tuple[Pattern, ...], url: str) -> Permit:
+    """`Allowlist.permit` of the allowlist of `patterns` (a refusal is raised, not kept)."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        raise TargetNotAllowed("The target is not a valid URL.") from None
+    scheme, host = parsed.scheme, parsed.host.lower()
+    if scheme not in DEFAULT_PORTS or not host or parsed.userinfo:
+        raise TargetNotAllowed("A target is an http or https URL without credentials.")
+    port = parsed.port or DEFAULT_PORTS[scheme]
+    matching = [p for p in patterns if p.matches(scheme, host, port)]
+    if not matching:
+        raise TargetNotAllowed(
+            f"{scheme}://{_bracketed(host)}:{port} matches no pattern of JOBQ_PUSH_ALLOWED_TARGETS."
+        )
+    permit = Permit(scheme, host, port, any(p.names_host for p in matching))
+    literal = _ip(host)
+    if literal is not None:
+        _refuse_private(permit, [literal])
+    return permit
+
+
 def _suffix_wildcard(host: str) -> bool:
     return host.startswith("*.") and "*" not in host[2:] and len(host) > 2
 
@@ -127,25 +151,7 @@ class Allowlist:
     def permit(self, url: str) -> Permit:
         """What the allowlist says of `url`: TargetNotAllowed unless a pattern matches.
         A host given as an IP literal is checked here too (no resolving needed)."""
-        try:
-            parsed = httpx.URL(url)
-        except (httpx.InvalidURL, TypeError):
-            raise TargetNotAllowed("The target is not a valid URL.") from None
-        scheme, host = parsed.scheme, parsed.host.lower()
-        if scheme not in DEFAULT_PORTS or not host or parsed.userinfo:
-            raise TargetNotAllowed("A target is an http or https URL without credentials.")
-        port = parsed.port or DEFAULT_PORTS[scheme]
-        matching = [p for p in self.patterns if p.matches(scheme, host, port)]
-        if not matching:
-            raise TargetNotAllowed(
-                f"{scheme}://{_bracketed(host)}:{port} matches no pattern of"
-                " JOBQ_PUSH_ALLOWED_TARGETS."
-            )
-        permit = Permit(scheme, host, port, any(p.names_host for p in matching))
-        literal = _ip(host)
-        if literal is not None:
-            _refuse_private(permit, [literal])
-        return permit
+        return _permit(self.patterns, url)
 
     def check(self, url: str) -> None:
         """TargetNotAllowed unless `url` may be a target (its host is not resolved:

@@ -1,18 +1,21 @@
-"""Sending one delivery: an httpx client made for it (`create_client`) and `send`, which
-POSTs a signed JSON body to a target's URL and reports what came back as an `Attempt`.
+"""Sending one delivery: an httpx transport made for it (`create_transport`) and `send`,
+which POSTs a signed JSON body to a target's URL and reports what came back as an
+`Attempt`.
 
-The client is httpx over aiohttp's connection pool (`httpx_aiohttp.AiohttpTransport`,
+The transport is httpx's over aiohttp's connection pool (`httpx_aiohttp.AiohttpTransport`,
 httpx's transport extension point): httpx's own pool spent most of a delivery's time
-with many connections open (docs/performance/push.md). It follows no redirect (a 3xx
-is the answer), keeps no cookie (an endpoint's would reach every target on its
-address), reads no proxy or certificate setting from the environment, and connects
-only to the address the allowlist checked
-(`Allowlist.resolve`): the URL's host is replaced by that address, the `Host` header and
-TLS's server name (httpx's `sni_hostname` extension) keep the name, so a name that
-resolves elsewhere between the check and the connection (DNS rebinding) reaches nothing.
+with many connections open (docs/performance/push.md). `send` hands each request to the
+transport itself, not through an `httpx.AsyncClient`: a delivery wants nothing a client
+adds (redirects, cookies, auth, default headers), so it follows no redirect (a 3xx is
+the answer) and keeps no cookie (an endpoint's would reach every target on its
+address); the transport reads no proxy or certificate setting from the environment,
+and connects only to the address the allowlist checked (`Allowlist.resolve`): the
+URL's host is replaced by that address, the `Host` header and TLS's server name
+(httpx's `sni_hostname` extension) keep the name, so a name that resolves elsewhere
+between the check and the connection (DNS rebinding) reaches nothing.
 
-    client = create_client(max_connections=64)
-    attempt = await send(client, allowlist, target_url, body, headers, timeout_seconds=10)
+    transport = create_transport(max_connections=64)
+    attempt = await send(transport, allowlist, target_url, body, headers, timeout_seconds=10)
     attempt.status      # the HTTP status, None when no answer came
     attempt.failure     # None, or "timeout", "connection", "refused" (not allowed)
     attempt.body        # the answer's first `max_body_bytes` bytes
@@ -26,7 +29,6 @@ import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Literal
 
 import aiohttp
@@ -94,15 +96,17 @@ def retry_after(value: str | None, *, now: float | None = None) -> float | None:
     return min(max(seconds, 0.0), float(MAX_RETRY_AFTER_SECONDS))
 
 
-def create_client(*, max_connections: int) -> httpx.AsyncClient:
-    """An httpx client for deliveries: no redirects, no cookies, nothing from the
-    environment, at most `max_connections` open (the dispatcher's concurrency)."""
-    return httpx.AsyncClient(
-        follow_redirects=False,
-        trust_env=False,
-        cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),  # none kept
-        transport=AiohttpTransport(client=functools.partial(_session, max_connections)),
-    )
+def create_transport(*, max_connections: int) -> httpx.AsyncBaseTransport:
+    """The transport deliveries are sent through: nothing from the environment, at most
+    `max_connections` open (the dispatcher's concurrency). Close it with `aclose()`."""
+    return AiohttpTransport(client=functools.partial(_session, max_connections))
+
+
+@functools.lru_cache(maxsize=1024)
+def _pinned(url: str, address: str) -> tuple[httpx.URL, str]:
+    """`url` with its host replaced by `address`, and the `Host` header that names it."""
+    target = httpx.URL(url)
+    return target.copy_with(host=address), target.netloc.decode("ascii")
 
 
 def _session(max_connections: int) -> aiohttp.ClientSession:
@@ -117,7 +121,7 @@ def _session(max_connections: int) -> aiohttp.ClientSession:
 
 
 async def send(
-    client: httpx.AsyncClient,
+    transport: httpx.AsyncBaseTransport,
     allowlist: Allowlist,
     url: str,
     body: bytes,
@@ -136,20 +140,15 @@ async def send(
     try:
         async with asyncio.timeout(timeout_seconds):
             permit, address = await allowlist.resolve(url)
-            target = httpx.URL(url)
-            pinned = target.copy_with(host=str(address))
-            sent = {
-                "content-type": "application/json",
-                **headers,
-                "host": target.netloc.decode("ascii"),
-            }
+            pinned, host = _pinned(url, str(address))
+            sent = {"content-type": "application/json", **headers, "host": host}
+            # no timeout of the transport's: the whole attempt's, above, is the only one
+            # (the transport reports a closed connection as httpx's ConnectTimeout)
             extensions = {"sni_hostname": permit.host} if permit.scheme == "https" else {}
-            # no timeout of httpx's: the whole attempt's, above, is the only one (the
-            # transport reports a closed connection as httpx's ConnectTimeout)
-            request = client.build_request(
-                "POST", pinned, content=body, headers=sent, timeout=None, extensions=extensions
+            request = httpx.Request(
+                "POST", pinned, content=body, headers=sent, extensions=extensions
             )
-            response = await client.send(request, stream=True)
+            response = await transport.handle_async_request(request)
             try:
                 read = bytearray()
                 async for chunk in response.aiter_bytes():

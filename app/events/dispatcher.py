@@ -55,7 +55,7 @@ class Dispatcher:
         events: EventsRepository,
         allowlist: Allowlist,
         breakers: Breakers,
-        client: Callable[[], httpx.AsyncClient],
+        transport: Callable[[], httpx.AsyncBaseTransport],
         bell: EventBell,
         *,
         interval_seconds: float,
@@ -69,8 +69,8 @@ class Dispatcher:
         self._events = events
         self._allowlist = allowlist
         self._breakers = breakers
-        self._client_factory = client
-        self._client: httpx.AsyncClient | None = None
+        self._transport_factory = transport
+        self._transport: httpx.AsyncBaseTransport | None = None
         self._bell = bell
         self.interval_seconds = interval_seconds
         self.batch_size = batch_size
@@ -105,8 +105,8 @@ class Dispatcher:
             await self._bell.wait(self.interval_seconds)
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
+        if self._transport is not None:
+            await self._transport.aclose()
 
     async def _serve(self, sub: SubscriptionRow, lease_id: uuid.UUID) -> int:
         key = breaker_key(sub.name)
@@ -163,10 +163,10 @@ class Dispatcher:
         )
         message_id = f"{sub.name}-{batch[0].position}-{batch[-1].position}"
         headers = sign(Secrets.parse(sub.secrets), message_id, body)
-        if self._client is None:
-            self._client = self._client_factory()
+        if self._transport is None:
+            self._transport = self._transport_factory()
         return await send(
-            self._client,
+            self._transport,
             self._allowlist,
             sub.url,
             body.encode(),

@@ -21,7 +21,7 @@ from app.delivery import (
     Breakers,
     DeliveryRepository,
     Secrets,
-    create_client,
+    create_transport,
     new_secret,
     send,
     sign,
@@ -128,12 +128,12 @@ async def test_every_connection_sees_a_breaker_one_opened_and_a_reset_closes_it(
 async def test_send_reports_each_kind_of_answer() -> None:
     async with (
         serving(Endpoint(hang_seconds=5)) as endpoint,
-        create_client(max_connections=4) as client,
+        create_transport(max_connections=4) as transport,
     ):
 
         async def post(path: str, timeout: float = 2.0) -> Attempt:
             return await send(
-                client, LOOPBACK, endpoint.base + path, b"{}", {}, timeout_seconds=timeout
+                transport, LOOPBACK, endpoint.base + path, b"{}", {}, timeout_seconds=timeout
             )
 
         ok = await post("/ok")
@@ -153,9 +153,9 @@ async def test_send_reports_each_kind_of_answer() -> None:
 
 
 async def test_send_refuses_what_the_allowlist_refuses_without_connecting() -> None:
-    async with serving(Endpoint()) as endpoint, create_client(max_connections=1) as client:
+    async with serving(Endpoint()) as endpoint, create_transport(max_connections=1) as transport:
         refused = await send(
-            client,
+            transport,
             Allowlist.parse(["http://*:*"]),  # loopback not named
             endpoint.base + "/ok",
             b"{}",
@@ -167,10 +167,10 @@ async def test_send_refuses_what_the_allowlist_refuses_without_connecting() -> N
 
 
 async def test_a_named_host_is_sent_by_name_to_the_address_checked() -> None:
-    async with serving(Endpoint()) as endpoint, create_client(max_connections=1) as client:
+    async with serving(Endpoint()) as endpoint, create_transport(max_connections=1) as transport:
         url = f"http://localhost:{endpoint.port}/ok"
         allowed = Allowlist.parse(["http://localhost:*"])
-        attempt = await send(client, allowed, url, b"{}", {}, timeout_seconds=2)
+        attempt = await send(transport, allowed, url, b"{}", {}, timeout_seconds=2)
     assert attempt.status == 200
     (received,) = endpoint.received("/ok")
     assert received.headers["host"] == f"localhost:{endpoint.port}"
@@ -182,11 +182,11 @@ async def test_no_cookie_an_endpoint_sets_is_sent_back() -> None:
 
     async with (
         serving(Endpoint(extra={"/bake": baking})) as endpoint,
-        create_client(max_connections=1) as client,
+        create_transport(max_connections=1) as transport,
     ):
         for _ in range(2):
             attempt = await send(
-                client, LOOPBACK, endpoint.base + "/bake", b"{}", {}, timeout_seconds=2
+                transport, LOOPBACK, endpoint.base + "/bake", b"{}", {}, timeout_seconds=2
             )
             assert attempt.status == 200
     assert [r.headers.get("cookie") for r in endpoint.received("/bake")] == [None, None]
@@ -196,12 +196,17 @@ async def test_a_signed_request_verifies_at_the_endpoint_with_either_secret() ->
     old, new = new_secret(), new_secret()
     async with (
         serving(Endpoint(secrets=[old])) as endpoint,
-        create_client(max_connections=1) as client,
+        create_transport(max_connections=1) as transport,
     ):
         body = '{"job": 1}'
         headers = sign(Secrets([new, old]), "msg-1", body)
         attempt = await send(
-            client, LOOPBACK, endpoint.base + "/verify", body.encode(), headers, timeout_seconds=2
+            transport,
+            LOOPBACK,
+            endpoint.base + "/verify",
+            body.encode(),
+            headers,
+            timeout_seconds=2,
         )
         assert attempt.status == 200
         received = endpoint.received("/verify")[0]

@@ -50,7 +50,7 @@ import pydantic_core
 
 from app.core import shutdown
 from app.core.errors import DatabaseUnavailable, JobqError
-from app.delivery import Allowlist, Attempt, Breakers, BreakerState, create_client, send, sign
+from app.delivery import Allowlist, Attempt, Breakers, BreakerState, create_transport, send, sign
 from app.jobs import Ack, AttemptError, JobServices, Lease, Wanted
 from app.push import telemetry
 from app.push.repository import PushRepository
@@ -173,7 +173,7 @@ class Dispatcher:
         self._changed = asyncio.Event()
         self._room = asyncio.Event()
         self._held: dict[str, asyncio.Task[None]] = {}  # lease token → its delivery
-        self._client = create_client(max_connections=max(concurrency, 1))
+        self._transport = create_transport(max_connections=max(concurrency, 1))
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -206,7 +206,7 @@ class Dispatcher:
             await self.flush()
         except (DatabaseUnavailable, JobqError):
             log.warning("push: %d minutes of delivery statistics not written", len(self._tally))
-        await self._client.aclose()
+        await self._transport.aclose()
 
     def forget(self) -> None:
         """Read the targets again before the next round (settings changed somewhere)."""
@@ -331,7 +331,7 @@ class Dispatcher:
         signed = sign(target.secrets, message_id(lease), body.decode())
         headers = {**target.headers, **trace_headers(lease), **signed}
         attempt = await send(
-            self._client,
+            self._transport,
             self._allowlist,
             target.url,
             body,
