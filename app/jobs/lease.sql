@@ -264,8 +264,11 @@ SELECT q.max_running,
 
 
 -- name: limited_queues
--- The queues whose leases go through lease_limited.
-SELECT name FROM jobq.queues WHERE limited;
+-- The queues whose leases go through lease_limited, and whether finishing a job of one
+-- frees room a waiting lease can take (a limit on running jobs: `slots`).
+SELECT name, max_running IS NOT NULL OR max_running_per_key IS NOT NULL AS slots
+  FROM jobq.queues
+ WHERE limited;
 
 
 -- name: announce_slots

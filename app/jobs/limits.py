@@ -1,5 +1,6 @@
-"""Which queues are limited (`max_running`, `max_running_per_key`, a rate limit), as this
-replica last read it.
+"""Which queues are limited (`max_running`, `max_running_per_key`, a rate limit, or
+fair), as this replica last read it, and which of them limit their running jobs (`slots`:
+a job that ends there frees room for a waiting lease).
 
 The lease of a limited queue goes through `JobsRepository.lease_limited`, which counts
 under the queue's lock; the plain lease skips limited queues in SQL, so this set only
@@ -24,6 +25,7 @@ class LimitedQueues:
     def __init__(self, repo: JobsRepository) -> None:
         self._repo = repo
         self._names: frozenset[str] = frozenset()
+        self._slots: frozenset[str] = frozenset()
         self._read_at = -math.inf
 
     def forget(self) -> None:
@@ -33,8 +35,15 @@ class LimitedQueues:
     async def names(self, max_age: float = REFRESH_SECONDS) -> frozenset[str]:
         if time.monotonic() - self._read_at > max_age:
             self._read_at = time.monotonic()
-            self._names = frozenset(await self._repo.limited_queues())
+            found = await self._repo.limited_queues()
+            self._names = frozenset(found)
+            self._slots = frozenset(name for name, slots in found.items() if slots)
         return self._names
+
+    async def slots(self) -> frozenset[str]:
+        """The limited queues that limit their running jobs, read as `names` is."""
+        await self.names()
+        return self._slots
 
     async def changed(self) -> bool:
         """Read the set again if it is older than `EMPTY_REFRESH_SECONDS`: whether it

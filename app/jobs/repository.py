@@ -243,9 +243,11 @@ class JobsRepository:
                 state = LimitedState._make(row)
             return jobs, state
 
-    async def limited_queues(self) -> set[str]:
-        """The queues with a limit on running jobs or on their lease rate."""
-        return {record["name"] for record in await self._db.fetch(LIMITED_QUEUES, NO_PARAMS)}
+    async def limited_queues(self) -> dict[str, bool]:
+        """The queues with a limit on running jobs or on their lease rate, or fair: each
+        with whether it limits its running jobs (a finished job frees a slot)."""
+        records = await self._db.fetch(LIMITED_QUEUES, NO_PARAMS)
+        return {record["name"]: record["slots"] for record in records}
 
     async def announce_slots(self, queues: list[str]) -> None:
         """Wake leases waiting on these limited queues: their running jobs ended."""

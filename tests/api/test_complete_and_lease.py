@@ -103,3 +103,28 @@ async def test_an_empty_lease_waits_after_the_acks_are_applied(
     answer = await call
     assert answer.json()["results"][0]["status"] == 200
     assert [x["job"]["id"] for x in answer.json()["leases"]] == [later["id"]]
+
+
+async def test_only_a_limit_on_running_jobs_has_its_freed_slots_announced(
+    client: httpx.AsyncClient, database_url: str
+) -> None:
+    """Finishing a job frees a slot only where running jobs are limited: a fair queue
+    without that limit (or one limited by rate alone) announces nothing to waiters."""
+    heard: list[str] = []
+    listener = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+    try:
+        await listener.add_listener("jobq_due", lambda *args: heard.append(args[3]))
+        await _limit(client, "fairfree", ordering="fair")
+        await _limit(client, "rated", rate_limit={"jobs": 100, "per_seconds": 1})
+        await _limit(client, "bounded", max_running=5)
+        for queue in ("fairfree", "rated", "bounded"):
+            await enqueue(client, queue, fairness_key="k")
+            leased = await lease(client, queue)
+            heard.clear()
+            answer = await client.post("/v1/acks", json=_acks(leased))
+            assert answer.status_code == 200, answer.text
+            await asyncio.sleep(0.2)  # an announcement would have arrived by now
+            announced = [payload.split(" ")[0] for payload in heard]
+            assert announced == (["bounded"] if queue == "bounded" else []), (queue, heard)
+    finally:
+        await listener.close()

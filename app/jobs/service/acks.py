@@ -176,12 +176,13 @@ class Acks:
     async def _wake_freed(
         self, jobs: Sequence[JobRow | FinishedBrief], full: frozenset[str] = frozenset()
     ) -> None:
-        """Wake the leases waiting on a limited queue that finishing `jobs` gave room
-        (but the queues in `full`): this process's own at once (the slot handed off
-        without a round trip through PostgreSQL), the other replicas' by an announcement."""
+        """Wake the leases waiting on a queue with a limit on running jobs that finishing
+        `jobs` gave room (but the queues in `full`): this process's own at once (the slot
+        handed off without a round trip through PostgreSQL), the other replicas' by an
+        announcement."""
         if jobs:
-            limited = await self._limited.names() - full
-            freed = sorted({job.queue for job in jobs if job.queue in limited})
+            bounded = await self._limited.slots() - full
+            freed = sorted({job.queue for job in jobs if job.queue in bounded})
             for queue in freed:
                 self._wakeups.wake(queue, 1)
             if freed:

@@ -26,7 +26,7 @@ class Snoozes:
         job_id, lease = parse_token(token)
         job = await self._repo.snooze(SnoozeParams(job_id, lease, seconds, self._max, key_id))
         if job is not None:
-            if job.queue in await self._limited.names():
+            if job.queue in await self._limited.slots():
                 await self._repo.announce_slots([job.queue])  # its slot is free
             return job
         raise self._refusal(await self._repo.get(job_id), token, key_id)
