@@ -131,7 +131,7 @@ async def _checkpoint(conn: asyncpg.Connection) -> None:
 
 async def vacuum_analyze(url: str, table: str = "jobq.jobs") -> None:
     async with connect(url) as conn:
-        await conn.execute("VACUUM (ANALYZE) jobq.jobs")
+        await conn.execute(f"VACUUM (ANALYZE) {table}")  # a table of jobq's, never input
         await _checkpoint(conn)
 
 
