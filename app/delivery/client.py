@@ -35,6 +35,7 @@ import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
+from app import __version__
 from app.core.errors import TargetNotAllowed
 from app.delivery.allowlist import Allowlist
 
@@ -42,6 +43,7 @@ from app.delivery.allowlist import Allowlist
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 MAX_EXCERPT_CHARS = 512
 MAX_RETRY_AFTER_SECONDS = 24 * 3600
+USER_AGENT = f"jobq/{__version__}"  # what an endpoint's logs see (a target's headers win)
 
 Failure = Literal["timeout", "connection", "refused", "too_large"]
 
@@ -141,7 +143,12 @@ async def send(
         async with asyncio.timeout(timeout_seconds):
             permit, address = await allowlist.resolve(url)
             pinned, host = _pinned(url, str(address))
-            sent = {"content-type": "application/json", **headers, "host": host}
+            sent = {
+                "content-type": "application/json",
+                "user-agent": USER_AGENT,
+                **headers,
+                "host": host,
+            }
             # no timeout of the transport's: the whole attempt's, above, is the only one
             # (the transport reports a closed connection as httpx's ConnectTimeout)
             extensions = {"sni_hostname": permit.host} if permit.scheme == "https" else {}

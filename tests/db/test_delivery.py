@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
+from app import __version__
 from app.db.database import Database
 from app.db.engine import create_engine
 from app.db.migrate import upgrade
@@ -212,6 +213,7 @@ async def test_a_signed_request_verifies_at_the_endpoint_with_either_secret() ->
         received = endpoint.received("/verify")[0]
         assert received.headers["host"] == f"127.0.0.1:{endpoint.port}"
         assert received.headers["content-type"] == "application/json"
+        assert received.headers["user-agent"] == f"jobq/{__version__}"
         assert int(received.headers["webhook-timestamp"]) == pytest.approx(
             datetime.now(UTC).timestamp(), abs=5
         )
