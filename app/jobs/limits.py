@@ -50,7 +50,3 @@ class LimitedQueues:
         changed (a lease that found nothing asks, in case a queue just became limited)."""
         before = self._names
         return await self.names(EMPTY_REFRESH_SECONDS) != before
-
-    def known(self) -> frozenset[str]:
-        """The set as last read, without reading (for the finishing calls)."""
-        return self._names
