@@ -1,4 +1,4 @@
--- The jobq schema at Alembic revision 0042, as migrating an empty database leaves it:
+-- The jobq schema at Alembic revision 0043, as migrating an empty database leaves it:
 -- what the migrations in alembic/versions/ add up to, for reading (`jobq migrate` makes a
 -- database). Written by `make schema` (tests/schema_dump.py) from pg_dump; do not edit
 -- it: tests/db/test_schema_file.py fails when a fresh migration gives anything else.
@@ -588,6 +588,11 @@ BEGIN
          CROSS JOIN LATERAL jobq.job_stats_of(j.queue, j.state, j.created_at, j.started_at,
                                               j.attempted_at, j.finished_at, 1, true) s
          GROUP BY 1, 2, 3, 4, 5;
+        INSERT INTO jobq.failed_group_deltas (queue, type, error_type, n)
+        SELECT j.queue, j.type, j.last_error->>'type', count(*)
+          FROM new_jobs j
+         WHERE j.state = 'failed'
+         GROUP BY 1, 2, 3;
     ELSIF TG_OP = 'UPDATE' THEN
         -- jobq.job_stats_of's rules, with the old and new rows first grouped by what
         -- they count in (a lease or a complete of many jobs makes a few groups) and the
@@ -629,9 +634,23 @@ BEGIN
          WHERE s.n IS NOT NULL
          GROUP BY 1, 2, 3, 4, 5
         HAVING sum(s.n) <> 0;
+        INSERT INTO jobq.failed_group_deltas (queue, type, error_type, n)
+        SELECT f.queue, f.type, f.error_type, sum(f.sign)
+          FROM (SELECT n.queue, n.type, n.last_error->>'type' AS error_type, 1 AS sign
+                  FROM new_jobs n WHERE n.state = 'failed'
+                UNION ALL
+                SELECT o.queue, o.type, o.last_error->>'type', -1
+                  FROM old_jobs o WHERE o.state = 'failed') AS f
+         GROUP BY 1, 2, 3
+        HAVING sum(f.sign) <> 0;
     ELSE
         INSERT INTO jobq.job_stat_deltas (queue, kind, state, n)
         SELECT j.queue, 'jobs', j.state, -count(*) FROM old_jobs j GROUP BY 1, 3;
+        INSERT INTO jobq.failed_group_deltas (queue, type, error_type, n)
+        SELECT j.queue, j.type, j.last_error->>'type', -count(*)
+          FROM old_jobs j
+         WHERE j.state = 'failed'
+         GROUP BY 1, 2, 3;
     END IF;
     RETURN NULL;
 END
@@ -1081,6 +1100,8 @@ CREATE FUNCTION jobq.forget_job_counts() RETURNS trigger
 BEGIN
     DELETE FROM jobq.job_counts;
     DELETE FROM jobq.job_stat_deltas WHERE kind = 'jobs';
+    DELETE FROM jobq.failed_group_counts;
+    DELETE FROM jobq.failed_group_deltas;
     RETURN NULL;
 END
 $$;
@@ -1755,12 +1776,19 @@ BEGIN
     DELETE FROM jobq.job_stat_deltas;
     DELETE FROM jobq.queue_minutes;
     DELETE FROM jobq.queue_recent;
+    DELETE FROM jobq.failed_group_counts;
+    DELETE FROM jobq.failed_group_deltas;
     INSERT INTO jobq.job_stat_deltas (queue, kind, state, minute, bucket, n)
     SELECT s.queue, s.kind, s.state, s.minute, s.bucket, sum(s.n)
       FROM jobq.jobs j
      CROSS JOIN LATERAL jobq.job_stats_of(j.queue, j.state, j.created_at, j.started_at,
                                           j.attempted_at, j.finished_at, 1, true) s
      GROUP BY 1, 2, 3, 4, 5;
+    INSERT INTO jobq.failed_group_deltas (queue, type, error_type, n)
+    SELECT j.queue, j.type, j.last_error->>'type', count(*)
+      FROM jobq.jobs j
+     WHERE j.state = 'failed'
+     GROUP BY 1, 2, 3;
 END
 $$;
 
@@ -2198,6 +2226,41 @@ CREATE TABLE jobq.event_subscriptions (
 --
 
 COMMENT ON TABLE jobq.event_subscriptions IS 'Endpoints that receive job events, each with its cursor in jobq.job_events.';
+
+--
+-- Name: failed_group_counts; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.failed_group_counts (
+    queue text NOT NULL,
+    type text NOT NULL,
+    error_type text,
+    jobs bigint NOT NULL
+);
+
+--
+-- Name: TABLE failed_group_counts; Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON TABLE jobq.failed_group_counts IS 'Each queue''s failed jobs by type and error type (last_error->>''type''), folded from jobq.failed_group_deltas; groups at 0 are deleted by the maintenance leader.';
+
+--
+-- Name: failed_group_deltas; Type: TABLE; Schema: jobq; Owner: -
+--
+
+CREATE TABLE jobq.failed_group_deltas (
+    queue text NOT NULL,
+    type text NOT NULL,
+    error_type text,
+    n bigint NOT NULL
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='5000', autovacuum_vacuum_cost_delay='0');
+
+--
+-- Name: TABLE failed_group_deltas; Type: COMMENT; Schema: jobq; Owner: -
+--
+
+COMMENT ON TABLE jobq.failed_group_deltas IS 'Changes to jobq.failed_group_counts not yet folded: a statement''s net change to each group of failed jobs it moved.';
 
 --
 -- Name: fair_key_rate_log; Type: TABLE; Schema: jobq; Owner: -
@@ -2646,6 +2709,13 @@ ALTER TABLE ONLY jobq.event_subscriptions
     ADD CONSTRAINT event_subscriptions_pkey PRIMARY KEY (name);
 
 --
+-- Name: failed_group_counts failed_group_counts_queue_type_error_type_key; Type: CONSTRAINT; Schema: jobq; Owner: -
+--
+
+ALTER TABLE ONLY jobq.failed_group_counts
+    ADD CONSTRAINT failed_group_counts_queue_type_error_type_key UNIQUE NULLS NOT DISTINCT (queue, type, error_type);
+
+--
 -- Name: fair_keys fair_keys_pkey; Type: CONSTRAINT; Schema: jobq; Owner: -
 --
 
@@ -2809,6 +2879,12 @@ CREATE INDEX jobs_dead_by_id_idx ON jobq.jobs USING btree (queue, state, id) WHE
 --
 
 CREATE INDEX jobs_dead_idx ON jobq.jobs USING btree (queue, state, finished_at) WHERE (state = ANY (ARRAY['failed'::jobq.job_state, 'cancelled'::jobq.job_state]));
+
+--
+-- Name: jobs_failed_latest_idx; Type: INDEX; Schema: jobq; Owner: -
+--
+
+CREATE INDEX jobs_failed_latest_idx ON jobq.jobs USING btree (queue, type, ((last_error ->> 'type'::text)), finished_at) WHERE (state = 'failed'::jobq.job_state);
 
 --
 -- Name: jobs_fair_claim_idx; Type: INDEX; Schema: jobq; Owner: -

@@ -181,7 +181,8 @@ SELECT format('%I.%I', s.schemaname, s.relname) AS name, s.n_dead_tup AS dead
 -- name: fold_stat_deltas
 -- Fold up to `batch_size` statistics deltas (migration 0025) into the counts by state,
 -- the per-minute rollups they add to and the last hour's histograms (migration 0035),
--- moving that hour on to now; how many were folded.
+-- moving that hour on to now, and up to `batch_size` failed groups' deltas into their
+-- counts (migration 0043); how many were folded, the larger of the two slices.
 WITH window_moved AS (
     -- the window starts an hour before this minute: the minutes it leaves are taken away
     UPDATE jobq.queue_recent_window
@@ -255,12 +256,33 @@ recent AS (
     HAVING sum(n) <> 0
     ON CONFLICT (queue, kind, bucket) DO UPDATE SET jobs = r.jobs + excluded.jobs
     RETURNING 1
+),
+group_slice AS (
+    DELETE FROM jobq.failed_group_deltas
+     WHERE ctid = ANY(ARRAY(SELECT ctid FROM jobq.failed_group_deltas LIMIT :batch_size))
+    RETURNING queue, type, error_type, n
+),
+grouped AS (
+    INSERT INTO jobq.failed_group_counts AS f (queue, type, error_type, jobs)
+    SELECT queue, type, error_type, sum(n) FROM group_slice GROUP BY queue, type, error_type
+    ON CONFLICT (queue, type, error_type) DO UPDATE SET jobs = f.jobs + excluded.jobs
+    RETURNING 1
 )
-SELECT count(*) AS folded
+SELECT greatest(count(*), (SELECT count(*) FROM group_slice)) AS folded
   FROM slice
  CROSS JOIN (SELECT count(*) FROM counted) AS counts
  CROSS JOIN (SELECT count(*) FROM rolled) AS minutes
- CROSS JOIN (SELECT count(*) FROM recent) AS histograms;
+ CROSS JOIN (SELECT count(*) FROM recent) AS histograms
+ CROSS JOIN (SELECT count(*) FROM grouped) AS groups;
+
+
+-- name: forget_empty_failed_groups
+-- Delete the failed groups' counts that are down to no job (retried, deleted, pruned);
+-- how many.
+WITH forgotten AS (
+    DELETE FROM jobq.failed_group_counts WHERE jobs = 0 RETURNING 1
+)
+SELECT count(*) AS forgotten FROM forgotten;
 
 
 -- name: prune_queue_minutes

@@ -11,7 +11,7 @@ import asyncpg
 from app.core.retry import Backoff
 from app.db.database import Database, fetch_in
 from app.db.leader import as_leader, clock
-from app.db.statement import P, Queries, Statement
+from app.db.statement import NO_PARAMS, NoParams, P, Queries, Statement
 from app.jobs import JobState
 from app.maintenance.params import (
     ExpiredLeasesParams,
@@ -32,6 +32,7 @@ PRUNE_FINISHED = QUERIES.bind("prune_finished", PruneFinishedParams)
 FINISHED_PAST_RETENTION = QUERIES.bind("finished_past_retention", PruneFinishedParams)
 TABLES_TO_VACUUM = QUERIES.bind("tables_to_vacuum", TablesToVacuumParams)
 FOLD_STAT_DELTAS = QUERIES.bind("fold_stat_deltas", FoldStatDeltasParams)
+FORGET_EMPTY_FAILED_GROUPS = QUERIES.bind("forget_empty_failed_groups", NoParams)
 PRUNE_QUEUE_MINUTES = QUERIES.bind("prune_queue_minutes", PruneQueueMinutesParams)
 PRUNE_PUSH_MINUTES = QUERIES.bind("prune_push_minutes", PruneQueueMinutesParams)
 
@@ -135,6 +136,12 @@ class MaintenanceRepository:
         batch = await self._as_leader(
             FOLD_STAT_DELTAS, FoldStatDeltasParams(batch_size), _count("folded")
         )
+        return None if batch is None else batch.rows[0]
+
+    async def forget_empty_failed_groups(self) -> int | None:
+        """How many failed groups' counts down to no job were deleted; None when another
+        replica is maintaining."""
+        batch = await self._as_leader(FORGET_EMPTY_FAILED_GROUPS, NO_PARAMS, _count("forgotten"))
         return None if batch is None else batch.rows[0]
 
     async def prune_queue_minutes(self, batch_size: int, retain_seconds: float) -> int | None:

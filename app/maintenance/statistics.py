@@ -3,8 +3,9 @@
 Every statement on the jobs table appends what it changed in the statistics to
 `jobq.job_stat_deltas` (migration 0025), so that no enqueue, lease or finish waits on a
 shared counter row. Reads add the deltas not folded yet to the totals: this pass keeps
-them few, folding them a slice at a time into `jobq.job_counts` and
-`jobq.queue_minutes`, then deletes the minutes older than the retention. On the
+them few, folding them a slice at a time into `jobq.job_counts`, `jobq.queue_minutes`
+and `jobq.failed_group_counts` (migration 0043), forgets the failed groups down to no
+job, then deletes the minutes older than the retention. On the
 maintenance leader only, like the reaper. The push deliveries' per-minute statistics
 (`jobq.push_minutes`) are deleted with the same retention.
 """
@@ -58,6 +59,9 @@ class StatisticsKeeper:
             result.folded += folded
             if folded < self.batch_size:
                 break
+        if await self._repo.forget_empty_failed_groups() is None:
+            result.leader = False
+            return result
         pruned = await self._repo.prune_queue_minutes(self.batch_size, self._retain_seconds)
         if pruned is None:
             result.leader = False

@@ -335,16 +335,45 @@ SELECT q.name AS queue, q.max_running, q.max_running_per_key, q.rate_limit_jobs,
 
 
 -- name: failed_groups
--- A queue's failed jobs grouped by type and error type: how many, and the latest one's
--- message and time; the biggest groups first.
-SELECT type, last_error->>'type' AS error_type, count(*) AS jobs,
-       (array_agg(last_error->>'message' ORDER BY finished_at DESC))[1] AS latest_message,
-       max(finished_at) AS latest_failed_at
-  FROM jobq.jobs
- WHERE queue = :queue AND state = 'failed'
- GROUP BY type, last_error->>'type'
- ORDER BY count(*) DESC, type, error_type
- LIMIT :limit;
+-- A queue's failed jobs grouped by type and error type, from their counts (migration
+-- 0043: folded plus not folded yet): how many, and the latest one's message and time,
+-- each by one probe of jobs_failed_latest_idx; the biggest groups first.
+WITH groups AS MATERIALIZED (
+    SELECT g.type, g.error_type, CAST(sum(g.jobs) AS bigint) AS jobs
+      FROM (SELECT c.type, c.error_type, c.jobs FROM jobq.failed_group_counts c
+             WHERE c.queue = :queue
+            UNION ALL
+            SELECT d.type, d.error_type, d.n FROM jobq.failed_group_deltas d
+             WHERE d.queue = :queue) AS g
+     GROUP BY g.type, g.error_type
+    HAVING sum(g.jobs) > 0
+     ORDER BY jobs DESC, g.type, g.error_type
+     LIMIT :limit
+)
+SELECT g.type, g.error_type, g.jobs, latest.message AS latest_message,
+       latest.finished_at AS latest_failed_at
+  FROM groups g
+  LEFT JOIN LATERAL (
+        -- `=` for an error type, IS NULL for none: each branch one index probe
+        SELECT j.last_error->>'message' AS message, j.finished_at
+          FROM jobq.jobs j
+         WHERE j.queue = :queue AND j.state = 'failed' AND j.type = g.type
+           AND j.last_error->>'type' = g.error_type
+         ORDER BY j.finished_at DESC
+         LIMIT 1
+       ) AS typed ON true
+  LEFT JOIN LATERAL (
+        SELECT j.last_error->>'message' AS message, j.finished_at
+          FROM jobq.jobs j
+         WHERE j.queue = :queue AND j.state = 'failed' AND j.type = g.type
+           AND j.last_error->>'type' IS NULL AND g.error_type IS NULL
+         ORDER BY j.last_error->>'type' DESC, j.finished_at DESC  -- the index's order
+         LIMIT 1
+       ) AS untyped ON true
+ CROSS JOIN LATERAL (SELECT coalesce(typed.message, untyped.message) AS message,
+                            coalesce(typed.finished_at, untyped.finished_at) AS finished_at
+                    ) AS latest
+ ORDER BY g.jobs DESC, g.type, g.error_type;
 
 
 -- name: queue_series

@@ -1,10 +1,11 @@
-"""The statistics kept as jobs move (migration 0025) equal a full count over the table:
-after bulk history and a mix of enqueues, leases, finishes, retries, cancels, deletes,
+"""The statistics kept as jobs move (migrations 0025, 0043) equal a full count over the
+table: after bulk history and a mix of enqueues, leases, finishes, retries, cancels, deletes,
 purges and pruning, with the deltas folded or not."""
 
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -27,8 +28,9 @@ BUCKET_RATIO = 2**0.25  # a percentile's bound: docs/operations/monitoring.md
 FILL = """
 INSERT INTO jobq.jobs (queue, type, payload, state, max_attempts, lease_seconds, attempt,
                        run_at, created_at, started_at, attempted_at, finished_at,
-                       lease_id, lease_expires_at)
-SELECT 's' || (i / 10 % $2), 't', '{}', state, 3, 60, CASE WHEN started THEN 1 ELSE 0 END,
+                       lease_id, lease_expires_at, last_error)
+SELECT 's' || (i / 10 % $2), 't' || (i % 3), '{}', state, 3, 60,
+       CASE WHEN started THEN 1 ELSE 0 END,
        CASE WHEN i % 97 = 0 THEN now() + interval '1 hour' ELSE created END,
        created,
        CASE WHEN started THEN created + wait END,
@@ -36,7 +38,9 @@ SELECT 's' || (i / 10 % $2), 't', '{}', state, 3, 60, CASE WHEN started THEN 1 E
        CASE WHEN state IN ('succeeded', 'failed', 'cancelled')
             THEN created + wait + ran END,
        CASE WHEN state = 'running' THEN gen_random_uuid() END,
-       CASE WHEN state = 'running' THEN now() + interval '1 hour' END
+       CASE WHEN state = 'running' THEN now() + interval '1 hour' END,
+       CASE WHEN i % 4 > 0 THEN jsonb_build_object('type', 'E' || (i % 4), 'message', 'm' || i)
+       END
   FROM (SELECT i,
                CAST(CASE WHEN i % 10 < 6 THEN 'succeeded' WHEN i % 10 = 6 THEN 'failed'
                          WHEN i % 10 = 7 THEN 'cancelled' WHEN i % 20 = 8 THEN 'queued'
@@ -152,6 +156,33 @@ SELECT queue, count(*) FILTER (WHERE run_at <= now()) AS due,
 """
 
 
+# Each queue's failed jobs by type and error type, as GET .../failed/groups reads them
+# (folded plus not folded) and as the table holds them.
+GROUPS = """
+SELECT queue, type, error_type, sum(jobs) AS jobs
+  FROM (SELECT queue, type, error_type, jobs FROM jobq.failed_group_counts
+        UNION ALL
+        SELECT queue, type, error_type, n FROM jobq.failed_group_deltas) AS g
+ GROUP BY 1, 2, 3
+HAVING sum(jobs) <> 0
+"""
+
+GROUPS_OF_THE_TABLE = """
+SELECT queue, type, last_error->>'type', count(*) FROM jobq.jobs WHERE state = 'failed'
+ GROUP BY 1, 2, 3
+"""
+
+# What the failed groups showed before they were counted (migration 0043): a full
+# grouping of the queue's failed jobs.
+GROUPED_IN_THE_TABLE = """
+SELECT type, last_error->>'type' AS error_type, count(*) AS jobs,
+       max(finished_at) AS latest_failed_at
+  FROM jobq.jobs
+ WHERE queue = $1 AND state = 'failed'
+ GROUP BY 1, 2
+"""
+
+
 async def _rows(db: asyncpg.Connection, sql: str) -> set[tuple[Any, ...]]:
     return {tuple(r) for r in await db.fetch(sql)}
 
@@ -159,6 +190,7 @@ async def _rows(db: asyncpg.Connection, sql: str) -> set[tuple[Any, ...]]:
 async def _counts_exact(db: asyncpg.Connection) -> None:
     table = "SELECT queue, state::text, count(*) FROM jobq.jobs GROUP BY 1, 2"
     assert await _rows(db, COUNTED) == await _rows(db, table)
+    assert await _rows(db, GROUPS) == await _rows(db, GROUPS_OF_THE_TABLE)
 
 
 async def _api_counts_exact(client: httpx.AsyncClient, db: asyncpg.Connection) -> None:
@@ -181,6 +213,36 @@ async def _api_counts_exact(client: httpx.AsyncClient, db: asyncpg.Connection) -
             assert figures["oldest_due_age_seconds"] is None
         else:
             assert abs(figures["oldest_due_age_seconds"] - float(oldest)) < 5
+
+
+async def _api_groups_exact(client: httpx.AsyncClient, db: asyncpg.Connection) -> None:
+    """GET .../failed/groups shows each queue's groups, and the latest failure of each,
+    as a full grouping over the table does."""
+    for n in range(QUEUES):
+        response = await client.get(f"/v1/queues/s{n}/failed/groups")
+        assert response.status_code == 200, response.text
+        shown = response.json()["groups"]
+        table = {
+            (r["type"], r["error_type"]): r for r in await db.fetch(GROUPED_IN_THE_TABLE, f"s{n}")
+        }
+        assert len(shown) == min(len(table), 50)
+        assert [g["jobs"] for g in shown] == sorted(
+            (r["jobs"] for r in table.values()), reverse=True
+        )[:50]
+        for group in shown:
+            row = table[(group["type"], group["error_type"])]
+            assert group["jobs"] == row["jobs"]
+            assert datetime.fromisoformat(group["latest_failed_at"]) == row["latest_failed_at"]
+            latest = await db.fetchval(  # jobs may have failed at the same moment
+                "SELECT array_agg(last_error->>'message') FROM jobq.jobs WHERE queue = $1"
+                " AND state = 'failed' AND type = $2"
+                " AND last_error->>'type' IS NOT DISTINCT FROM $3 AND finished_at = $4",
+                f"s{n}",
+                group["type"],
+                group["error_type"],
+                row["latest_failed_at"],
+            )
+            assert group["latest_message"] in latest
 
 
 async def _mix(client: httpx.AsyncClient, db: asyncpg.Connection) -> None:
@@ -257,6 +319,7 @@ async def test_statistics_equal_a_full_count(
     await _mix(client, db)
     await _counts_exact(db)
     await _api_counts_exact(client, db)
+    await _api_groups_exact(client, db)
     # nothing deleted yet: the rollups are those of the jobs stored
     minutes = await _rows(db, MINUTES)
     buckets = await _rows(db, BUCKETS)
@@ -277,6 +340,7 @@ async def test_statistics_equal_a_full_count(
     await _deletions(client, db, pruner)
     await _counts_exact(db)
     await _api_counts_exact(client, db)
+    await _api_groups_exact(client, db)
     # deleted jobs keep the minutes they made
     assert await _rows(db, MINUTES) == moved
 
@@ -286,4 +350,5 @@ async def test_statistics_equal_a_full_count(
     assert await _rows(db, RECENT) == await _rows(db, RECENT_OF_THE_MINUTES)
     await _counts_exact(db)
     await _api_counts_exact(client, db)
+    await _api_groups_exact(client, db)
     assert await _rows(db, MINUTES) == moved
