@@ -394,7 +394,9 @@ rolled AS (
            sum(m.failed) AS failed
       FROM jobq.queue_minute_stats() m
      CROSS JOIN bounds b
-     WHERE m.queue = :queue AND m.minute >= b.last - b.step * (b.steps - 1)
+     WHERE m.queue = :queue
+       -- a scalar subquery: an index bound, so only the window's minutes are read
+       AND m.minute >= (SELECT last - step * (steps - 1) FROM bounds)
      GROUP BY 1
 )
 SELECT s.minute, CAST(coalesce(r.enqueued, 0) AS bigint) AS enqueued,
