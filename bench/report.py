@@ -47,6 +47,10 @@ TARGETS = [
     Target("batch_enqueue", ">=", 30_000, "jobs/s", ("batch_enqueue", "jobs_per_s"),
            "batch enqueue through HTTP"),
     Target("drain", ">=", 15_000, "jobs/s", ("drain", "jobs_per_s"), "batched drain through HTTP"),
+    Target("limited_of_limit", ">=", 0.95, "x", ("limited", "of_limit_rate"),
+           "limited drain (max_running 50): jobs/s / the limit's (50 / the hold)"),
+    Target("limited_bound", ">=", 0.95, "x", ("limited", "bound_of_limit_rate"),
+           "limited: the most a slot allows, hold / (hold + one lease call's p50)"),
     Target("push_vs_floor", ">=", 0.7, "x", ("push", "median", "vs_floor"),
            "push: one replica's deliveries/s / a plain httpx client's, back to back"),
     Target("push_per_replica", ">=", 2000, "jobs/s", ("push", "median", "push_per_s"),
@@ -170,7 +174,9 @@ def _render_throughput(scenarios: dict[str, Any], console: Console) -> None:
                 f"{', ' + name if name else ''})",
                 figures,
                 f"{figures['of_limit_rate']:.0%} of the limit's"
-                f" {figures['limit_jobs_per_s']:,.0f} (jobs held {figures['hold_ms']:.0f} ms);"
+                f" {figures['limit_jobs_per_s']:,.0f} (jobs held {figures['hold_ms']:.0f} ms;"
+                f" at most {figures['bound_of_limit_rate']:.0%} with one lease call"
+                f" {figures['one_lease_ms']:.2f} ms);"
                 f" running {figures['running_mean']} on average, at most"
                 f" {figures['running_max']}",
             )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -21,6 +22,9 @@ from bench.stats import latency_summary, ratio
 
 LIMITED_MAX_RUNNING = 50
 LIMITED_WORKERS = 8
+PROBE_QUEUE = "bench-probe"
+PROBE_CALLS = 50  # leases of one job, timed, after a few to warm up
+PROBE_WARMUP_CALLS = 10
 WARMUP_JOBS = 5000
 
 
@@ -162,10 +166,30 @@ def limited(bench: Bench) -> None:
     bench.scenarios["limited"] = {**_limited_drain(bench, ack_lease=True), "separate": separate}
 
 
+def _one_lease_ms(bench: Bench) -> float:
+    """The p50 of a call that leases one job (then completed, untimed) on an unlimited
+    queue: no cycle of a limited queue's slot (lease, hold, ack) can take less than its
+    hold and one such call, since a worker hears of its next job by one."""
+    bench.db(database.queue_jobs(bench.url, PROBE_QUEUE, PROBE_CALLS + PROBE_WARMUP_CALLS))
+    body = {"queues": [PROBE_QUEUE], "max_jobs": 1, "worker_id": "bench-probe"}
+    timed: list[float] = []
+    with httpx.Client(base_url=bench.base_url, timeout=30) as client:
+        for n in range(PROBE_CALLS + PROBE_WARMUP_CALLS):
+            sent = time.perf_counter()
+            answer = client.post("/v1/leases", json=body)
+            if n >= PROBE_WARMUP_CALLS:
+                timed.append((time.perf_counter() - sent) * 1000)
+            answer.raise_for_status()
+            for lease in answer.json()["leases"]:
+                client.post(f"/v1/leases/{lease['lease_id']}/complete", json={}).raise_for_status()
+    return statistics.median(timed)
+
+
 def _limited_drain(bench: Bench, *, ack_lease: bool) -> dict[str, Any]:
     c = bench.config
     jobs = max(LIMITED_MAX_RUNNING * 10, c.jobs // 5)
     queue = "bench-limited"
+    call_ms = _one_lease_ms(bench)
     bench.db(database.reset_jobs(bench.url))
     bench.db(database.queue_jobs(bench.url, queue, jobs))
     httpx.put(
@@ -213,6 +237,9 @@ def _limited_drain(bench: Bench, *, ack_lease: bool) -> dict[str, Any]:
         "ack_calls": run.total("ack_calls"),
         "limit_jobs_per_s": round(ideal, 1),
         "of_limit_rate": round(figures["jobs_per_s"] / ideal, 3),
+        # the most a slot's cycle allows: its hold, then one call (see _one_lease_ms)
+        "one_lease_ms": round(call_ms, 2),
+        "bound_of_limit_rate": round(c.limited_hold_ms / (c.limited_hold_ms + call_ms), 3),
         "running_mean": None if mean is None else round(mean, 1),
         "running_max": max(samples, default=None),
         "kept_full": None if mean is None else round(mean / LIMITED_MAX_RUNNING, 3),
@@ -220,7 +247,8 @@ def _limited_drain(bench: Bench, *, ack_lease: bool) -> dict[str, Any]:
     }
     bench.say(
         f"  {s['jobs_per_s']:,.0f} jobs/s ({s['of_limit_rate']:.0%} of the limit's "
-        f"{ideal:,.0f}); running {s['running_mean']} on average, at most "
+        f"{ideal:,.0f}; at most {s['bound_of_limit_rate']:.0%} with one lease call taking "
+        f"{call_ms:.2f} ms); running {s['running_mean']} on average, at most "
         f"{s['running_max']} (limit {LIMITED_MAX_RUNNING})"
     )
     return s

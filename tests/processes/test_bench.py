@@ -107,6 +107,10 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
     # the limited queue's drain: never above its limit, and near it while jobs were queued
     limited = scenarios["limited"]
     _positive(limited, "jobs", "seconds", "jobs_per_s", "of_limit_rate", "samples")
+    _positive(limited, "one_lease_ms", "bound_of_limit_rate")
+    hold = limited["hold_ms"]
+    bound = hold / (hold + limited["one_lease_ms"])
+    assert limited["bound_of_limit_rate"] == pytest.approx(bound, abs=1e-3)
     assert limited["running_max"] <= limited["max_running"]
     assert 0 < limited["kept_full"] <= 1, limited  # how full: a figure, not a test
     _cpu_reported(limited["cpu"])
@@ -149,6 +153,8 @@ def test_quick_benchmark_reports_every_section(database_url: str, tmp_path: Path
         "wait_latency_p99",
         "batch_enqueue",
         "drain",
+        "limited_of_limit",
+        "limited_bound",
     }
     # every target is reported; those of the scenarios a quick run leaves out (soak, fair,
     # prune, scale) unjudged
