@@ -14,12 +14,15 @@ are declared there, once, and an SDK error becomes its one line there.
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
+import pydantic
 import typer
 
 from app import __version__
-from app.cli._service import Connected, Operator
+from app.cli._output import warn
+from app.cli._service import Connected, Operator, invalid_configuration
 from app.cli.audit import audit
 from app.cli.config import config
 from app.cli.jobs import jobs_cli
@@ -32,6 +35,7 @@ from app.cli.stats import stats
 from app.cli.subscriptions import subscriptions_cli
 from app.cli.worker import worker
 from app.cli.workers import workers_cli
+from app.core.config import Settings
 
 __all__ = ["cli", "main", "worker_app"]
 
@@ -76,4 +80,12 @@ cli.command(cls=Operator)(config)
 
 
 def main() -> None:
-    cli()
+    """The command; a setting that does not validate ends it with one line, whichever
+    command read the settings first."""
+    try:
+        cli()
+    except pydantic.ValidationError as exc:
+        if exc.title != Settings.__name__:
+            raise
+        warn(invalid_configuration(exc))
+        sys.exit(1)

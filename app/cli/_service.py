@@ -58,10 +58,15 @@ def settings() -> Settings:
     try:
         return Settings()
     except pydantic.ValidationError as exc:
-        reasons = "; ".join(
-            f"JOBQ_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
-        )
-        fail(f"invalid configuration: {reasons}")
+        fail(invalid_configuration(exc))
+
+
+def invalid_configuration(exc: pydantic.ValidationError) -> str:
+    """The one line that says which settings are wrong, and why."""
+    reasons = "; ".join(
+        f"JOBQ_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+    )
+    return f"invalid configuration: {reasons}"
 
 
 @dataclass

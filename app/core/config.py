@@ -352,7 +352,9 @@ class Settings(BaseSettings):
         default=DEFAULT_LOG_FORMAT,
         description="`json` lines, plain `text`, or `auto`: text on a terminal, else JSON.",
     )
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = DEFAULT_LOG_LEVEL
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default=DEFAULT_LOG_LEVEL, description="The least severe log records written (any case)."
+    )
     access_log: bool = Field(default=True, description="Log one line per HTTP request.")
     opentelemetry: bool = Field(
         default=False,
@@ -417,6 +419,11 @@ class Settings(BaseSettings):
         description="How often each replica adds the deliveries it counted to the shared"
         " statistics.",
     )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     @field_validator("push_allowed_targets", mode="before")
     @classmethod

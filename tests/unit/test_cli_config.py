@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any, get_args
 
@@ -44,6 +47,25 @@ async def test_an_unreachable_service_is_one_line_and_exit_1() -> None:
         assert line.startswith(f"jobq: cannot reach the jobq service at {closed}: "), line
     line = one_error_line(await jobq("stats", "--url", "nonsense"))
     assert "nonsense" in line
+
+
+@pytest.mark.parametrize("command", [["serve"], ["migrate"], ["keys", "list"], ["config"]])
+def test_a_setting_that_does_not_validate_is_one_line_and_exit_1(command: list[str]) -> None:
+    env = {**os.environ, "JOBQ_LOG_LEVEL": "loud", "JOBQ_DATABASE_URL": "postgresql://nowhere/x"}
+    ran = subprocess.run(
+        [sys.executable, "-m", "app", *command], env=env, capture_output=True, text=True
+    )
+    assert ran.returncode == 1 and ran.stdout == "", ran
+    assert ran.stderr.splitlines() == [
+        "jobq: invalid configuration: JOBQ_LOG_LEVEL: Input should be 'DEBUG', 'INFO',"
+        " 'WARNING' or 'ERROR'"
+    ], ran.stderr
+
+
+def test_a_log_level_may_be_written_in_any_case() -> None:
+    result = CliRunner().invoke(cli, ["config", "--json"], env={"JOBQ_LOG_LEVEL": "warning"})
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["log_level"]["value"] == "WARNING"
 
 
 def _error(answer: httpx.Response) -> JobqError:
