@@ -100,13 +100,10 @@ RETURNING j.*;
 -- Take a limited queue's settings row for this lease's transaction: the leases of one
 -- limited queue take turns here, on every replica, so that each one's claim (the next
 -- statement, with a snapshot taken after the lock) counts what the one before leased.
--- No row: the queue is not limited (any more). A fair queue is leased by lease_fair,
--- for the rest of this transaction with its generic plan (planning the statement anew
--- cost more than running it) and no JIT compilation (the same).
-SELECT paused, ordering = 'fair' AS fair,
-       CASE WHEN ordering = 'fair'
-            THEN set_config('plan_cache_mode', 'force_generic_plan', true)
-                 || set_config('jit', 'off', true) END AS fair_plans
+-- No row: the queue is not limited (any more). A fair queue is leased by lease_fair
+-- (the service calls it alone for the fair queues it knows; here for one that became
+-- fair since: the function takes the row again, which this transaction holds).
+SELECT paused, ordering = 'fair' AS fair
   FROM jobq.queues
  WHERE name = :queue AND limited
    FOR UPDATE;
@@ -264,9 +261,11 @@ SELECT q.max_running,
 
 
 -- name: limited_queues
--- The queues whose leases go through lease_limited, and whether finishing a job of one
--- frees room a waiting lease can take (a limit on running jobs: `slots`).
-SELECT name, max_running IS NOT NULL OR max_running_per_key IS NOT NULL AS slots
+-- The queues whose leases go through lease_limited, whether finishing a job of one
+-- frees room a waiting lease can take (a limit on running jobs: `slots`), and whether
+-- it is fair (leased by lease_fair alone).
+SELECT name, max_running IS NOT NULL OR max_running_per_key IS NOT NULL AS slots,
+       ordering = 'fair' AS fair
   FROM jobq.queues
  WHERE limited;
 
@@ -318,11 +317,15 @@ SELECT pair.queue, pair.type, now()
 
 
 -- name: lease_fair
--- Claim up to `max_jobs` due jobs from one fair queue, its row locked by
--- lock_limited_queue in this transaction, taking turns across its fairness keys by stride
--- scheduling: each key has a pass (jobq.fair_keys) that a leased job advances by
--- 1/weight, and the jobs picked are the keys' best with the lowest turns (a key's n-th
--- job's turn is its pass + (n-1)/weight). The keys are walked by pass along
+-- Claim up to `max_jobs` due jobs from one fair queue, taking turns across its fairness
+-- keys (jobq.lease_fair, migration 0044): the function takes the queue's row, as
+-- lock_limited_queue does, then claims with a snapshot taken after it, so one call
+-- on its own holds the row for the claim and its commit only. Nothing when the queue
+-- is paused or no longer a fair one (fair_queue_state tells which).
+--
+-- The claim is stride scheduling: each key has a pass (jobq.fair_keys) that a leased job
+-- advances by 1/weight, and the jobs picked are the keys' best with the lowest turns (a
+-- key's n-th job's turn is its pass + (n-1)/weight). The keys are walked by pass along
 -- fair_keys_pass_idx until `max_jobs` of them have due jobs: a key passed over (jobs not
 -- yet due, or at its `rate_limit_per_key`) moves behind the keys walked, and a key found
 -- idle is forgotten (jobq.forget_fair_key), so neither is walked on every lease. Within a
@@ -335,219 +338,17 @@ SELECT pair.queue, pair.type, now()
 -- another key's jobs. With `=` the planner drops the fixed column from the order, and
 -- jobs_claim_idx (queue, priority, run_at) gives it too, walking past every other
 -- key's jobs (figures: docs/flow-control.md).
-WITH RECURSIVE settings AS MATERIALIZED (
-    SELECT q.max_running, q.rate_limit_jobs, q.rate_limit_seconds, q.fair_weights,
-           q.rate_limit_per_key_jobs AS key_jobs, q.rate_limit_per_key_seconds AS key_seconds,
-           q.aging_seconds, q.aging_max
-      FROM jobq.queues q
-     WHERE q.name = :queue AND q.ordering = 'fair'
-),
-room AS MATERIALIZED (
-    SELECT greatest(0, least(
-               CAST(:max_jobs AS integer),
-               s.max_running - CASE WHEN s.max_running IS NOT NULL THEN (
-                   SELECT count(*) FROM jobq.jobs j
-                    WHERE j.state = 'running' AND j.queue = :queue) END,
-               s.rate_limit_jobs - (
-                   SELECT coalesce(sum(r.jobs), 0)
-                     FROM jobq.queue_rate_log r
-                    WHERE r.queue = :queue
-                      AND r.at > statement_timestamp()
-                                 - make_interval(secs => s.rate_limit_seconds)))) AS n
-      FROM settings s
-),
-walk(key, pass, weight, room, due, idle, found) AS (
-    -- before the first key: no key has a pass of -Infinity
-    SELECT '', CAST('-Infinity' AS double precision), CAST(1 AS double precision),
-           CAST(0 AS bigint), false, false, 0
-     WHERE (SELECT n FROM room) > 0
-    UNION ALL
-    SELECT nxt.key, nxt.pass, nxt.weight, p.room, p.room > 0 AND p.due,
-           NOT p.due AND (
-               SELECT true FROM jobq.jobs j
-                WHERE j.queue = :queue
-                  AND j.fairness_key >= nxt.key AND j.fairness_key <= nxt.key
-                  AND j.state = 'queued'
-                ORDER BY j.fairness_key, j.priority DESC, j.run_at, j.id
-                LIMIT 1) IS NULL,
-           w.found + CAST(p.room > 0 AND p.due AS integer)
-      FROM walk w
-     CROSS JOIN LATERAL (
-            SELECT k.key, k.pass,
-                   coalesce(CAST(s.fair_weights ->> k.key AS double precision), 1) AS weight
-              FROM jobq.fair_keys k CROSS JOIN settings s
-             WHERE k.queue = :queue AND (k.pass, k.key) > (w.pass, w.key)
-             ORDER BY k.pass, k.key
-             LIMIT 1
-           ) AS nxt
-     CROSS JOIN LATERAL (
-            SELECT CASE WHEN s.key_jobs IS NULL THEN (SELECT n FROM room)
-                        ELSE s.key_jobs - (
-                            SELECT coalesce(sum(r.jobs), 0)
-                              FROM jobq.fair_key_rate_log r
-                             WHERE r.queue = :queue AND r.key = nxt.key
-                               AND r.at > statement_timestamp()
-                                          - make_interval(secs => s.key_seconds)) END
-                       AS room,
-                   coalesce((
-                       SELECT true FROM jobq.jobs j
-                        WHERE j.queue = :queue
-                          AND j.fairness_key >= nxt.key AND j.fairness_key <= nxt.key
-                          AND j.state = 'queued' AND j.run_at <= statement_timestamp()
-                          AND (j.start_by IS NULL OR j.start_by > statement_timestamp())
-                          AND (cardinality(CAST(:types AS text[])) = 0
-                               OR j.type = ANY(CAST(:types AS text[])))
-                        ORDER BY j.fairness_key, j.priority DESC, j.run_at, j.id
-                        LIMIT 1), false) AS due
-              FROM settings s
-            OFFSET 0  -- each probe once (not once for each place that names it)
-           ) AS p
-     WHERE w.found < (SELECT n FROM room)
-),
-keys AS MATERIALIZED (
-    SELECT w.key, w.pass, w.weight, w.room FROM walk w WHERE w.due
-),
-horizon AS MATERIALIZED (
-    -- no job whose turn comes after this one is picked: the pass of the last key walked
-    -- with due jobs, when the walk found enough of them (each key's first job is
-    -- earlier); with fewer keys, none (a key may have fewer jobs than its share)
-    SELECT CASE WHEN count(*) >= (SELECT n FROM room) THEN max(pass)
-                ELSE CAST('Infinity' AS double precision) END AS pass
-      FROM keys
-),
-candidates AS (
-    SELECT c.id, k.key, k.pass + (c.nth - 1) / k.weight AS turn
-      FROM keys k
-     CROSS JOIN settings s
-     CROSS JOIN LATERAL (
-            SELECT CAST(least(CAST(k.room AS double precision), (SELECT n FROM room),
-                              1 + floor(((SELECT pass FROM horizon) - k.pass) * k.weight))
-                        AS integer) AS n
-           ) AS wanted
-     CROSS JOIN LATERAL (
-            -- without aging: the key's best due jobs along jobs_fair_claim_idx, in order
-            SELECT x.id, row_number() OVER () AS nth
-              FROM (SELECT j.id
-                       FROM jobq.jobs j
-                      WHERE s.aging_seconds IS NULL
-                        AND j.queue = :queue
-                        AND j.fairness_key >= k.key AND j.fairness_key <= k.key
-                        AND j.state = 'queued' AND j.run_at <= statement_timestamp()
-                        AND (j.start_by IS NULL OR j.start_by > statement_timestamp())
-                        AND (cardinality(CAST(:types AS text[])) = 0
-                             OR j.type = ANY(CAST(:types AS text[])))
-                      ORDER BY j.fairness_key, j.priority DESC, j.run_at, j.id
-                      LIMIT wanted.n) AS x
-            UNION ALL
-            -- with aging: the longest-waiting due jobs of each priority in use, best first
-            SELECT x.id, row_number() OVER (ORDER BY x.effective DESC, x.run_at, x.id) AS nth
-              FROM (WITH RECURSIVE levels(priority) AS (
-                         (SELECT j.priority FROM jobq.jobs j
-                           WHERE s.aging_seconds IS NOT NULL
-                             AND j.queue = :queue
-                             AND j.fairness_key >= k.key AND j.fairness_key <= k.key
-                             AND j.state = 'queued'
-                           ORDER BY j.fairness_key, j.priority DESC LIMIT 1)
-                         UNION ALL
-                         SELECT (SELECT j.priority FROM jobq.jobs j
-                                  WHERE j.queue = :queue
-                                    AND j.fairness_key >= k.key AND j.fairness_key <= k.key
-                                    AND j.state = 'queued' AND j.priority < l.priority
-                                  ORDER BY j.fairness_key, j.priority DESC LIMIT 1)
-                           FROM levels l
-                          WHERE l.priority IS NOT NULL
-                     )
-                     SELECT o.id, o.effective, o.run_at
-                       FROM levels l
-                      CROSS JOIN LATERAL (
-                             SELECT j.id, j.run_at,
-                                    j.priority + least(s.aging_max, floor(
-                                        extract(epoch FROM now() - j.run_at)
-                                        / s.aging_seconds)) AS effective
-                               FROM jobq.jobs j
-                              WHERE j.queue = :queue
-                                AND j.fairness_key >= k.key AND j.fairness_key <= k.key
-                                AND j.state = 'queued' AND j.priority = l.priority
-                                AND j.run_at <= statement_timestamp()
-                                AND (j.start_by IS NULL OR j.start_by > statement_timestamp())
-                                AND (cardinality(CAST(:types AS text[])) = 0
-                                     OR j.type = ANY(CAST(:types AS text[])))
-                              ORDER BY j.fairness_key, j.run_at, j.id
-                              LIMIT wanted.n
-                            ) AS o
-                      WHERE l.priority IS NOT NULL
-                      ORDER BY o.effective DESC, o.run_at, o.id
-                      LIMIT wanted.n) AS x
-           ) AS c
-),
-picked AS (
-    SELECT id, key FROM candidates ORDER BY turn, key LIMIT (SELECT n FROM room)
-),
-leased AS (
-    UPDATE jobq.jobs j
-    {claim}
-     WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.state::text = 'queued'
-    RETURNING j.*
-),
-moves AS MATERIALIZED (
-    -- each key leased from takes its turns; each key passed over goes behind the walk
-    SELECT w.key,
-           CASE WHEN p.jobs IS NOT NULL THEN w.pass + p.jobs / w.weight
-                ELSE greatest(w.pass + 1 / w.weight, (SELECT max(pass) FROM walk)) END AS pass
-      FROM walk w
-      LEFT JOIN (SELECT key, count(*) AS jobs FROM picked GROUP BY key) AS p ON p.key = w.key
-     WHERE NOT w.idle AND w.pass > CAST('-Infinity' AS double precision)
-       AND (p.jobs IS NOT NULL OR NOT w.due)
-),
-turns AS (
-    -- by primary key, the keys moved only (a join let a plan walk every key of the queue)
-    UPDATE jobq.fair_keys f
-       SET pass = (SELECT m.pass FROM moves m WHERE m.key = f.key)
-     WHERE f.queue = :queue AND f.key = ANY(ARRAY(SELECT key FROM moves))
-    RETURNING 1
-),
-forgotten AS (
-    SELECT jobq.forget_fair_key(:queue, w.key) FROM walk w WHERE w.idle
-),
-logged AS (
-    INSERT INTO jobq.queue_rate_log (queue, at, jobs)
-    SELECT :queue, statement_timestamp(), count(*)
-      FROM leased
-    HAVING count(*) > 0 AND (SELECT rate_limit_jobs FROM settings) IS NOT NULL
-    RETURNING 1
-),
-key_logged AS (
-    INSERT INTO jobq.fair_key_rate_log (queue, key, at, jobs)
-    SELECT :queue, l.fairness_key, statement_timestamp(), count(*)
-      FROM leased l
-     WHERE (SELECT key_jobs FROM settings) IS NOT NULL
-     GROUP BY l.fairness_key
-    RETURNING 1
-),
-forgotten_leases AS (
-    DELETE FROM jobq.queue_rate_log r
-     USING settings s
-     WHERE r.queue = :queue AND s.rate_limit_jobs IS NOT NULL
-       AND r.at <= statement_timestamp() - make_interval(secs => s.rate_limit_seconds)
-    RETURNING 1
-),
-forgotten_key_leases AS (
-    DELETE FROM jobq.fair_key_rate_log r
-     USING settings s
-     WHERE r.queue = :queue AND s.key_jobs IS NOT NULL
-       AND r.at <= statement_timestamp() - make_interval(secs => s.key_seconds)
-    RETURNING 1
-)
-SELECT leased.*
-  FROM leased
- -- a condition on no row: evaluated first, whether or not a job was leased
- WHERE (SELECT count(*) FROM forgotten) >= 0;
+SELECT *
+  FROM jobq.lease_fair(:queue, CAST(:types AS text[]), CAST(:max_jobs AS integer),
+                       CAST(:lease_seconds AS integer), :worker_id,
+                       CAST(:key_id AS bigint));
 
 
 -- name: fair_queue_state
 -- limited_queue_state for a fair queue: running jobs against max_running, the queue's
 -- rate window, and whether a due job waits for its key's `rate_limit_per_key`; when
--- the first window to free room ends (the queue's, or such a key's).
+-- the first window to free room ends (the queue's, or such a key's); and whether the
+-- queue is paused, and still fair.
 WITH held AS (
     -- keys at their rate limit with due jobs, and when their window's oldest lease leaves
     SELECT min(r.at) + make_interval(secs => min(q.rate_limit_per_key_seconds)) AS frees
@@ -571,7 +372,9 @@ SELECT q.max_running,
            w.oldest + make_interval(secs => q.rate_limit_seconds),
            (SELECT min(frees) FROM held))) AS double precision) AS rate_frees_at,
        false AS key_held,
-       EXISTS (SELECT FROM held) AS key_rate_held
+       EXISTS (SELECT FROM held) AS key_rate_held,
+       -- why lease_fair, which runs without lock_limited_queue, may have leased nothing
+       q.paused, q.limited AND q.ordering = 'fair' AS fair
   FROM jobq.queues q
  CROSS JOIN LATERAL (
         SELECT coalesce(sum(r.jobs), 0) AS used, min(r.at) AS oldest

@@ -26,6 +26,7 @@ class LimitedQueues:
         self._repo = repo
         self._names: frozenset[str] = frozenset()
         self._slots: frozenset[str] = frozenset()
+        self._fair: frozenset[str] = frozenset()
         self._read_at = -math.inf
 
     def forget(self) -> None:
@@ -37,8 +38,15 @@ class LimitedQueues:
             self._read_at = time.monotonic()
             found = await self._repo.limited_queues()
             self._names = frozenset(found)
-            self._slots = frozenset(name for name, slots in found.items() if slots)
+            self._slots = frozenset(name for name, (slots, _) in found.items() if slots)
+            self._fair = frozenset(name for name, (_, fair) in found.items() if fair)
         return self._names
+
+    async def fair(self) -> frozenset[str]:
+        """The limited queues that are fair (leased by `JobsRepository.lease_fair`), read
+        as `names` is."""
+        await self.names()
+        return self._fair
 
     async def slots(self) -> frozenset[str]:
         """The limited queues that limit their running jobs, read as `names` is."""

@@ -107,6 +107,12 @@ RECORD_LEASED_TYPES = QUERIES.bind("record_leased_types", RecordLeasedTypesParam
 EXPLAIN_JOB = QUERIES.bind("explain_job", ExplainJobParams)
 
 
+def _limited_state(record: asyncpg.Record) -> LimitedState:
+    """The state in a record of limited_queue_state's or fair_queue_state's (which goes
+    on with columns of its own)."""
+    return LimitedState._make(record[: len(LimitedState._fields)])
+
+
 # The queues a key may use: (exact names, LIKE patterns); None: every queue.
 Allowed = tuple[list[str], list[str]] | None
 
@@ -214,6 +220,28 @@ class JobsRepository:
             records = await self._db.fetch(LEASE, several)
         return many(JobRow, records)
 
+    async def lease_fair(
+        self,
+        queue: str,
+        types: list[str],
+        max_jobs: int,
+        lease_seconds: int | None,
+        worker_id: str,
+        key_id: int | None = None,
+    ) -> tuple[list[JobRow], LimitedState | None] | None:
+        """`lease_limited` for a fair queue, in one call on its own (`lease_fair` takes
+        the queue's row itself). None: the queue is not fair, or not limited (any more)."""
+        params = LeaseQueueParams(queue, types, max_jobs, lease_seconds, worker_id, key_id)
+        jobs = many(JobRow, await self._db.fetch(LEASE_FAIR, params))
+        if len(jobs) == max_jobs:
+            return jobs, None
+        row = await self._db.fetch_one(FAIR_QUEUE_STATE, ByQueue(queue))
+        if row is None or not row["fair"]:
+            return None
+        if row["paused"]:
+            return jobs, None
+        return jobs, _limited_state(row)
+
     async def lease_limited(
         self,
         queue: str,
@@ -240,14 +268,15 @@ class JobsRepository:
             if len(jobs) < max_jobs:
                 held = FAIR_QUEUE_STATE if fair else LIMITED_QUEUE_STATE
                 (row,) = await fetch_in(conn, held, ByQueue(queue))
-                state = LimitedState._make(row)
+                state = _limited_state(row)
             return jobs, state
 
-    async def limited_queues(self) -> dict[str, bool]:
+    async def limited_queues(self) -> dict[str, tuple[bool, bool]]:
         """The queues with a limit on running jobs or on their lease rate, or fair: each
-        with whether it limits its running jobs (a finished job frees a slot)."""
+        with whether it limits its running jobs (a finished job frees a slot), and
+        whether it is fair."""
         records = await self._db.fetch(LIMITED_QUEUES, NO_PARAMS)
-        return {record["name"]: record["slots"] for record in records}
+        return {record["name"]: (record["slots"], record["fair"]) for record in records}
 
     async def announce_slots(self, queues: list[str]) -> None:
         """Wake leases waiting on these limited queues: their running jobs ended."""

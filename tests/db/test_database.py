@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -302,8 +303,8 @@ async def _flooded_fair_queue(db: asyncpg.Connection) -> None:
 
 @pytest.mark.parametrize(
     "statement",
-    [jobs_sql.LEASE_FAIR, jobs_sql.FAIR_QUEUE_STATE, queues_sql.BUSIEST_FAIR_KEYS],
-    ids=["lease_fair", "fair_queue_state", "busiest_fair_keys"],
+    [jobs_sql.FAIR_QUEUE_STATE, queues_sql.BUSIEST_FAIR_KEYS],
+    ids=["fair_queue_state", "busiest_fair_keys"],
 )
 async def test_a_fair_queue_reads_each_keys_jobs_along_its_index(
     db: asyncpg.Connection, statement: Statement[Any]
@@ -319,6 +320,48 @@ async def test_a_fair_queue_reads_each_keys_jobs_along_its_index(
     indexes = {s.get("Index Name") for s in _scans(plan[0]["Plan"])}
     assert "jobs_claim_idx" not in indexes, plan
     assert "jobs_fair_claim_idx" in indexes, plan
+
+
+async def test_a_fair_lease_reads_each_keys_jobs_along_its_index(db: asyncpg.Connection) -> None:
+    # jobq.lease_fair's claim (migration 0044), with its generic plan as the function
+    # runs it: its parameters and the time it takes after the queue's lock as $n
+    await _flooded_fair_queue(db)
+    source = await db.fetchval("SELECT prosrc FROM pg_proc WHERE proname = 'lease_fair'")
+    claim = source[source.index("RETURN QUERY") + len("RETURN QUERY") : source.rindex(";")]
+    names = ["queue", "types", "max_jobs", "lease_seconds", "worker_id", "key_id"]
+    for n, name in enumerate(names, start=1):
+        claim = re.sub(rf"\blease_fair\.{name}\b", f"${n}", claim)
+    claim = re.sub(r"\blocked_at\b", f"${len(names) + 1}", claim)
+    types = "text, text[], integer, integer, text, bigint, timestamptz"
+    await db.execute(f"PREPARE claim({types}) AS {claim}")
+    await db.execute("SET plan_cache_mode = force_generic_plan")
+    nulls = ", ".join("NULL" for _ in range(len(names) + 1))
+    plan = json.loads(await db.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE claim({nulls})"))
+    indexes = {s.get("Index Name") for s in _scans(plan[0]["Plan"])}
+    assert "jobs_claim_idx" not in indexes, plan
+    assert "jobs_fair_claim_idx" in indexes, plan
+
+
+def _claim_clause(sql: str, names: dict[str, str]) -> str:
+    """A claim's `SET state = 'running', … updated_at = …`, its parameters and time named
+    by `names`, its spacing and comments gone."""
+    clause = sql[sql.index("SET state = 'running'") :]
+    clause = re.sub(r"--[^\n]*", "", clause[: clause.index("\n", clause.index("updated_at = "))])
+    for written, name in names.items():
+        clause = clause.replace(written, name)
+    return " ".join(clause.split())
+
+
+async def test_a_fair_lease_sets_what_every_claim_sets(db: asyncpg.Connection) -> None:
+    # jobq.lease_fair (migration 0044) writes out lease.sql's claim fragment: held to it
+    source = await db.fetchval("SELECT prosrc FROM pg_proc WHERE proname = 'lease_fair'")
+    names = {f"lease_fair.{name}": name for name in jobs_sql.LEASE_QUEUE.names}
+    names["locked_at"] = "now"
+    statement = jobs_sql.LEASE_QUEUE
+    positional = {f"${n}": name for n, name in enumerate(statement.names, start=1)}
+    positional["statement_timestamp()"] = "now"
+    by_name = dict(sorted(positional.items(), key=lambda item: -len(item[0])))  # $10 first
+    assert _claim_clause(source, names) == _claim_clause(statement.sql, by_name)
 
 
 async def test_forgetting_an_idle_fair_key_reads_it_along_its_index(

@@ -271,6 +271,7 @@ class Leases:
         the jobs, and the limits that held a limited queue back (the queues left with
         no room for anyone are added to `full`)."""
         limited = await self._limited.names()
+        fair = await self._limited.fair()
         plain = [q for q in queues if q not in limited]
         lease = functools.partial(
             self._repo.lease,
@@ -285,9 +286,17 @@ class Leases:
             left = max_jobs - len(jobs)
             if left <= 0:
                 break
-            found = await self._repo.lease_limited(
-                queue, types, left, lease_seconds, worker_id, key_id
-            )
+            found = None
+            if queue in fair:  # one call, which takes the queue's row itself
+                found = await self._repo.lease_fair(
+                    queue, types, left, lease_seconds, worker_id, key_id
+                )
+            if found is None:  # not fair (any more): under the queue's row, as any limited
+                if queue in fair:
+                    self._limited.forget()
+                found = await self._repo.lease_limited(
+                    queue, types, left, lease_seconds, worker_id, key_id
+                )
             if found is None:  # no longer limited
                 self._limited.forget()
                 jobs += await lease(queues=[queue], max_jobs=left)
