@@ -1457,16 +1457,26 @@ CREATE FUNCTION jobq.lease_fair(queue text, types text[], max_jobs integer, leas
     AS $$
 #variable_conflict use_column
 DECLARE
+    unlimited boolean;
     locked_at timestamptz;
 BEGIN
     -- the leases of one fair queue take turns on its row; none of a paused queue, nor
     -- of one that is no longer fair (the caller's list of fair queues was stale)
-    PERFORM FROM jobq.queues q
-      WHERE q.name = lease_fair.queue AND q.limited AND q.ordering = 'fair'
-        AND NOT q.paused
-        FOR UPDATE;
+    SELECT q.max_running IS NULL AND q.rate_limit_jobs IS NULL
+           AND q.rate_limit_per_key_jobs IS NULL
+      INTO unlimited
+      FROM jobq.queues q
+     WHERE q.name = lease_fair.queue AND q.limited AND q.ordering = 'fair'
+       AND NOT q.paused
+       FOR UPDATE;
     IF NOT FOUND THEN
         RETURN;
+    END IF;
+    IF unlimited THEN
+        -- as the plain lease: commit without waiting for the WAL flush (a lease lost
+        -- to a crash leaves its jobs queued, and its worker's finish is refused); not
+        -- under a limit, which a lost lease's jobs, run meanwhile, would go past
+        PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
     -- the claim's snapshot is taken after the lock: it sees every lease before it
     locked_at := clock_timestamp();

@@ -9,6 +9,8 @@ which calls it) with the lease's time taken after the lock, as that statement's
 `statement_timestamp()` was (here it would be the calling statement's, from before the
 wait for the row), and with fewer keys than the lease wants, each key read only as far
 as its share of it (docs/flow-control.md), with a second look when one falls short.
+A fair queue without limits commits its lease without waiting for the WAL flush, as
+the plain lease does.
 
 Revision ID: 0044
 Revises: 0043
@@ -37,16 +39,26 @@ SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
+    unlimited boolean;
     locked_at timestamptz;
 BEGIN
     -- the leases of one fair queue take turns on its row; none of a paused queue, nor
     -- of one that is no longer fair (the caller's list of fair queues was stale)
-    PERFORM FROM jobq.queues q
-      WHERE q.name = lease_fair.queue AND q.limited AND q.ordering = 'fair'
-        AND NOT q.paused
-        FOR UPDATE;
+    SELECT q.max_running IS NULL AND q.rate_limit_jobs IS NULL
+           AND q.rate_limit_per_key_jobs IS NULL
+      INTO unlimited
+      FROM jobq.queues q
+     WHERE q.name = lease_fair.queue AND q.limited AND q.ordering = 'fair'
+       AND NOT q.paused
+       FOR UPDATE;
     IF NOT FOUND THEN
         RETURN;
+    END IF;
+    IF unlimited THEN
+        -- as the plain lease: commit without waiting for the WAL flush (a lease lost
+        -- to a crash leaves its jobs queued, and its worker's finish is refused); not
+        -- under a limit, which a lost lease's jobs, run meanwhile, would go past
+        PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
     -- the claim's snapshot is taken after the lock: it sees every lease before it
     locked_at := clock_timestamp();

@@ -287,6 +287,30 @@ async def test_leases_commit_without_a_flush_each_and_later_statements_stay_dura
     assert await db.fetchval("SHOW synchronous_commit") == "on"
 
 
+@pytest.mark.parametrize(
+    ("limit", "durable"),
+    [("NULL", False), ("10", True)],
+    ids=["without_limits", "with_max_running"],
+)
+async def test_a_fair_lease_waits_for_the_wal_flush_only_under_a_limit(
+    db: asyncpg.Connection, limit: str, durable: bool
+) -> None:
+    # jobq.lease_fair (migration 0044): a lost lease's jobs, already running, would let
+    # a limit be passed; with none, it commits as the plain lease does
+    await db.execute(
+        f"INSERT INTO jobq.queues (name, ordering, max_running) VALUES ('f', 'fair', {limit})"
+    )
+    await db.execute(
+        "INSERT INTO jobq.jobs (queue, type, payload, max_attempts, lease_seconds, fairness_key)"
+        " VALUES ('f', 't', '{}', 5, 60, 'A')"
+    )
+    async with db.transaction():
+        leased = await db.fetch("SELECT * FROM jobq.lease_fair('f', '{}', 1, NULL, 'w', NULL)")
+        assert len(leased) == 1
+        assert await db.fetchval("SHOW synchronous_commit") == ("on" if durable else "off")
+    assert await db.fetchval("SHOW synchronous_commit") == "on"
+
+
 async def _flooded_fair_queue(db: asyncpg.Connection) -> None:
     """Statistics as one tenant's flood leaves them: a fair queue of 20,000 queued jobs of
     key A and a few of B and C (most of the table's jobs are A's)."""
