@@ -14,7 +14,7 @@ the plain lease does.
 
 Revision ID: 0044
 Revises: 0043
-Create Date: 2026-11-30
+Create Date: 2026-11-29
 """
 
 from __future__ import annotations
