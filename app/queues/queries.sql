@@ -350,8 +350,9 @@ WITH groups AS MATERIALIZED (
      ORDER BY jobs DESC, g.type, g.error_type
      LIMIT :limit
 )
-SELECT g.type, g.error_type, g.jobs, latest.message AS latest_message,
-       latest.finished_at AS latest_failed_at
+SELECT g.type, g.error_type, g.jobs,
+       coalesce(typed.message, untyped.message) AS latest_message,
+       coalesce(typed.finished_at, untyped.finished_at) AS latest_failed_at
   FROM groups g
   LEFT JOIN LATERAL (
         -- `=` for an error type, IS NULL for none: each branch one index probe
@@ -370,9 +371,6 @@ SELECT g.type, g.error_type, g.jobs, latest.message AS latest_message,
          ORDER BY j.last_error->>'type' DESC, j.finished_at DESC  -- the index's order
          LIMIT 1
        ) AS untyped ON true
- CROSS JOIN LATERAL (SELECT coalesce(typed.message, untyped.message) AS message,
-                            coalesce(typed.finished_at, untyped.finished_at) AS finished_at
-                    ) AS latest
  ORDER BY g.jobs DESC, g.type, g.error_type;
 
 
